@@ -1,0 +1,26 @@
+# cython: language_level=3
+"""Process-wide facts about the loaded librdkafka (version, known property names)."""
+
+from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_conf_new, rd_kafka_conf_destroy,
+                               rd_kafka_conf_dump, rd_kafka_conf_dump_free, rd_kafka_version,
+                               rd_kafka_version_str)
+
+
+def librdkafka_version() -> tuple:
+    """Return ``(version_string, version_int)`` of the librdkafka that is actually loaded."""
+    return (rd_kafka_version_str().decode(), rd_kafka_version())
+
+
+def librdkafka_property_names() -> frozenset:
+    """Names of every global configuration property the loaded librdkafka knows."""
+    cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
+    cdef size_t cnt = 0
+    cdef const char **arr = rd_kafka_conf_dump(conf, &cnt)
+    names = set()
+    cdef size_t i = 0
+    while i < cnt:
+        names.add(arr[i].decode())
+        i += 2
+    rd_kafka_conf_dump_free(arr, cnt)
+    rd_kafka_conf_destroy(conf)
+    return frozenset(names)

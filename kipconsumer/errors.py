@@ -1,0 +1,64 @@
+"""Typed errors raised by kipconsumer.
+
+Every error carries a human-readable message that names what went wrong (the config key,
+the argument, the partition) and, where librdkafka reported it, the librdkafka error
+name in ``code``.
+"""
+
+from __future__ import annotations
+
+
+class KafkaError(Exception):
+    """Base class of every error kipconsumer raises about Kafka operations.
+
+    ``code`` is librdkafka's error name (e.g. ``"_MSG_TIMED_OUT"``) when one applies.
+    ``retriable`` says whether repeating the operation may succeed.
+    """
+
+    def __init__(self, message: str, *, code: str | None = None, retriable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retriable = retriable
+
+
+class ConfigError(KafkaError, ValueError):
+    """A configuration key is unknown or its value is outside the allowed values."""
+
+
+class KafkaTimeoutError(KafkaError, TimeoutError):
+    """An operation did not complete within its configured time bound."""
+
+    def __init__(self, message: str, *, code: str | None = None, retriable: bool = True) -> None:
+        super().__init__(message, code=code, retriable=retriable)
+
+
+class CommitFailedError(KafkaError):
+    """An offset commit cannot be completed, typically because the member left the group."""
+
+
+class WakeupError(KafkaError):
+    """``wakeup()`` interrupted a blocking call."""
+
+
+class TaskTimeoutError(KafkaError):
+    """A task made no progress within ``task.timeout.ms`` (KIP-572)."""
+
+
+class IllegalStateError(KafkaError):
+    """The client is used in a state that does not allow the call (e.g. after close())."""
+
+
+class SerializationError(KafkaError, TypeError):
+    """A key, value or header cannot be encoded to bytes."""
+
+
+__all__ = [
+    "KafkaError",
+    "ConfigError",
+    "KafkaTimeoutError",
+    "CommitFailedError",
+    "WakeupError",
+    "TaskTimeoutError",
+    "IllegalStateError",
+    "SerializationError",
+]

@@ -1,0 +1,33 @@
+"""Small immutable value types shared by the consumer and the producer."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    """A topic name and a partition number; hashable, usable as a dict key."""
+
+    topic: str
+    partition: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    """An offset to commit (the *next* offset to consume) with optional metadata."""
+
+    offset: int
+    metadata: str = ""
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record was stored, as acknowledged by the broker."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int = -1
+    serialized_value_size: int = -1
+
+
+__all__ = ["TopicPartition", "OffsetAndMetadata", "RecordMetadata"]
