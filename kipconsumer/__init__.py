@@ -1,10 +1,27 @@
-"""kipconsumer: a high-throughput Kafka client on librdkafka."""
+"""kipconsumer: a high-throughput Kafka client on librdkafka.
+
+KIP-41 bounded, fair ``poll()``; KIP-62 liveness (native heartbeats, max.poll.interval.ms);
+KIP-19 producer timeouts; KIP-572 task timeouts.
+"""
 
 from kipconsumer import _loader
 
 _loader.load()
 
 from kipconsumer._native import librdkafka_version  # noqa: E402
+from kipconsumer._records import ConsumerRecord, ConsumerRecords  # noqa: E402
+from kipconsumer.consumer import KafkaConsumer  # noqa: E402
+from kipconsumer.listener import ConsumerRebalanceListener  # noqa: E402
+from kipconsumer.structs import OffsetAndMetadata, RecordMetadata, TopicPartition  # noqa: E402
 
-__all__ = ["librdkafka_version"]
+__all__ = [
+    "KafkaConsumer",
+    "TopicPartition",
+    "OffsetAndMetadata",
+    "ConsumerRecord",
+    "ConsumerRecords",
+    "RecordMetadata",
+    "ConsumerRebalanceListener",
+    "librdkafka_version",
+]
 __version__ = "0.1.0"

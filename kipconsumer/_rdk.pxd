@@ -327,3 +327,10 @@ cdef extern from "rdk.h" nogil:
                                                       int32_t broker_id)
     void rd_kafka_mock_group_initial_rebalance_delay_ms(rd_kafka_mock_cluster_t *mcluster,
                                                         int32_t delay_ms)
+
+    # --- error table (used by kipconsumer._mock) -------------------------------
+    struct rd_kafka_err_desc:
+        rd_kafka_resp_err_t code
+        const char *name
+        const char *desc
+    void rd_kafka_get_err_descs(const rd_kafka_err_desc **errdescs, size_t *cntp)

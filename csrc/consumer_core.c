@@ -1,0 +1,215 @@
+#include "consumer_core.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+/* Longest single wait inside poll(): librdkafka must see the application poll well
+ * within max.poll.interval.ms, and wakeups through the fd are immediate anyway. */
+#define KC_MAX_WAIT_MS 200
+#define KC_REFILL_CHUNK 1024
+
+static const uint64_t kc_one = 1;
+
+kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, kc_fairness_t fairness,
+                               int64_t max_poll_interval_ms, char *errstr, size_t errlen) {
+    kc_consumer_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(errstr, errlen, "out of memory");
+        return NULL;
+    }
+    c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->wake_fd < 0) {
+        snprintf(errstr, errlen, "eventfd: %s", strerror(errno));
+        free(c);
+        return NULL;
+    }
+    kc_fb_init(&c->fb);
+    c->max_poll_records = max_poll_records;
+    c->fairness = fairness;
+    c->prefetch_floor = 64;
+    c->scratch_cap = max_poll_records > KC_REFILL_CHUNK ? max_poll_records : KC_REFILL_CHUNK;
+    c->scratch = malloc(c->scratch_cap * sizeof(*c->scratch));
+    if (!c->scratch) {
+        close(c->wake_fd);
+        free(c);
+        snprintf(errstr, errlen, "out of memory");
+        return NULL;
+    }
+    kc_poll_timer_init(&c->poll_timer, max_poll_interval_ms);
+    kc_hb_init(&c->heartbeat);
+    if (kc_hb_install(conf, &c->heartbeat) != 0) {
+        snprintf(errstr, errlen, "cannot install the heartbeat interceptor");
+        kc_consumer_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk) {
+    c->rk = rk;
+    if (rd_kafka_poll_set_consumer(rk) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return -1;
+    c->cq = rd_kafka_queue_get_consumer(rk);
+    if (!c->cq)
+        return -1;
+    rd_kafka_queue_io_event_enable(c->cq, c->wake_fd, &kc_one, sizeof(kc_one));
+    return 0;
+}
+
+void kc_consumer_free(kc_consumer_t *c) {
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->fb.n; i++)
+        if (c->fb.parts[i]->queue)
+            rd_kafka_queue_io_event_enable(c->fb.parts[i]->queue, -1, NULL, 0);
+    kc_fb_destroy(&c->fb);
+    if (c->cq) {
+        rd_kafka_queue_io_event_enable(c->cq, -1, NULL, 0);
+        rd_kafka_queue_destroy(c->cq);
+    }
+    while (c->n_errors)
+        rd_kafka_message_destroy(kc_consumer_take_error(c));
+    if (c->wake_fd >= 0)
+        close(c->wake_fd);
+    free(c->scratch);
+    free(c);
+}
+
+kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, int32_t partition) {
+    kc_partition_t *p = kc_fb_add(&c->fb, topic, partition);
+    if (!p || p->queue)
+        return p;
+    p->queue = rd_kafka_queue_get_partition(c->rk, topic, partition);
+    if (p->queue) {
+        rd_kafka_queue_forward(p->queue, NULL);
+        rd_kafka_queue_io_event_enable(p->queue, c->wake_fd, &kc_one, sizeof(kc_one));
+    }
+    return p;
+}
+
+static void push_error(kc_consumer_t *c, rd_kafka_message_t *m) {
+    if (c->n_errors < KC_MAX_PENDING_ERRORS)
+        c->errors[c->n_errors++] = m;
+    else
+        rd_kafka_message_destroy(m);
+}
+
+rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c) {
+    if (!c->n_errors)
+        return NULL;
+    rd_kafka_message_t *m = c->errors[0];
+    memmove(&c->errors[0], &c->errors[1], (c->n_errors - 1) * sizeof(c->errors[0]));
+    c->n_errors--;
+    return m;
+}
+
+void kc_consumer_wakeup(kc_consumer_t *c) {
+    atomic_store(&c->wakeup, 1);
+    ssize_t r = write(c->wake_fd, &kc_one, sizeof(kc_one));
+    (void)r;
+}
+
+/* Routes one message taken off a librdkafka queue: errors to the pending list, records
+ * of buffered partitions to the buffer, records of partitions we no longer hold away. */
+static void route(kc_consumer_t *c, kc_partition_t *hint, rd_kafka_message_t *m) {
+    if (m->err) {
+        push_error(c, m);
+        return;
+    }
+    kc_partition_t *p = hint;
+    if (!p)
+        p = kc_fb_find(&c->fb, rd_kafka_topic_name(m->rkt), m->partition);
+    if (!p || (p->position != KC_POSITION_UNKNOWN && m->offset < p->position)) {
+        /* not assigned any more, or older than what was already returned */
+        c->dropped_foreign++;
+        rd_kafka_message_destroy(m);
+        return;
+    }
+    kc_fb_push(&c->fb, p, &m, 1);
+}
+
+/* Serves the consumer queue: rebalance and error callbacks run here. */
+static void serve_consumer_queue(kc_consumer_t *c) {
+    rd_kafka_message_t *m;
+    while (!c->abort_poll && (m = rd_kafka_consumer_poll(c->rk, 0)) != NULL)
+        route(c, NULL, m);
+}
+
+/* Tops up each unpaused partition to the prefetch target from its librdkafka queue. */
+static void refill(kc_consumer_t *c) {
+    size_t target = kc_fb_target(&c->fb, c->max_poll_records, c->prefetch_floor);
+    for (size_t i = 0; i < c->fb.n; i++) {
+        kc_partition_t *p = c->fb.parts[i];
+        while (!p->paused && p->queue && p->len < target) {
+            size_t want = target - p->len;
+            if (want > c->scratch_cap)
+                want = c->scratch_cap;
+            ssize_t got = rd_kafka_consume_batch_queue(p->queue, 0, c->scratch, want);
+            if (got <= 0)
+                break;
+            /* push runs of records; errors (e.g. offset reset failures) go to the pending list */
+            ssize_t run = 0;
+            for (ssize_t j = 0; j < got; j++) {
+                if (c->scratch[j]->err) {
+                    if (j > run)
+                        kc_fb_push(&c->fb, p, c->scratch + run, (size_t)(j - run));
+                    push_error(c, c->scratch[j]);
+                    run = j + 1;
+                }
+            }
+            if (got > run)
+                kc_fb_push(&c->fb, p, c->scratch + run, (size_t)(got - run));
+            if ((size_t)got < want)
+                break;
+        }
+    }
+}
+
+static void drain_fd(int fd) {
+    uint64_t v;
+    while (read(fd, &v, sizeof(v)) == sizeof(v))
+        ;
+}
+
+kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
+                                  size_t *n_out) {
+    int64_t deadline = kc_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    *n_out = 0;
+    kc_poll_timer_mark(&c->poll_timer);
+    c->polls++;
+    for (;;) {
+        if (atomic_exchange(&c->wakeup, 0))
+            return KC_POLL_WAKEUP;
+        drain_fd(c->wake_fd);
+        serve_consumer_queue(c);
+        if (c->abort_poll) {
+            c->abort_poll = 0;
+            return KC_POLL_ABORT;
+        }
+        refill(c);
+        size_t n = kc_fb_drain(&c->fb, c->max_poll_records, c->fairness, out);
+        if (n) {
+            *n_out = n;
+            c->records_returned += n;
+            kc_poll_timer_mark(&c->poll_timer);
+            return KC_POLL_OK;
+        }
+        if (c->n_errors)
+            return KC_POLL_EVENT;
+        int64_t now = kc_now_ms();
+        if (now >= deadline)
+            break;
+        int64_t wait = deadline - now;
+        if (wait > KC_MAX_WAIT_MS)
+            wait = KC_MAX_WAIT_MS;
+        struct pollfd pfd = {.fd = c->wake_fd, .events = POLLIN};
+        poll(&pfd, 1, (int)wait);
+    }
+    kc_poll_timer_mark(&c->poll_timer);
+    return KC_POLL_OK;
+}

@@ -1,0 +1,72 @@
+/* consumer_core: the consumer's poll loop, run without the GIL.
+ *
+ * One kc_consumer_t per KafkaConsumer. The application's poll() calls kc_consumer_poll(),
+ * which on the calling thread:
+ *   1. serves librdkafka's consumer queue (rebalance callbacks, consumer errors, and
+ *      messages of partitions not yet detached), so librdkafka sees the application poll;
+ *   2. refills the fetch buffer from each partition's own librdkafka queue up to the
+ *      prefetch target (KIP-41 share rule), skipping paused partitions;
+ *   3. drains at most max.poll.records into `out` with the configured fairness;
+ *   4. otherwise waits on an eventfd that librdkafka signals when any of those queues
+ *      becomes non-empty, or that wakeup() signals, until the timeout.
+ * Each wait is capped so librdkafka's own max.poll.interval.ms check keeps seeing the
+ * application poll while poll() blocks. */
+#ifndef KC_CONSUMER_CORE_H
+#define KC_CONSUMER_CORE_H
+
+#include <stdint.h>
+#include <stdatomic.h>
+#include "rdk.h"
+#include "fetch_buffer.h"
+#include "poll_timer.h"
+#include "heartbeat_monitor.h"
+
+#define KC_MAX_PENDING_ERRORS 64
+
+typedef enum {
+    KC_POLL_OK = 0,      /* *n_out records (possibly 0 on timeout) */
+    KC_POLL_WAKEUP = 1,  /* wakeup() was called */
+    KC_POLL_EVENT = 2,   /* consumer errors are pending: kc_consumer_take_error() */
+    KC_POLL_ABORT = 3,   /* a rebalance callback asked to stop (Python exception pending) */
+} kc_poll_status_t;
+
+typedef struct kc_consumer {
+    rd_kafka_t *rk;
+    rd_kafka_queue_t *cq;          /* the consumer queue (main queue forwarded to it) */
+    int wake_fd;                   /* eventfd: librdkafka queue events and wakeup() */
+    kc_fetch_buffer_t fb;
+    size_t max_poll_records;
+    kc_fairness_t fairness;
+    size_t prefetch_floor;         /* minimum per-partition prefetch target */
+    kc_poll_timer_t poll_timer;
+    kc_heartbeat_monitor_t heartbeat;
+    _Atomic int wakeup;
+    int abort_poll;                /* set by a callback on the poll thread */
+    rd_kafka_message_t *errors[KC_MAX_PENDING_ERRORS];
+    size_t n_errors;
+    uint64_t records_returned;
+    uint64_t polls;
+    uint64_t dropped_foreign;      /* messages of partitions no longer assigned */
+    rd_kafka_message_t **scratch;
+    size_t scratch_cap;
+} kc_consumer_t;
+
+/* Allocates the core (eventfd, monitor). The heartbeat monitor is installed on `conf`. */
+kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, kc_fairness_t fairness,
+                               int64_t max_poll_interval_ms, char *errstr, size_t errlen);
+/* Completes set-up once rd_kafka_new() succeeded with the conf given above. */
+int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk);
+/* Frees everything but rk (the caller closes and destroys rk after this). */
+void kc_consumer_free(kc_consumer_t *c);
+
+/* Detaches a newly assigned partition's queue from the consumer queue. NULL on OOM. */
+kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, int32_t partition);
+
+kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
+                                  size_t *n_out);
+/* Pops the oldest pending consumer error (caller destroys it), or NULL. */
+rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c);
+/* Makes a blocked or the next kc_consumer_poll() return KC_POLL_WAKEUP. Any thread. */
+void kc_consumer_wakeup(kc_consumer_t *c);
+
+#endif

@@ -1,0 +1,245 @@
+#include "fetch_buffer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t msg_bytes(const rd_kafka_message_t *m) {
+    return m->len + m->key_len;
+}
+
+void kc_fb_init(kc_fetch_buffer_t *fb) {
+    memset(fb, 0, sizeof(*fb));
+}
+
+static void partition_free(kc_fetch_buffer_t *fb, kc_partition_t *p) {
+    kc_fb_purge(fb, p);
+    if (p->queue)
+        rd_kafka_queue_destroy(p->queue);
+    free(p->ring);
+    free(p->topic);
+    free(p);
+}
+
+void kc_fb_destroy(kc_fetch_buffer_t *fb) {
+    for (size_t i = 0; i < fb->n; i++)
+        partition_free(fb, fb->parts[i]);
+    free(fb->parts);
+    kc_fb_init(fb);
+}
+
+kc_partition_t *kc_fb_find(const kc_fetch_buffer_t *fb, const char *topic, int32_t partition) {
+    for (size_t i = 0; i < fb->n; i++) {
+        kc_partition_t *p = fb->parts[i];
+        if (p->partition == partition && strcmp(p->topic, topic) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+kc_partition_t *kc_fb_add(kc_fetch_buffer_t *fb, const char *topic, int32_t partition) {
+    kc_partition_t *p = kc_fb_find(fb, topic, partition);
+    if (p)
+        return p;
+    if (fb->n == fb->cap) {
+        size_t ncap = fb->cap ? fb->cap * 2 : 16;
+        kc_partition_t **np = realloc(fb->parts, ncap * sizeof(*np));
+        if (!np)
+            return NULL;
+        fb->parts = np;
+        fb->cap = ncap;
+    }
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->topic = strdup(topic);
+    if (!p->topic) {
+        free(p);
+        return NULL;
+    }
+    p->partition = partition;
+    p->position = KC_POSITION_UNKNOWN;
+    p->stored = KC_POSITION_UNKNOWN;
+    fb->parts[fb->n++] = p;
+    return p;
+}
+
+int kc_fb_remove(kc_fetch_buffer_t *fb, const char *topic, int32_t partition) {
+    for (size_t i = 0; i < fb->n; i++) {
+        kc_partition_t *p = fb->parts[i];
+        if (p->partition == partition && strcmp(p->topic, topic) == 0) {
+            partition_free(fb, p);
+            memmove(&fb->parts[i], &fb->parts[i + 1], (fb->n - i - 1) * sizeof(*fb->parts));
+            fb->n--;
+            if (fb->cursor > i)
+                fb->cursor--;
+            if (fb->cursor >= fb->n)
+                fb->cursor = 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int ring_reserve(kc_partition_t *p, size_t need) {
+    if (need <= p->ring_cap)
+        return 0;
+    size_t ncap = p->ring_cap ? p->ring_cap : 64;
+    while (ncap < need)
+        ncap *= 2;
+    rd_kafka_message_t **nr = malloc(ncap * sizeof(*nr));
+    if (!nr)
+        return -1;
+    /* unwrap into the new ring starting at 0 */
+    for (size_t i = 0; i < p->len; i++)
+        nr[i] = p->ring[(p->head + i) % p->ring_cap];
+    free(p->ring);
+    p->ring = nr;
+    p->ring_cap = ncap;
+    p->head = 0;
+    return 0;
+}
+
+int kc_fb_push(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_message_t **msgs, size_t n) {
+    if (ring_reserve(p, p->len + n) != 0) {
+        for (size_t i = 0; i < n; i++)
+            rd_kafka_message_destroy(msgs[i]);
+        return -1;
+    }
+    size_t tail = (p->head + p->len) % p->ring_cap;
+    for (size_t i = 0; i < n; i++) {
+        p->ring[tail] = msgs[i];
+        tail = tail + 1 == p->ring_cap ? 0 : tail + 1;
+        size_t b = msg_bytes(msgs[i]);
+        p->bytes += b;
+        fb->bytes += b;
+    }
+    p->len += n;
+    fb->records += n;
+    return 0;
+}
+
+void kc_fb_purge(kc_fetch_buffer_t *fb, kc_partition_t *p) {
+    for (size_t i = 0; i < p->len; i++)
+        rd_kafka_message_destroy(p->ring[(p->head + i) % p->ring_cap]);
+    fb->records -= p->len;
+    fb->bytes -= p->bytes;
+    p->len = 0;
+    p->head = 0;
+    p->bytes = 0;
+}
+
+void kc_fb_purge_all(kc_fetch_buffer_t *fb) {
+    for (size_t i = 0; i < fb->n; i++)
+        kc_fb_purge(fb, fb->parts[i]);
+}
+
+size_t kc_fb_target(const kc_fetch_buffer_t *fb, size_t max_poll_records, size_t floor) {
+    size_t n = fb->n ? fb->n : 1;
+    size_t share = (max_poll_records + n - 1) / n;
+    size_t t = 2 * share;
+    return t < floor ? floor : t;
+}
+
+int64_t kc_fb_first_offset(const kc_partition_t *p) {
+    return p->len ? p->ring[p->head]->offset : KC_POSITION_UNKNOWN;
+}
+
+size_t kc_fb_drainable(const kc_fetch_buffer_t *fb) {
+    size_t total = 0;
+    for (size_t i = 0; i < fb->n; i++)
+        if (!fb->parts[i]->paused)
+            total += fb->parts[i]->len;
+    return total;
+}
+
+/* Moves p->take records of p into out; returns how many were written. */
+static size_t take_from(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_message_t **out) {
+    size_t k = p->take;
+    for (size_t i = 0; i < k; i++) {
+        rd_kafka_message_t *m = p->ring[p->head];
+        out[i] = m;
+        p->head = p->head + 1 == p->ring_cap ? 0 : p->head + 1;
+        size_t b = msg_bytes(m);
+        p->bytes -= b;
+        fb->bytes -= b;
+    }
+    if (k) {
+        p->len -= k;
+        fb->records -= k;
+        p->position = out[k - 1]->offset + 1;
+        if (p->len == 0)
+            p->head = 0;
+    }
+    p->take = 0;
+    return k;
+}
+
+/* Water-filling: every eligible partition gets min(len, share) of what is left, the
+ * share recomputed over the partitions still wanting more, until `max` is used or
+ * nothing is left; a remainder smaller than the number of partitions goes one record
+ * each, starting at the rotation cursor. */
+static void plan_proportional(kc_fetch_buffer_t *fb, size_t max) {
+    size_t remaining = max;
+    for (;;) {
+        size_t wanting = 0;
+        for (size_t i = 0; i < fb->n; i++) {
+            kc_partition_t *p = fb->parts[i];
+            if (!p->paused && p->take < p->len)
+                wanting++;
+        }
+        if (wanting == 0 || remaining == 0)
+            return;
+        size_t share = remaining / wanting;
+        if (share == 0) {
+            for (size_t j = 0; j < fb->n && remaining; j++) {
+                kc_partition_t *p = fb->parts[(fb->cursor + j) % fb->n];
+                if (!p->paused && p->take < p->len) {
+                    p->take++;
+                    remaining--;
+                }
+            }
+            return;
+        }
+        for (size_t i = 0; i < fb->n; i++) {
+            kc_partition_t *p = fb->parts[i];
+            if (p->paused || p->take >= p->len)
+                continue;
+            size_t give = p->len - p->take;
+            if (give > share)
+                give = share;
+            p->take += give;
+            remaining -= give;
+        }
+    }
+}
+
+size_t kc_fb_drain(kc_fetch_buffer_t *fb, size_t max, kc_fairness_t mode, rd_kafka_message_t **out) {
+    if (fb->n == 0 || max == 0)
+        return 0;
+    size_t written = 0;
+    size_t start = fb->cursor % fb->n;
+    if (mode == KC_FAIRNESS_GREEDY) {
+        size_t last = fb->n;
+        for (size_t j = 0; j < fb->n && written < max; j++) {
+            size_t idx = (start + j) % fb->n;
+            kc_partition_t *p = fb->parts[idx];
+            if (p->paused || p->len == 0)
+                continue;
+            size_t room = max - written;
+            p->take = p->len < room ? p->len : room;
+            written += take_from(fb, p, out + written);
+            last = idx;
+        }
+        if (last != fb->n)
+            fb->cursor = (last + 1) % fb->n;
+        return written;
+    }
+    plan_proportional(fb, max);
+    /* Emit in rotation order so no partition is always first in the batch. */
+    for (size_t j = 0; j < fb->n; j++) {
+        kc_partition_t *p = fb->parts[(start + j) % fb->n];
+        written += take_from(fb, p, out + written);
+    }
+    fb->cursor = (start + 1) % fb->n;
+    return written;
+}

@@ -1,0 +1,76 @@
+/* fetch_buffer: per-partition FIFO of fetched librdkafka messages and the KIP-41 drain.
+ *
+ * The consumer moves messages from librdkafka's per-partition queues into this buffer,
+ * at most `target` per partition (the prefetch rule), and poll() drains up to
+ * max.poll.records of them into one batch:
+ *   - KC_FAIRNESS_PROPORTIONAL: max.poll.records is shared evenly over the partitions
+ *     that have records buffered (and are not paused); what a partition cannot use goes
+ *     to the others; the remainder rotates between polls.
+ *   - KC_FAIRNESS_GREEDY (KIP-41's round robin): drain one partition as far as the cap
+ *     allows, then the next; the next poll starts after the last partition served.
+ * Records of one partition leave in offset order and contiguously in the batch.
+ * Not thread-safe: the consumer calls it from the polling thread only. No Python. */
+#ifndef KC_FETCH_BUFFER_H
+#define KC_FETCH_BUFFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "rdk.h"
+
+typedef enum { KC_FAIRNESS_PROPORTIONAL = 0, KC_FAIRNESS_GREEDY = 1 } kc_fairness_t;
+
+#define KC_POSITION_UNKNOWN INT64_MIN
+
+typedef struct kc_partition {
+    char *topic;
+    int32_t partition;
+    rd_kafka_message_t **ring; /* FIFO ring buffer of owned messages */
+    size_t ring_cap, head, len;
+    size_t bytes;              /* key + value bytes buffered */
+    int paused;
+    int64_t position;          /* next offset poll() will return; KC_POSITION_UNKNOWN if none returned */
+    int64_t stored;            /* last position handed to offset storage */
+    rd_kafka_queue_t *queue;   /* librdkafka partition queue detached from the consumer queue */
+    size_t take;               /* scratch: records to take in the current drain */
+} kc_partition_t;
+
+typedef struct kc_fetch_buffer {
+    kc_partition_t **parts; /* assigned partitions, in assignment order */
+    size_t n, cap;
+    size_t cursor;          /* rotation point of the next drain */
+    size_t records, bytes;  /* totals over all partitions */
+} kc_fetch_buffer_t;
+
+void kc_fb_init(kc_fetch_buffer_t *fb);
+/* Destroys every partition (and its buffered messages and queue). */
+void kc_fb_destroy(kc_fetch_buffer_t *fb);
+
+kc_partition_t *kc_fb_find(const kc_fetch_buffer_t *fb, const char *topic, int32_t partition);
+/* Adds a partition (or returns the existing one); NULL on out of memory. */
+kc_partition_t *kc_fb_add(kc_fetch_buffer_t *fb, const char *topic, int32_t partition);
+/* Removes a partition, destroying its buffered messages and its queue. Returns 1 if found. */
+int kc_fb_remove(kc_fetch_buffer_t *fb, const char *topic, int32_t partition);
+
+/* Appends messages (ownership moves to the buffer). Messages must belong to `p`, in
+ * offset order. Returns 0, or -1 on out of memory (the messages are then destroyed). */
+int kc_fb_push(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_message_t **msgs, size_t n);
+/* Destroys every buffered message of `p` (after a seek, revoke or lost assignment). */
+void kc_fb_purge(kc_fetch_buffer_t *fb, kc_partition_t *p);
+void kc_fb_purge_all(kc_fetch_buffer_t *fb);
+
+/* Prefetch target: records a partition should hold so the next poll can be served
+ * from the buffer: twice its fair share of max.poll.records, at least `floor`. */
+size_t kc_fb_target(const kc_fetch_buffer_t *fb, size_t max_poll_records, size_t floor);
+
+/* Moves up to `max` records from unpaused partitions into `out` (ownership moves to the
+ * caller) following `mode`, and advances each drained partition's position past the
+ * last record taken. Returns the number of records written. */
+size_t kc_fb_drain(kc_fetch_buffer_t *fb, size_t max, kc_fairness_t mode, rd_kafka_message_t **out);
+
+/* Offset of the oldest buffered record of p, or KC_POSITION_UNKNOWN if none. */
+int64_t kc_fb_first_offset(const kc_partition_t *p);
+
+/* Records buffered in unpaused partitions (what a drain could return now). */
+size_t kc_fb_drainable(const kc_fetch_buffer_t *fb);
+
+#endif

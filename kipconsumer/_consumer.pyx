@@ -1,0 +1,648 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""NativeConsumer: the librdkafka consumer handle and its C core, driven from Python.
+
+Everything per record (taking messages off librdkafka, the fetch buffer, the drain,
+offset bookkeeping) happens in csrc/ without the GIL. This module owns the handle's
+lifetime, the rebalance protocol (partition queues, listener calls on the poll thread)
+and the translation of librdkafka results into kipconsumer's typed errors. The public,
+typed facade is kipconsumer.consumer.KafkaConsumer.
+"""
+
+import logging
+
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport strcmp
+
+from kipconsumer._core cimport *
+from kipconsumer._rdk cimport *
+from kipconsumer._records cimport ConsumerRecords, records_take
+
+from kipconsumer.errors import (CommitFailedError, ConfigError, IllegalStateError, KafkaError,
+                                KafkaTimeoutError, WakeupError)
+from kipconsumer.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger("kipconsumer.consumer")
+
+COMMIT_FAILED_MESSAGE = (
+    "Commit cannot be completed since the group has already rebalanced and assigned the "
+    "partitions to another member. This means that the time between subsequent calls to "
+    "poll() was longer than the configured max.poll.interval.ms ({interval} ms), which "
+    "typically implies that the poll loop is spending too much time processing messages. "
+    "You can address this either by increasing max.poll.interval.ms or by reducing the "
+    "maximum size of batches returned in poll() with max.poll.records."
+)
+
+_GROUP_GONE_ERRORS = frozenset([
+    RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
+    RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID,
+    RD_KAFKA_RESP_ERR__ASSIGNMENT_LOST,
+])
+
+
+cdef str _err_name(rd_kafka_resp_err_t err):
+    return rd_kafka_err2name(err).decode()
+
+
+cdef str _err_str(rd_kafka_resp_err_t err):
+    return rd_kafka_err2str(err).decode()
+
+
+cdef list _tp_list(rd_kafka_topic_partition_list_t *parts):
+    cdef int i
+    return [TopicPartition(parts.elems[i].topic.decode(), parts.elems[i].partition)
+            for i in range(parts.cnt)]
+
+
+cdef rd_kafka_topic_partition_list_t *_c_list(object tps) except NULL:
+    """TopicPartitions -> a new librdkafka list (caller destroys)."""
+    cdef rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new(max(1, len(tps)))
+    for tp in tps:
+        rd_kafka_topic_partition_list_add(lst, tp.topic.encode(), tp.partition)
+    return lst
+
+
+cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                        rd_kafka_topic_partition_list_t *parts, void *opaque) noexcept with gil:
+    cdef NativeConsumer self = <NativeConsumer>opaque
+    try:
+        self._on_rebalance(err, parts)
+    except BaseException as exc:  # never let an exception cross into librdkafka
+        if self._pending_exc is None:
+            self._pending_exc = exc
+        self.core.abort_poll = 1
+
+
+cdef class NativeConsumer:
+    """One librdkafka consumer and its fetch buffer. Not thread-safe, except wakeup()
+    and metrics(), which any thread may call."""
+
+    cdef rd_kafka_t *rk
+    cdef kc_consumer_t *core
+    cdef rd_kafka_queue_t *commit_q
+    cdef rd_kafka_message_t **out
+    cdef readonly int64_t max_poll_interval_ms
+    cdef readonly int64_t default_api_timeout_ms
+    cdef readonly bint auto_commit
+    cdef readonly bint has_group
+    cdef object _listener
+    cdef object _pending_exc
+    cdef object _commit_callbacks
+    cdef long _commit_seq
+    cdef bint _closed
+    cdef bint _left_group
+    cdef set _subscription
+    cdef readonly long rebalances
+    cdef readonly long poll_interval_expiries
+    cdef readonly long revoked_records_dropped
+    cdef int _in_rebalance
+
+    def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
+                  long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms):
+        cdef char errstr[512]
+        cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
+        cdef kc_fairness_t mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
+        self._commit_callbacks = {}
+        self._subscription = set()
+        self.max_poll_interval_ms = max_poll_interval_ms
+        self.default_api_timeout_ms = default_api_timeout_ms
+        self.auto_commit = auto_commit
+        self.has_group = bool(rdkafka.get("group.id"))
+        for key, value in rdkafka.items():
+            if rd_kafka_conf_set(conf, key.encode(), str(value).encode(), errstr,
+                                 sizeof(errstr)) != RD_KAFKA_CONF_OK:
+                rd_kafka_conf_destroy(conf)
+                raise ConfigError(f"librdkafka rejected {key!r}: {errstr.decode(errors='replace')}")
+        rd_kafka_conf_set_rebalance_cb(conf, _rebalance_cb)
+        rd_kafka_conf_set_opaque(conf, <void *>self)
+        self.core = kc_consumer_new(conf, max_poll_records, mode, max_poll_interval_ms,
+                                    errstr, sizeof(errstr))
+        if self.core == NULL:
+            rd_kafka_conf_destroy(conf)
+            raise KafkaError(errstr.decode(errors="replace"))
+        self.out = <rd_kafka_message_t **>malloc(max_poll_records * sizeof(rd_kafka_message_t *))
+        self.rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr))
+        if self.rk == NULL:
+            rd_kafka_conf_destroy(conf)
+            kc_consumer_free(self.core)
+            self.core = NULL
+            raise ConfigError(errstr.decode(errors="replace"))
+        if kc_consumer_attach(self.core, self.rk) != 0:
+            raise KafkaError("cannot attach to librdkafka's consumer queue")
+        self.commit_q = rd_kafka_queue_new(self.rk)
+
+    def __dealloc__(self):
+        self._destroy()
+
+    cdef void _destroy(self) noexcept:
+        if self.commit_q != NULL:
+            rd_kafka_queue_destroy(self.commit_q)
+            self.commit_q = NULL
+        if self.core != NULL:
+            kc_consumer_free(self.core)
+            self.core = NULL
+        if self.rk != NULL:
+            with nogil:
+                rd_kafka_destroy(self.rk)
+            self.rk = NULL
+        if self.out != NULL:
+            free(self.out)
+            self.out = NULL
+
+    cdef int _check_open(self) except -1:
+        if self._closed:
+            raise IllegalStateError("This consumer has already been closed.")
+        return 0
+
+    cdef object _raise(self, rd_kafka_resp_err_t err, str what):
+        if err == RD_KAFKA_RESP_ERR__TIMED_OUT:
+            raise KafkaTimeoutError(f"{what}: {_err_str(err)}", code=_err_name(err))
+        raise KafkaError(f"{what}: {_err_str(err)}", code=_err_name(err))
+
+    # ---------------------------------------------------------------- rebalance
+    cdef void _on_rebalance(self, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts) except *:
+        cdef bint cooperative = strcmp(rd_kafka_rebalance_protocol(self.rk), b"COOPERATIVE") == 0
+        cdef rd_kafka_error_t *error
+        cdef kc_partition_t *p
+        cdef int i
+        tps = _tp_list(parts)
+        listener = self._listener
+        self._in_rebalance = 1
+        try:
+            if err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+                for i in range(parts.cnt):
+                    if kc_consumer_add_partition(self.core, parts.elems[i].topic,
+                                                 parts.elems[i].partition) == NULL:
+                        raise MemoryError()
+                if cooperative:
+                    error = rd_kafka_incremental_assign(self.rk, parts)
+                    if error != NULL:
+                        msg = rd_kafka_error_string(error).decode()
+                        rd_kafka_error_destroy(error)
+                        raise KafkaError(f"incremental assign failed: {msg}")
+                else:
+                    rd_kafka_assign(self.rk, parts)
+                self._left_group = False
+                self.rebalances += 1
+                log.info("partitions assigned: %s", tps)
+                if listener is not None:
+                    listener.on_partitions_assigned(tps)
+            else:
+                lost = rd_kafka_assignment_lost(self.rk)
+                for i in range(parts.cnt):
+                    p = kc_fb_find(&self.core.fb, parts.elems[i].topic, parts.elems[i].partition)
+                    if p != NULL:
+                        self.revoked_records_dropped += p.len
+                        kc_fb_purge(&self.core.fb, p)
+                try:
+                    if not lost and self.auto_commit:
+                        self._store_positions(tps)
+                    if listener is not None:
+                        if lost and hasattr(listener, "on_partitions_lost"):
+                            listener.on_partitions_lost(tps)
+                        else:
+                            listener.on_partitions_revoked(tps)
+                finally:
+                    if cooperative:
+                        error = rd_kafka_incremental_unassign(self.rk, parts)
+                        if error != NULL:
+                            rd_kafka_error_destroy(error)
+                    else:
+                        rd_kafka_assign(self.rk, NULL)
+                    for i in range(parts.cnt):
+                        kc_fb_remove(&self.core.fb, parts.elems[i].topic, parts.elems[i].partition)
+                    log.info("partitions %s: %s", "lost" if lost else "revoked", tps)
+        finally:
+            self._in_rebalance = 0
+
+    # ---------------------------------------------------------------- subscribe / assign
+    def subscribe(self, list topics, listener):
+        self._check_open()
+        cdef rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new(len(topics))
+        cdef rd_kafka_resp_err_t err
+        for t in topics:
+            rd_kafka_topic_partition_list_add(lst, t.encode(), RD_KAFKA_PARTITION_UA)
+        err = rd_kafka_subscribe(self.rk, lst)
+        rd_kafka_topic_partition_list_destroy(lst)
+        if err:
+            self._raise(err, "subscribe")
+        self._listener = listener
+        self._subscription = set(topics)
+
+    def subscription(self):
+        return set(self._subscription)
+
+    def unsubscribe(self):
+        self._check_open()
+        cdef rd_kafka_resp_err_t err
+        if self.auto_commit:
+            self._store_positions(None)
+        with nogil:
+            err = rd_kafka_unsubscribe(self.rk)
+        self._subscription = set()
+        if err:
+            self._raise(err, "unsubscribe")
+        # Serve the revoke now, so the listener runs inside this call as in Java.
+        deadline = kc_now_ms() + self.default_api_timeout_ms
+        while self.core.fb.n and kc_now_ms() < deadline:
+            self._poll_core(100)
+
+    def assign(self, list tps):
+        self._check_open()
+        cdef rd_kafka_topic_partition_list_t *lst = _c_list(tps)
+        cdef rd_kafka_resp_err_t err
+        cdef int i
+        # Java semantics: assign() replaces the assignment.
+        current = set(self.assignment())
+        for tp in current - set(tps):
+            kc_fb_remove(&self.core.fb, tp.topic.encode(), tp.partition)
+        for i in range(lst.cnt):
+            lst.elems[i].offset = RD_KAFKA_OFFSET_STORED
+            if kc_consumer_add_partition(self.core, lst.elems[i].topic, lst.elems[i].partition) == NULL:
+                rd_kafka_topic_partition_list_destroy(lst)
+                raise MemoryError()
+        with nogil:
+            err = rd_kafka_assign(self.rk, lst if lst.cnt else NULL)
+        rd_kafka_topic_partition_list_destroy(lst)
+        if err:
+            self._raise(err, "assign")
+
+    def assignment(self):
+        cdef size_t i
+        if self.core == NULL:
+            return set()
+        return {TopicPartition(self.core.fb.parts[i].topic.decode(), self.core.fb.parts[i].partition)
+                for i in range(self.core.fb.n)}
+
+    # ---------------------------------------------------------------- poll
+    cdef kc_poll_status_t _poll_core(self, int timeout_ms) except *:
+        cdef kc_poll_status_t st
+        cdef size_t n = 0
+        with nogil:
+            st = kc_consumer_poll(self.core, timeout_ms, self.out, &n)
+        return st
+
+    def poll(self, double timeout):
+        """Up to max.poll.records records; waits up to `timeout` seconds for some."""
+        self._check_open()
+        cdef kc_poll_status_t st
+        cdef size_t n = 0
+        cdef int64_t deadline = kc_now_ms() + <int64_t>(max(timeout, 0.0) * 1000.0)
+        cdef int64_t remaining
+        if self.auto_commit:
+            self._store_positions(None)
+        self._serve_commit_callbacks()
+        while True:
+            remaining = deadline - kc_now_ms()
+            with nogil:
+                st = kc_consumer_poll(self.core, <int>(remaining if remaining > 0 else 0),
+                                      self.out, &n)
+            if st == KC_POLL_OK:
+                if n == 0 and self._pending_exc is None:
+                    self._serve_commit_callbacks()
+                    return records_take(self.out, 0)
+                batch = records_take(self.out, n)
+                self._raise_pending()
+                return batch
+            if st == KC_POLL_WAKEUP:
+                raise WakeupError("poll() interrupted by wakeup()")
+            if st == KC_POLL_ABORT:
+                self._raise_pending()
+            if st == KC_POLL_EVENT:
+                self._handle_errors()
+            if kc_now_ms() >= deadline:
+                return records_take(self.out, 0)
+
+    cdef _raise_pending(self):
+        exc = self._pending_exc
+        if exc is not None:
+            self._pending_exc = None
+            raise exc
+
+    cdef _handle_errors(self):
+        cdef rd_kafka_message_t *m
+        while True:
+            m = kc_consumer_take_error(self.core)
+            if m == NULL:
+                break
+            err = m.err
+            where = ""
+            if m.rkt != NULL:
+                where = f" ({rd_kafka_topic_name(m.rkt).decode()}-{m.partition})"
+            detail = rd_kafka_message_errstr(m).decode(errors="replace")
+            rd_kafka_message_destroy(m)
+            if err == RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED:
+                self.poll_interval_expiries += 1
+                self._left_group = True
+                kc_fb_purge_all(&self.core.fb)
+                log.warning("consumer left the group: poll() was not called within "
+                            "max.poll.interval.ms (%d ms); rejoining", self.max_poll_interval_ms)
+            elif err == RD_KAFKA_RESP_ERR__FATAL:
+                raise KafkaError(f"fatal consumer error: {detail}", code=_err_name(err))
+            else:
+                log.warning("consumer error %s%s: %s", _err_name(err), where, detail)
+
+    # ---------------------------------------------------------------- offsets
+    cdef _store_positions(self, object only):
+        """Hands positions of returned records to librdkafka's offset store (auto-commit)."""
+        cdef rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new(max(1, self.core.fb.n))
+        cdef kc_partition_t *p
+        cdef size_t i
+        for i in range(self.core.fb.n):
+            p = self.core.fb.parts[i]
+            if p.position == KC_POSITION_UNKNOWN or p.position == p.stored:
+                continue
+            if only is not None and TopicPartition(p.topic.decode(), p.partition) not in only:
+                continue
+            rd_kafka_topic_partition_list_add(lst, p.topic, p.partition).offset = p.position
+            p.stored = p.position
+        if lst.cnt:
+            rd_kafka_offsets_store(self.rk, lst)
+        rd_kafka_topic_partition_list_destroy(lst)
+
+    def positions(self):
+        """TopicPartition -> next offset to return, for partitions with returned records."""
+        cdef size_t i
+        cdef kc_partition_t *p
+        out = {}
+        for i in range(self.core.fb.n):
+            p = self.core.fb.parts[i]
+            if p.position != KC_POSITION_UNKNOWN:
+                out[TopicPartition(p.topic.decode(), p.partition)] = p.position
+        return out
+
+    cdef rd_kafka_topic_partition_list_t *_offsets_list(self, dict offsets) except NULL:
+        cdef rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new(max(1, len(offsets)))
+        cdef rd_kafka_topic_partition_t *e
+        for tp, om in offsets.items():
+            e = rd_kafka_topic_partition_list_add(lst, tp.topic.encode(), tp.partition)
+            e.offset = om.offset
+        return lst
+
+    cdef int _check_commit_allowed(self) except -1:
+        if not self.has_group:
+            raise CommitFailedError("commit requires group.id to be set")
+        if self._left_group or kc_poll_timer_expired(&self.core.poll_timer) or rd_kafka_assignment_lost(self.rk):
+            raise CommitFailedError(COMMIT_FAILED_MESSAGE.format(interval=self.max_poll_interval_ms),
+                                    code="_MAX_POLL_EXCEEDED")
+        return 0
+
+    def commit_sync(self, dict offsets, double timeout):
+        """Commits `offsets` ({TopicPartition: OffsetAndMetadata}) and waits for the result."""
+        self._check_open()
+        self._check_commit_allowed()
+        if not offsets:
+            return {}
+        cdef rd_kafka_topic_partition_list_t *lst = self._offsets_list(offsets)
+        cdef rd_kafka_queue_t *q = rd_kafka_queue_new(self.rk)
+        cdef rd_kafka_event_t *ev = NULL
+        cdef rd_kafka_resp_err_t err
+        cdef int tmo = <int>(timeout * 1000)
+        try:
+            err = rd_kafka_commit_queue(self.rk, lst, q, NULL, NULL)
+            if err:
+                self._commit_error(err, "commit")
+            with nogil:
+                ev = rd_kafka_queue_poll(q, tmo)
+            if ev == NULL:
+                raise KafkaTimeoutError(f"commit_sync() did not complete within {timeout:.3f} s")
+            self._commit_result(ev, "commit_sync")
+            return offsets
+        finally:
+            if ev != NULL:
+                rd_kafka_event_destroy(ev)
+            rd_kafka_topic_partition_list_destroy(lst)
+            rd_kafka_queue_destroy(q)
+
+    cdef _commit_error(self, rd_kafka_resp_err_t err, str what):
+        if err in _GROUP_GONE_ERRORS or err == RD_KAFKA_RESP_ERR__STATE:
+            raise CommitFailedError(
+                f"{what} failed with {_err_name(err)}: the member is no longer part of the "
+                f"group's current generation. "
+                + COMMIT_FAILED_MESSAGE.format(interval=self.max_poll_interval_ms),
+                code=_err_name(err))
+        self._raise(err, what)
+
+    cdef _commit_result(self, rd_kafka_event_t *ev, str what):
+        cdef rd_kafka_resp_err_t err = rd_kafka_event_error(ev)
+        cdef rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev)
+        cdef int i
+        if err:
+            self._commit_error(err, what)
+        if res != NULL:
+            for i in range(res.cnt):
+                if res.elems[i].err:
+                    self._commit_error(res.elems[i].err,
+                                       f"{what} of {res.elems[i].topic.decode()}-{res.elems[i].partition}")
+
+    def commit_async(self, dict offsets, callback):
+        self._check_open()
+        self._check_commit_allowed()
+        if not offsets:
+            if callback is not None:
+                self._commit_seq += 1
+                self._commit_callbacks[-self._commit_seq] = (callback, {}, None)
+            return
+        cdef rd_kafka_topic_partition_list_t *lst = self._offsets_list(offsets)
+        cdef rd_kafka_resp_err_t err
+        self._commit_seq += 1
+        key = self._commit_seq
+        self._commit_callbacks[key] = (callback, offsets, None)
+        err = rd_kafka_commit_queue(self.rk, lst, self.commit_q, NULL, <void *>key)
+        rd_kafka_topic_partition_list_destroy(lst)
+        if err:
+            del self._commit_callbacks[key]
+            self._commit_error(err, "commit_async")
+
+    cdef _serve_commit_callbacks(self, int timeout_ms=0):
+        cdef rd_kafka_event_t *ev
+        cdef long key
+        # completions librdkafka reported
+        while self._commit_callbacks:
+            with nogil:
+                ev = rd_kafka_queue_poll(self.commit_q, timeout_ms)
+            if ev == NULL:
+                break
+            key = <long>rd_kafka_event_opaque(ev)
+            entry = self._commit_callbacks.pop(key, None)
+            exc = None
+            try:
+                self._commit_result(ev, "commit_async")
+            except KafkaError as e:
+                exc = e
+            finally:
+                rd_kafka_event_destroy(ev)
+            if entry is not None and entry[0] is not None:
+                entry[0](entry[1], exc)
+        # empty commits complete at once
+        for key in [k for k in self._commit_callbacks if k < 0]:
+            cb, offs, _ = self._commit_callbacks.pop(key)
+            cb(offs, None)
+
+    def committed(self, list tps, double timeout):
+        self._check_open()
+        cdef rd_kafka_topic_partition_list_t *lst = _c_list(tps)
+        cdef rd_kafka_resp_err_t err
+        cdef int tmo = <int>(timeout * 1000)
+        cdef int i
+        with nogil:
+            err = rd_kafka_committed(self.rk, lst, tmo)
+        try:
+            if err:
+                self._raise(err, "committed")
+            out = {}
+            for i in range(lst.cnt):
+                tp = TopicPartition(lst.elems[i].topic.decode(), lst.elems[i].partition)
+                if lst.elems[i].offset >= 0:
+                    md = b"" if lst.elems[i].metadata == NULL else (<char *>lst.elems[i].metadata)[:lst.elems[i].metadata_size]
+                    out[tp] = OffsetAndMetadata(lst.elems[i].offset, md.decode(errors="replace"))
+                else:
+                    out[tp] = None
+            return out
+        finally:
+            rd_kafka_topic_partition_list_destroy(lst)
+
+    def watermarks(self, str topic, int partition, double timeout):
+        self._check_open()
+        cdef int64_t low = 0, high = 0
+        cdef rd_kafka_resp_err_t err
+        cdef bytes t = topic.encode()
+        cdef const char *ct = t
+        cdef int tmo = <int>(timeout * 1000)
+        with nogil:
+            err = rd_kafka_query_watermark_offsets(self.rk, ct, partition, &low, &high, tmo)
+        if err:
+            self._raise(err, f"watermark offsets of {topic}-{partition}")
+        return low, high
+
+    cdef kc_partition_t *_assigned(self, tp) except NULL:
+        cdef kc_partition_t *p = kc_fb_find(&self.core.fb, tp.topic.encode(), tp.partition)
+        if p == NULL:
+            raise IllegalStateError(f"No current assignment for partition {tp.topic}-{tp.partition}")
+        return p
+
+    def seek(self, tp, int64_t offset, double timeout):
+        """Next poll() returns records of tp from `offset` (or BEGINNING/END sentinels)."""
+        self._check_open()
+        cdef kc_partition_t *p = self._assigned(tp)
+        cdef rd_kafka_topic_partition_list_t *lst = _c_list([tp])
+        cdef rd_kafka_error_t *error
+        cdef int tmo = <int>(timeout * 1000)
+        lst.elems[0].offset = offset
+        kc_fb_purge(&self.core.fb, p)
+        p.position = offset if offset >= 0 else KC_POSITION_UNKNOWN
+        with nogil:
+            error = rd_kafka_seek_partitions(self.rk, lst, tmo)
+        try:
+            if error != NULL:
+                msg = rd_kafka_error_string(error).decode()
+                code = _err_name(rd_kafka_error_code(error))
+                rd_kafka_error_destroy(error)
+                raise KafkaError(f"seek({tp.topic}-{tp.partition}, {offset}) failed: {msg}", code=code)
+            if lst.elems[0].err:
+                self._raise(lst.elems[0].err, f"seek({tp.topic}-{tp.partition}, {offset})")
+        finally:
+            rd_kafka_topic_partition_list_destroy(lst)
+        # records already queued by librdkafka before the seek are older than the barrier
+        kc_fb_purge(&self.core.fb, p)
+
+    def position_or_none(self, tp):
+        cdef kc_partition_t *p = self._assigned(tp)
+        if p.position != KC_POSITION_UNKNOWN:
+            return p.position
+        return None
+
+    def buffered_first_offset(self, tp):
+        """Offset of the oldest buffered record of tp, or None (used by position())."""
+        cdef int64_t off = kc_fb_first_offset(self._assigned(tp))
+        return None if off == KC_POSITION_UNKNOWN else off
+
+    def librdkafka_position(self, tp):
+        cdef rd_kafka_topic_partition_list_t *lst = _c_list([tp])
+        cdef int64_t off
+        rd_kafka_position(self.rk, lst)
+        off = lst.elems[0].offset
+        rd_kafka_topic_partition_list_destroy(lst)
+        return off if off >= 0 else None
+
+    def pause(self, list tps):
+        self._check_open()
+        cdef rd_kafka_topic_partition_list_t *lst
+        for tp in tps:
+            self._assigned(tp)
+        lst = _c_list(tps)
+        rd_kafka_pause_partitions(self.rk, lst)
+        rd_kafka_topic_partition_list_destroy(lst)
+        for tp in tps:
+            self._assigned(tp).paused = 1
+
+    def resume(self, list tps):
+        self._check_open()
+        cdef rd_kafka_topic_partition_list_t *lst
+        for tp in tps:
+            self._assigned(tp)
+        lst = _c_list(tps)
+        rd_kafka_resume_partitions(self.rk, lst)
+        rd_kafka_topic_partition_list_destroy(lst)
+        for tp in tps:
+            self._assigned(tp).paused = 0
+
+    def paused(self):
+        cdef size_t i
+        return {TopicPartition(self.core.fb.parts[i].topic.decode(), self.core.fb.parts[i].partition)
+                for i in range(self.core.fb.n) if self.core.fb.parts[i].paused}
+
+    def wakeup(self):
+        if self.core != NULL:
+            kc_consumer_wakeup(self.core)
+
+    def metrics(self):
+        cdef int64_t now = kc_now_ms()
+        cdef int64_t hb = self.core.heartbeat.last_ok_ms if self.core != NULL else 0
+        if self.core == NULL:
+            return {"closed": True}
+        return {
+            "assigned_partitions": self.core.fb.n,
+            "buffered_records": self.core.fb.records,
+            "buffered_bytes": self.core.fb.bytes,
+            "time_since_last_poll_ms": kc_poll_timer_since(&self.core.poll_timer),
+            "last_heartbeat_ms_ago": (now - hb) if hb else -1,
+            "heartbeats": self.core.heartbeat.ok,
+            "heartbeat_errors": self.core.heartbeat.errors,
+            "rebalances": self.rebalances,
+            "records_returned": self.core.records_returned,
+            "polls": self.core.polls,
+            "poll_interval_expiries": self.poll_interval_expiries,
+            "revoked_records_dropped": self.revoked_records_dropped,
+            "max_poll_interval_ms": self.max_poll_interval_ms,
+            "paused_partitions": sum(1 for i in range(self.core.fb.n) if self.core.fb.parts[i].paused),
+        }
+
+    def member_id(self):
+        cdef char *mid = rd_kafka_memberid(self.rk)
+        if mid == NULL:
+            return None
+        s = mid.decode()
+        rd_kafka_mem_free(self.rk, mid)
+        return s or None
+
+    def close(self):
+        if self._closed:
+            return
+        self._closed = True
+        cdef rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR
+        try:
+            if self.auto_commit and not self._left_group:
+                self._store_positions(None)
+            with nogil:
+                err = rd_kafka_consumer_close(self.rk)
+            self._serve_commit_callbacks(100)
+        finally:
+            self._destroy()
+        self._raise_pending()
+        if err and err != RD_KAFKA_RESP_ERR__DESTROY:
+            log.warning("consumer close: %s", _err_str(err))
+
+    @property
+    def closed(self):
+        return self._closed

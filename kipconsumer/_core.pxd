@@ -1,0 +1,77 @@
+# Declarations of the C core in csrc/ (fetch buffer, poll timer, heartbeat monitor, poll loop).
+from libc.stdint cimport int32_t, int64_t, uint64_t
+
+from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_message_t, rd_kafka_queue_t,
+                               rd_kafka_t)
+
+
+cdef extern from "fetch_buffer.h" nogil:
+    ctypedef enum kc_fairness_t:
+        KC_FAIRNESS_PROPORTIONAL
+        KC_FAIRNESS_GREEDY
+    int64_t KC_POSITION_UNKNOWN
+    ctypedef struct kc_partition_t:
+        char *topic
+        int32_t partition
+        size_t len
+        size_t bytes
+        int paused
+        int64_t position
+        int64_t stored
+        rd_kafka_queue_t *queue
+    ctypedef struct kc_fetch_buffer_t:
+        kc_partition_t **parts
+        size_t n
+        size_t records
+        size_t bytes
+    kc_partition_t *kc_fb_find(const kc_fetch_buffer_t *fb, const char *topic, int32_t partition)
+    int kc_fb_remove(kc_fetch_buffer_t *fb, const char *topic, int32_t partition)
+    void kc_fb_purge(kc_fetch_buffer_t *fb, kc_partition_t *p)
+    void kc_fb_purge_all(kc_fetch_buffer_t *fb)
+    int64_t kc_fb_first_offset(const kc_partition_t *p)
+
+
+cdef extern from "poll_timer.h" nogil:
+    ctypedef struct kc_poll_timer_t:
+        int64_t interval_ms
+    int64_t kc_now_ms()
+    int64_t kc_poll_timer_since(kc_poll_timer_t *t)
+    int kc_poll_timer_expired(kc_poll_timer_t *t)
+
+
+cdef extern from "heartbeat_monitor.h" nogil:
+    ctypedef struct kc_heartbeat_monitor_t:
+        int64_t last_ok_ms
+        int64_t last_any_ms
+        uint64_t ok
+        uint64_t errors
+        int32_t last_error
+
+
+cdef extern from "consumer_core.h" nogil:
+    ctypedef enum kc_poll_status_t:
+        KC_POLL_OK
+        KC_POLL_WAKEUP
+        KC_POLL_EVENT
+        KC_POLL_ABORT
+    ctypedef struct kc_consumer_t:
+        rd_kafka_t *rk
+        kc_fetch_buffer_t fb
+        size_t max_poll_records
+        kc_poll_timer_t poll_timer
+        kc_heartbeat_monitor_t heartbeat
+        int abort_poll
+        uint64_t records_returned
+        uint64_t polls
+        uint64_t dropped_foreign
+        size_t n_errors
+    kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records,
+                                   kc_fairness_t fairness, int64_t max_poll_interval_ms,
+                                   char *errstr, size_t errlen)
+    int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk)
+    void kc_consumer_free(kc_consumer_t *c)
+    kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, int32_t partition)
+    kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
+                                      size_t *n_out)
+    rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c)
+    void kc_consumer_wakeup(kc_consumer_t *c)

@@ -1,0 +1,15 @@
+from kipconsumer._rdk cimport rd_kafka_message_t
+
+
+cdef class ConsumerRecords:
+    cdef rd_kafka_message_t **msgs
+    cdef Py_ssize_t n
+    cdef list _groups        # [(TopicPartition, start, end)] in batch order
+    cdef dict _index         # TopicPartition -> (start, end)
+    cdef list _topics        # topic str per group, parallel to _groups
+    cdef Py_ssize_t *_group_of  # group index of each record
+
+    cdef object _topic_of(self, Py_ssize_t i)
+
+
+cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n)

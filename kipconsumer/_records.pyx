@@ -1,0 +1,287 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""ConsumerRecords: one poll()'s batch, held natively; Python objects are built lazily.
+
+The batch owns the librdkafka messages (zero copy) until it is garbage collected.
+Iterating builds one small ConsumerRecord per record; its key/value bytes are created
+on attribute access. ``to_arrow()`` builds Arrow arrays in C.
+"""
+
+cimport cython
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
+
+from kipconsumer._rdk cimport (rd_kafka_header_cnt, rd_kafka_header_get_all, rd_kafka_headers_t,
+                               rd_kafka_message_destroy, rd_kafka_message_headers,
+                               rd_kafka_message_t, rd_kafka_message_timestamp,
+                               rd_kafka_resp_err_t, rd_kafka_timestamp_type_t,
+                               rd_kafka_topic_name, rd_kafka_topic_t, RD_KAFKA_RESP_ERR_NO_ERROR)
+
+from kipconsumer.structs import TopicPartition
+
+
+cdef extern from "arrow_batch.h" nogil:
+    struct ArrowSchema:
+        pass
+    struct ArrowArray:
+        pass
+    int KC_ARROW_WITH_TIMESTAMP_TYPE
+    int kc_arrow_build(rd_kafka_message_t *const *msgs, size_t n, int flags,
+                       ArrowSchema *schema_out, ArrowArray *array_out,
+                       char *errbuf, size_t errlen)
+
+
+@cython.freelist(512)
+@cython.final
+cdef class ConsumerRecord:
+    """One record of a poll() batch: topic, partition, offset, key, value, timestamp, headers.
+
+    Valid as long as you hold it (it keeps its batch alive). ``key``/``value`` are
+    ``bytes`` or ``None``; ``timestamp`` is milliseconds since the epoch (-1 if the
+    broker gave none); ``headers`` is a list of ``(str, bytes | None)``.
+    """
+
+    cdef ConsumerRecords _batch
+    cdef rd_kafka_message_t *_m
+    cdef Py_ssize_t _i
+
+    def __init__(self) -> None:
+        raise TypeError("ConsumerRecord objects come from KafkaConsumer.poll()")
+
+    @property
+    def topic(self) -> str:
+        return self._batch._topic_of(self._i)
+
+    @property
+    def partition(self) -> int:
+        return self._m.partition
+
+    @property
+    def offset(self) -> int:
+        return self._m.offset
+
+    @property
+    def key(self):
+        if self._m.key == NULL:
+            return None
+        return PyBytes_FromStringAndSize(<char *>self._m.key, self._m.key_len)
+
+    @property
+    def value(self):
+        if self._m.payload == NULL:
+            return None
+        return PyBytes_FromStringAndSize(<char *>self._m.payload, self._m.len)
+
+    @property
+    def timestamp(self) -> int:
+        cdef rd_kafka_timestamp_type_t t
+        return rd_kafka_message_timestamp(self._m, &t)
+
+    @property
+    def timestamp_type(self) -> int:
+        """0: not available, 1: create time, 2: log-append time."""
+        cdef rd_kafka_timestamp_type_t t
+        rd_kafka_message_timestamp(self._m, &t)
+        return <int>t
+
+    @property
+    def headers(self) -> list:
+        cdef rd_kafka_headers_t *hdrs = NULL
+        cdef const char *name
+        cdef const void *val
+        cdef size_t size, i
+        out = []
+        if rd_kafka_message_headers(self._m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR or hdrs == NULL:
+            return out
+        for i in range(rd_kafka_header_cnt(hdrs)):
+            if rd_kafka_header_get_all(hdrs, i, &name, &val, &size) != RD_KAFKA_RESP_ERR_NO_ERROR:
+                break
+            out.append((name.decode("utf-8", "replace"),
+                        None if val == NULL else PyBytes_FromStringAndSize(<char *>val, size)))
+        return out
+
+    @property
+    def serialized_key_size(self) -> int:
+        return -1 if self._m.key == NULL else <Py_ssize_t>self._m.key_len
+
+    @property
+    def serialized_value_size(self) -> int:
+        return -1 if self._m.payload == NULL else <Py_ssize_t>self._m.len
+
+    def topic_partition(self):
+        return TopicPartition(self.topic, self._m.partition)
+
+    def __repr__(self) -> str:
+        return (f"ConsumerRecord(topic={self.topic!r}, partition={self.partition}, "
+                f"offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"value_size={self.serialized_value_size})")
+
+
+cdef inline ConsumerRecord _make_record(ConsumerRecords batch, Py_ssize_t i):
+    cdef ConsumerRecord r = ConsumerRecord.__new__(ConsumerRecord)
+    r._batch = batch
+    r._m = batch.msgs[i]
+    r._i = i
+    return r
+
+
+@cython.final
+cdef class _RecordIterator:
+    cdef ConsumerRecords _batch
+    cdef Py_ssize_t _i, _end
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._i >= self._end:
+            raise StopIteration
+        r = _make_record(self._batch, self._i)
+        self._i += 1
+        return r
+
+
+cdef class ConsumerRecords:
+    """The records one ``poll()`` returned, grouped by partition, each partition in
+    offset order. ``len(records) <= max.poll.records``.
+
+    ``partitions()`` lists the partitions present; ``records(tp)`` their records;
+    ``count()`` / ``len()`` the total; iteration yields every record; ``to_arrow()``
+    returns a ``pyarrow.RecordBatch`` with columns topic, partition, offset, timestamp,
+    key, value.
+    """
+
+    def __init__(self) -> None:
+        raise TypeError("ConsumerRecords objects come from KafkaConsumer.poll()")
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        if self.msgs != NULL:
+            for i in range(self.n):
+                rd_kafka_message_destroy(self.msgs[i])
+            free(self.msgs)
+            self.msgs = NULL
+        if self._group_of != NULL:
+            free(self._group_of)
+            self._group_of = NULL
+
+    cdef object _topic_of(self, Py_ssize_t i):
+        return self._topics[self._group_of[i]]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __bool__(self) -> bool:
+        return self.n > 0
+
+    def count(self) -> int:
+        """Number of records in the batch."""
+        return self.n
+
+    def is_empty(self) -> bool:
+        return self.n == 0
+
+    def __iter__(self):
+        cdef _RecordIterator it = _RecordIterator.__new__(_RecordIterator)
+        it._batch = self
+        it._i = 0
+        it._end = self.n
+        return it
+
+    def __getitem__(self, Py_ssize_t i):
+        if i < 0:
+            i += self.n
+        if i < 0 or i >= self.n:
+            raise IndexError("ConsumerRecords index out of range")
+        return _make_record(self, i)
+
+    def partitions(self) -> list:
+        """The partitions that have records in this batch, in batch order."""
+        return [g[0] for g in self._groups]
+
+    def records(self, tp) -> list:
+        """The records of partition ``tp`` (a TopicPartition) in offset order; [] if none."""
+        cdef Py_ssize_t i
+        span = self._index.get(tp)
+        if span is None:
+            return []
+        return [_make_record(self, i) for i in range(span[0], span[1])]
+
+    def last_offsets(self) -> dict:
+        """TopicPartition -> offset of the last record of that partition in this batch."""
+        return {g[0]: self.msgs[g[2] - 1].offset for g in self._groups}
+
+    def to_arrow(self, *, timestamp_type: bool = False):
+        """A ``pyarrow.RecordBatch`` of this batch, built in C.
+
+        Columns: topic (utf8), partition (int32), offset (int64), timestamp
+        (timestamp[ms], null if unknown), key (binary), value (binary); with
+        ``timestamp_type=True`` also timestamp_type (int32). Requires pyarrow.
+        """
+        try:
+            import pyarrow
+        except ImportError as exc:
+            raise ImportError("to_arrow() needs pyarrow: pip install pyarrow") from exc
+        cdef ArrowSchema *schema = <ArrowSchema *>malloc(128)
+        cdef ArrowArray *array = <ArrowArray *>malloc(128)
+        cdef char err[256]
+        cdef int rc
+        cdef int flags = KC_ARROW_WITH_TIMESTAMP_TYPE if timestamp_type else 0
+        if schema == NULL or array == NULL:
+            free(schema)
+            free(array)
+            raise MemoryError()
+        err[0] = 0
+        with nogil:
+            rc = kc_arrow_build(self.msgs, <size_t>self.n, flags, schema, array, err, sizeof(err))
+        if rc != 0:
+            free(schema)
+            free(array)
+            raise MemoryError(err.decode("utf-8", "replace"))
+        try:
+            return pyarrow.RecordBatch._import_from_c(<Py_ssize_t>array, <Py_ssize_t>schema)
+        finally:
+            free(schema)
+            free(array)
+
+    def __repr__(self) -> str:
+        return f"ConsumerRecords(count={self.n}, partitions={len(self._groups)})"
+
+
+cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n):
+    """Takes ownership of n messages (the array itself is copied)."""
+    cdef ConsumerRecords b = ConsumerRecords.__new__(ConsumerRecords)
+    cdef Py_ssize_t i, start = 0, g = -1
+    cdef rd_kafka_topic_t *rkt = NULL
+    cdef int partition = -1
+    b._groups = []
+    b._index = {}
+    b._topics = []
+    b.n = 0
+    if n == 0:
+        return b
+    b.msgs = <rd_kafka_message_t **>malloc(n * sizeof(rd_kafka_message_t *))
+    b._group_of = <Py_ssize_t *>malloc(n * sizeof(Py_ssize_t))
+    if b.msgs == NULL or b._group_of == NULL:
+        for i in range(n):
+            rd_kafka_message_destroy(msgs[i])
+        raise MemoryError()
+    for i in range(n):
+        b.msgs[i] = msgs[i]
+    b.n = n
+    for i in range(n):
+        if msgs[i].rkt != rkt or msgs[i].partition != partition:
+            if g >= 0:
+                b._groups[g] = (b._groups[g][0], start, i)
+            rkt = msgs[i].rkt
+            partition = msgs[i].partition
+            topic = rd_kafka_topic_name(rkt).decode("utf-8", "replace")
+            b._topics.append(topic)
+            b._groups.append((TopicPartition(topic, partition), i, i))
+            g += 1
+            start = i
+        b._group_of[i] = g
+    b._groups[g] = (b._groups[g][0], start, n)
+    for tp, s, e in b._groups:
+        b._index[tp] = (s, e)
+    return b

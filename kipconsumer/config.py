@@ -1,0 +1,881 @@
+"""Configuration validation: the one place where kipconsumer configs are checked.
+
+Contract
+--------
+Users configure every client with one ``dict`` that uses Kafka's Java config names. The functions
+:func:`consumer_settings`, :func:`producer_settings` and :func:`task_settings` turn such a dict into a
+frozen settings object or raise :class:`~kipconsumer.errors.ConfigError`. Nothing else in kipconsumer
+validates configs; the clients read the settings objects and hand ``settings.rdkafka`` (a complete
+``{librdkafka name: str value}`` dict) to ``rd_kafka_conf_set`` as is.
+
+* Keys of the spec tables below (:data:`CONSUMER_SPECS`, :data:`PRODUCER_SPECS`, :data:`TASK_SPECS`) are
+  type- and range-checked and mapped to their librdkafka name and unit.
+* librdkafka names that mean the same as a Java key (e.g. ``fetch.wait.max.ms`` for
+  ``fetch.max.wait.ms``) are validated as that Java key; giving both with different values is an error.
+* Any other name librdkafka 2.x knows (global or topic level) passes through unchanged, as ``str``.
+* Any other key raises ``ConfigError`` naming the key and the closest known name.
+* A value of ``None`` means "use the default".
+* Values of secret keys (:func:`is_secret`) never appear in messages; :func:`redact` masks them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import difflib
+import enum
+import functools
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kipconsumer.errors import ConfigError
+
+log = logging.getLogger("kipconsumer.config")
+
+INT32_MAX = 2_147_483_647
+#: Largest number of in-flight requests that keeps ordering with idempotence (Java and librdkafka).
+IDEMPOTENT_MAX_IN_FLIGHT = 5
+
+Value = int | bool | str
+
+
+# --------------------------------------------------------------------------------------------------
+# Settings objects (the interface the clients use)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConsumerSettings:
+    """Validated consumer configuration.
+
+    ``max_poll_interval_ms`` is the effective value after KIP-62's compatibility rule
+    (``max(max.poll.interval.ms, session.timeout.ms)``). ``rdkafka`` is the complete librdkafka
+    property dict to apply; it already contains every mapped, defaulted and passed-through key.
+    """
+
+    group_id: str | None
+    max_poll_records: int
+    poll_fairness: str
+    max_poll_interval_ms: int
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    enable_auto_commit: bool
+    auto_commit_interval_ms: int
+    default_api_timeout_ms: int
+    rdkafka: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ProducerSettings:
+    """Validated producer configuration (KIP-19 timeouts). ``rdkafka`` is complete, values as str."""
+
+    max_block_ms: int
+    request_timeout_ms: int
+    delivery_timeout_ms: int
+    linger_ms: int
+    buffer_memory: int
+    rdkafka: dict[str, str]
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """Validated task executor configuration (KIP-572)."""
+
+    task_timeout_ms: int
+    retry_backoff_ms: int
+
+
+# --------------------------------------------------------------------------------------------------
+# Spec table machinery
+# --------------------------------------------------------------------------------------------------
+
+
+class Kind(enum.Enum):
+    """How a value is parsed."""
+
+    INT = "integer"
+    BOOL = "boolean"
+    STR = "string"
+    ENUM = "enum"
+    SERVERS = "host:port list"
+    ASSIGNORS = "assignor list"
+
+
+_SAME = "\0same"  # marker: the librdkafka name equals the Java name
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One configuration key.
+
+    ``default`` is the effective default (the Python value the settings report). ``rdkafka`` is the
+    librdkafka name the value is emitted under (``None``: used by kipconsumer only, never sent).
+    The value is emitted when the user set it, or always when ``emit_default``. ``aliases`` are
+    librdkafka names accepted as input for the same setting, in units of ``scale`` Java units
+    (librdkafka value = ceil(Java value / scale)). ``values`` maps an enum value to librdkafka's.
+    """
+
+    kind: Kind
+    default: Value | None = None
+    lo: int = 0
+    hi: int = INT32_MAX
+    choices: tuple[str, ...] = ()
+    rdkafka: str | None = _SAME
+    values: tuple[tuple[str, str], ...] = ()
+    aliases: tuple[str, ...] = ()
+    emit_default: bool = False
+    scale: int = 1
+    nonempty: bool = False
+    doc: str = ""
+
+    def allowed(self) -> str:
+        """Human-readable allowed values, used in error messages and docs."""
+        if self.kind is Kind.INT:
+            return f"{self.lo}..{self.hi}"
+        if self.kind is Kind.BOOL:
+            return "true|false"
+        if self.kind in (Kind.ENUM, Kind.ASSIGNORS):
+            return "|".join(self.choices)
+        return "a non-empty string" if self.nonempty else "a string"
+
+
+def _int(lo: int, hi: int, default: int | None = None, **kw: Any) -> Spec:
+    return Spec(Kind.INT, default, lo=lo, hi=hi, **kw)
+
+
+def _bool(default: bool | None, **kw: Any) -> Spec:
+    return Spec(Kind.BOOL, default, **kw)
+
+
+def _enum(choices: str, default: str | None, **kw: Any) -> Spec:
+    return Spec(Kind.ENUM, default, choices=tuple(choices.split("|")), **kw)
+
+
+def _str(**kw: Any) -> Spec:
+    return Spec(Kind.STR, None, **kw)
+
+
+def _table(specs: Mapping[str, Spec]) -> dict[str, Spec]:
+    """Resolve the ``_SAME`` marker: the librdkafka name defaults to the Java name."""
+    return {k: dataclasses.replace(s, rdkafka=k) if s.rdkafka == _SAME else s for k, s in specs.items()}
+
+
+# Assignor names accepted (librdkafka's and the Java classes) -> librdkafka name.
+_ASSIGNOR_NAMES = {
+    "range": "range",
+    "roundrobin": "roundrobin",
+    "cooperative-sticky": "cooperative-sticky",
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+}
+_ASSIGNORS = {k.lower(): v for k, v in _ASSIGNOR_NAMES.items()}
+
+_COMMON: dict[str, Spec] = {
+    "bootstrap.servers": Spec(Kind.SERVERS, nonempty=True, aliases=("metadata.broker.list",),
+                              doc="Required. Comma list (or list) of host:port."),
+    "client.id": _str(doc="librdkafka default 'rdkafka'."),
+    "security.protocol": _enum("plaintext|ssl|sasl_plaintext|sasl_ssl", "plaintext"),
+    "retry.backoff.ms": _int(1, 300_000, 100),
+    "reconnect.backoff.ms": _int(0, 3_600_000, 100),
+    "reconnect.backoff.max.ms": _int(0, 3_600_000, 10_000),
+    "metadata.max.age.ms": _int(1, 86_400_000, 900_000),
+}
+
+#: Consumer keys (Java names, plus the two librdkafka prefetch bounds kipconsumer defaults).
+CONSUMER_SPECS: dict[str, Spec] = _table({
+    **_COMMON,
+    "group.id": _str(nonempty=True, doc="Needed for subscribe() and commits."),
+    "group.instance.id": _str(nonempty=True, doc="KIP-345 static membership."),
+    "group.protocol": _enum("classic|consumer", "classic",
+                            doc="'consumer' (KIP-848): session/heartbeat/assignor are broker-side."),
+    "session.timeout.ms": _int(1, 3_600_000, 45_000, emit_default=True),
+    "heartbeat.interval.ms": _int(1, 3_600_000, 3_000, emit_default=True,
+                                  doc="Must be < session.timeout.ms."),
+    "max.poll.interval.ms": _int(1, 86_400_000, 300_000, emit_default=True,
+                                 doc="Effective value is max(this, session.timeout.ms) (KIP-62)."),
+    "max.poll.records": _int(1, 1_000_000, 500, rdkafka=None, doc="Enforced by kipconsumer (KIP-41)."),
+    "poll.fairness": _enum("proportional|greedy", "proportional", rdkafka=None,
+                           doc="How poll() shares max.poll.records over partitions."),
+    "enable.auto.commit": _bool(True, emit_default=True, aliases=("auto.commit.enable",)),
+    "auto.commit.interval.ms": _int(0, 86_400_000, 5_000, emit_default=True),
+    "auto.offset.reset": _enum("earliest|latest|none", "latest", emit_default=True,
+                               values=(("none", "error"),)),
+    "fetch.min.bytes": _int(1, 100_000_000, 1),
+    "fetch.max.bytes": _int(0, 2_147_483_135, 52_428_800, emit_default=True),
+    "fetch.max.wait.ms": _int(0, 300_000, 500, rdkafka="fetch.wait.max.ms", aliases=("fetch.wait.max.ms",)),
+    "max.partition.fetch.bytes": _int(1, 1_000_000_000, 1_048_576, emit_default=True,
+                                      aliases=("fetch.message.max.bytes",)),
+    "isolation.level": _enum("read_committed|read_uncommitted", "read_uncommitted", emit_default=True),
+    "partition.assignment.strategy": Spec(Kind.ASSIGNORS, "range", choices=tuple(_ASSIGNOR_NAMES),
+                                          emit_default=True, doc="Comma list or list; one protocol type."),
+    "default.api.timeout.ms": _int(0, INT32_MAX, 60_000, rdkafka=None,
+                                   doc="Bound of blocking calls made with timeout=None."),
+    "request.timeout.ms": _int(10, 300_000, 60_000, rdkafka="socket.timeout.ms",
+                               aliases=("socket.timeout.ms",), doc="librdkafka's network request timeout."),
+    "check.crcs": _bool(False),
+    "queued.max.messages.kbytes": _int(1, 2_097_151, 8_192, emit_default=True,
+                                       doc="Bounded prefetch (librdkafka name)."),
+    "queued.min.messages": _int(1, 10_000_000, None,
+                                doc="Bounded prefetch (librdkafka name); default "
+                                "max(4*max.poll.records, 10000)."),
+})
+
+#: Producer keys (Java names).
+PRODUCER_SPECS: dict[str, Spec] = _table({
+    **_COMMON,
+    "acks": _enum("all|-1|0|1", "all", emit_default=True, values=(("-1", "all"),),
+                  aliases=("request.required.acks",)),
+    "linger.ms": _int(0, 900_000, 5, emit_default=True, aliases=("queue.buffering.max.ms",)),
+    "batch.size": _int(1, INT32_MAX, 1_000_000),
+    "buffer.memory": _int(1, INT32_MAX * 1024, 33_554_432, emit_default=True, scale=1024,
+                          rdkafka="queue.buffering.max.kbytes", aliases=("queue.buffering.max.kbytes",),
+                          doc="Bytes; sent as ceil(bytes/1024) KiB."),
+    "max.block.ms": _int(0, INT32_MAX, 60_000, rdkafka=None, doc="Bound of send() blocking (KIP-19)."),
+    "delivery.timeout.ms": _int(0, INT32_MAX, 120_000, emit_default=True, rdkafka="message.timeout.ms",
+                                aliases=("message.timeout.ms",),
+                                doc="Must be >= linger.ms + request.timeout.ms."),
+    "request.timeout.ms": _int(1, 900_000, 30_000, emit_default=True),
+    "retries": _int(0, INT32_MAX, INT32_MAX, aliases=("message.send.max.retries",)),
+    "enable.idempotence": _bool(True, emit_default=True,
+                                doc="Needs acks=all, max.in.flight<=5, retries>=1."),
+    "compression.type": _enum("none|gzip|snappy|lz4|zstd", "none", aliases=("compression.codec",)),
+    "max.in.flight.requests.per.connection": _int(1, 1_000_000, 5, emit_default=True, rdkafka="max.in.flight",
+                                                  aliases=("max.in.flight",)),
+    "max.request.size": _int(1_000, 1_000_000_000, 1_000_000, rdkafka="message.max.bytes",
+                             aliases=("message.max.bytes",)),
+    "transactional.id": _str(nonempty=True, doc="Requires idempotence."),
+    "transaction.timeout.ms": _int(1_000, INT32_MAX, 60_000,
+                                   doc="With transactional.id, delivery.timeout.ms must not exceed it."),
+})
+
+#: Task executor keys (KIP-572).
+TASK_SPECS: dict[str, Spec] = _table({
+    "task.timeout.ms": _int(0, INT32_MAX, 300_000, rdkafka=None),
+    "retry.backoff.ms": _int(0, INT32_MAX, 100, rdkafka=None),
+    "retries": _int(0, INT32_MAX, None, rdkafka=None, doc="Deprecated by KIP-572: accepted and ignored."),
+})
+
+#: librdkafka settings the consumer manages itself; a user value must equal these.
+CONSUMER_FORCED: dict[str, str] = {"enable.auto.offset.store": "false", "enable.partition.eof": "false"}
+#: librdkafka settings the producer manages itself (every future must resolve).
+PRODUCER_FORCED: dict[str, str] = {"delivery.report.only.error": "false"}
+
+# Every property (global and topic level, aliases included) of librdkafka 2.16 that can be set
+# with a string, from rd_kafka_conf_properties_show(). Unioned at runtime with the names the
+# loaded librdkafka dumps.
+_RDKAFKA_STATIC_NAMES = frozenset({
+        "acks", "allow.auto.create.topics", "api.version.fallback.ms", "api.version.request",
+        "api.version.request.timeout.ms", "auto.commit.enable", "auto.commit.interval.ms",
+        "auto.offset.reset", "batch.num.messages", "batch.size", "bootstrap.servers",
+        "broker.address.family", "broker.address.ttl", "broker.version.fallback", "builtin.features",
+        "check.crcs", "client.dns.lookup", "client.id", "client.rack", "compression.codec",
+        "compression.level", "compression.type", "connections.max.idle.ms",
+        "consume.callback.max.messages", "coordinator.query.interval.ms", "debug",
+        "delivery.report.only.error", "delivery.timeout.ms", "enable.auto.commit",
+        "enable.auto.offset.store", "enable.gapless.guarantee", "enable.idempotence",
+        "enable.metrics.push", "enable.partition.eof", "enable.random.seed",
+        "enable.sasl.oauthbearer.unsecure.jwt", "enable.ssl.certificate.verification", "enabled_events",
+        "fetch.error.backoff.ms", "fetch.max.bytes", "fetch.message.max.bytes", "fetch.min.bytes",
+        "fetch.queue.backoff.ms", "fetch.wait.max.ms", "group.id", "group.instance.id",
+        "group.protocol", "group.protocol.type", "group.remote.assignor", "heartbeat.interval.ms",
+        "https.ca.location", "https.ca.pem", "internal.termination.signal", "isolation.level",
+        "linger.ms", "log.connection.close", "log.queue", "log.thread.name", "log_level",
+        "max.in.flight", "max.in.flight.requests.per.connection", "max.partition.fetch.bytes",
+        "max.poll.interval.ms", "max.poll.records", "message.copy.max.bytes", "message.max.bytes",
+        "message.send.max.retries", "message.timeout.ms", "metadata.broker.list", "metadata.max.age.ms",
+        "metadata.recovery.rebootstrap.trigger.ms", "metadata.recovery.strategy", "offset.store.method",
+        "offset.store.path", "offset.store.sync.interval.ms", "partition.assignment.strategy",
+        "partitioner", "plugin.library.paths", "produce.offset.report",
+        "queue.buffering.backpressure.threshold", "queue.buffering.max.kbytes",
+        "queue.buffering.max.messages", "queue.buffering.max.ms", "queued.max.messages.kbytes",
+        "queued.min.messages", "queuing.strategy", "receive.message.max.bytes",
+        "reconnect.backoff.jitter.ms", "reconnect.backoff.max.ms", "reconnect.backoff.ms",
+        "request.required.acks", "request.timeout.ms", "retries", "retry.backoff.max.ms",
+        "retry.backoff.ms", "sasl.kerberos.keytab", "sasl.kerberos.kinit.cmd",
+        "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal",
+        "sasl.kerberos.service.name", "sasl.mechanism", "sasl.mechanisms",
+        "sasl.oauthbearer.assertion.algorithm", "sasl.oauthbearer.assertion.claim.aud",
+        "sasl.oauthbearer.assertion.claim.exp.seconds", "sasl.oauthbearer.assertion.claim.iss",
+        "sasl.oauthbearer.assertion.claim.jti.include", "sasl.oauthbearer.assertion.claim.nbf.seconds",
+        "sasl.oauthbearer.assertion.claim.sub", "sasl.oauthbearer.assertion.file",
+        "sasl.oauthbearer.assertion.jwt.template.file", "sasl.oauthbearer.assertion.private.key.file",
+        "sasl.oauthbearer.assertion.private.key.passphrase",
+        "sasl.oauthbearer.assertion.private.key.pem", "sasl.oauthbearer.client.credentials.client.id",
+        "sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.client.id",
+        "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config", "sasl.oauthbearer.extensions",
+        "sasl.oauthbearer.grant.type", "sasl.oauthbearer.metadata.authentication.type",
+        "sasl.oauthbearer.method", "sasl.oauthbearer.scope", "sasl.oauthbearer.sub.claim.name",
+        "sasl.oauthbearer.token.endpoint.url", "sasl.password", "sasl.username", "security.protocol",
+        "session.timeout.ms", "share.acknowledgement.mode", "socket.blocking.max.ms",
+        "socket.connection.setup.timeout.ms", "socket.keepalive.enable", "socket.max.fails",
+        "socket.nagle.disable", "socket.receive.buffer.bytes", "socket.send.buffer.bytes",
+        "socket.timeout.ms", "ssl.ca.certificate.stores", "ssl.ca.location", "ssl.ca.pem",
+        "ssl.certificate.location", "ssl.certificate.pem", "ssl.cipher.suites", "ssl.crl.location",
+        "ssl.curves.list", "ssl.endpoint.identification.algorithm", "ssl.engine.id",
+        "ssl.engine.location", "ssl.key.location", "ssl.key.password", "ssl.key.pem",
+        "ssl.keystore.location", "ssl.keystore.password", "ssl.providers", "ssl.sigalgs.list",
+        "statistics.interval.ms", "sticky.partitioning.linger.ms", "topic.blacklist",
+        "topic.metadata.propagation.max.ms", "topic.metadata.refresh.fast.cnt",
+        "topic.metadata.refresh.fast.interval.ms", "topic.metadata.refresh.interval.ms",
+        "topic.metadata.refresh.sparse", "transaction.timeout.ms", "transactional.id",
+})
+
+# Properties that librdkafka only accepts through dedicated setter functions (callbacks, pointers).
+_RDKAFKA_POINTER_NAMES = frozenset({
+        "background_event_cb", "closesocket_cb", "connect_cb", "consume_cb", "default_topic_conf",
+        "dr_cb", "dr_msg_cb", "error_cb", "interceptors", "log_cb", "msg_order_cmp",
+        "oauthbearer_token_refresh_cb", "offset_commit_cb", "opaque", "open_cb", "partitioner_cb",
+        "rebalance_cb", "resolve_cb", "socket_cb", "ssl.certificate.verify_cb", "ssl_ca",
+        "ssl_certificate", "ssl_engine_callback_data", "ssl_key", "stats_cb", "throttle_cb",
+})
+
+# Java-only names with a librdkafka counterpart of a different shape: named in the error.
+_HINTS = {
+    "sasl.jaas.config": "librdkafka takes sasl.username and sasl.password (or sasl.oauthbearer.config)",
+    "ssl.truststore.location": "librdkafka takes a PEM file in ssl.ca.location",
+    "ssl.truststore.password": "librdkafka takes a PEM file in ssl.ca.location",
+    "key.deserializer": "kipconsumer returns bytes; deserialize in the application",
+    "value.deserializer": "kipconsumer returns bytes; deserialize in the application",
+    "key.serializer": "kipconsumer sends bytes or str; serialize in the application",
+    "value.serializer": "kipconsumer sends bytes or str; serialize in the application",
+}
+
+_SECRET_MARKERS = ("password", "secret", "sasl.jaas.config", "ssl.key.pem", "ssl_key", "oauthbearer.config",
+                   "passphrase", "private.key")
+
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+
+
+# --------------------------------------------------------------------------------------------------
+# Public helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def is_secret(key: str) -> bool:
+    """True when ``key`` names a secret whose value must never be shown."""
+    lowered = key.lower()
+    return any(marker in lowered for marker in _SECRET_MARKERS)
+
+
+def redact(conf: Mapping[str, object]) -> dict[str, object]:
+    """Return a copy of ``conf`` with the value of every secret key replaced by ``"***"``."""
+    return {k: ("***" if isinstance(k, str) and is_secret(k) else v) for k, v in conf.items()}
+
+
+@functools.cache
+def librdkafka_names() -> frozenset[str]:
+    """Every librdkafka property name that can be passed through as a string."""
+    names: set[str] = set(_RDKAFKA_STATIC_NAMES)
+    try:
+        from kipconsumer import _native
+
+        names.update(str(n) for n in _native.librdkafka_property_names())
+    except (ImportError, AttributeError):  # pragma: no cover - the static list still applies
+        pass
+    return frozenset(names - _RDKAFKA_POINTER_NAMES)
+
+
+RdkafkaCheck = Callable[[str, str], "str | None"]
+
+
+@functools.cache
+def _librdkafka_check() -> RdkafkaCheck | None:
+    """A function that sets one property on a scratch librdkafka conf and returns its error, if any.
+
+    ``None`` when the library cannot be loaded (then pass-through values are not pre-checked).
+    """
+    try:
+        from kipconsumer import _loader
+
+        lib = ctypes.CDLL(_loader.librdkafka_path())
+    except (ImportError, OSError):  # pragma: no cover - the clients will fail loudly anyway
+        return None
+    lib.rd_kafka_conf_new.restype = ctypes.c_void_p
+    lib.rd_kafka_conf_new.argtypes = []
+    lib.rd_kafka_conf_destroy.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_conf_set.restype = ctypes.c_int
+    lib.rd_kafka_conf_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                      ctypes.c_size_t]
+
+    def check(name: str, value: str) -> str | None:
+        conf = lib.rd_kafka_conf_new()
+        err = ctypes.create_string_buffer(512)
+        try:
+            rc = lib.rd_kafka_conf_set(conf, name.encode(), value.encode(), err, len(err))
+        finally:
+            lib.rd_kafka_conf_destroy(conf)
+        return None if rc == 0 else (err.value.decode(errors="replace") or f"error {rc}")
+
+    return check
+
+
+# --------------------------------------------------------------------------------------------------
+# Value parsing
+# --------------------------------------------------------------------------------------------------
+
+
+def _show(key: str, value: object) -> str:
+    """``key=value`` for messages, with secrets masked."""
+    return f"{key}=***" if is_secret(key) else f"{key}={value!r}"
+
+
+def _bad(key: str, value: object, what: str, spec: Spec) -> ConfigError:
+    return ConfigError(f"{_show(key, value)} {what}: allowed {spec.allowed()}")
+
+
+def _parse_int(key: str, spec: Spec, raw: object) -> int:
+    if isinstance(raw, bool):
+        raise _bad(key, raw, "is not an integer", spec)
+    if isinstance(raw, int):
+        value = raw
+    elif isinstance(raw, float) and raw.is_integer():
+        value = int(raw)
+    elif isinstance(raw, str) and _INT_RE.fullmatch(raw.strip()):
+        value = int(raw.strip())
+    else:
+        raise _bad(key, raw, "is not an integer", spec)
+    if not spec.lo <= value <= spec.hi:
+        raise ConfigError(f"{_show(key, value)} is out of range: allowed {spec.allowed()}")
+    return value
+
+
+def _parse_bool(key: str, spec: Spec, raw: object) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise _bad(key, raw, "is not a boolean", spec)
+
+
+def _parse_enum(key: str, spec: Spec, raw: object) -> str:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        raw = str(raw)
+    if isinstance(raw, str) and raw.strip().lower() in spec.choices:
+        return raw.strip().lower()
+    raise _bad(key, raw, "is not allowed", spec)
+
+
+def _parse_str(key: str, spec: Spec, raw: object) -> str:
+    if not isinstance(raw, str):
+        raise _bad(key, raw, "is not a string", spec)
+    if spec.nonempty and not raw.strip():
+        raise _bad(key, raw, "is empty", spec)
+    return raw
+
+
+def _parse_list(key: str, spec: Spec, raw: object) -> list[str]:
+    """A comma-separated string or a list/tuple of strings, as stripped non-empty items."""
+    if isinstance(raw, str):
+        items = raw.split(",")
+    elif isinstance(raw, (list, tuple)) and all(isinstance(i, str) for i in raw):
+        items = [i for part in raw for i in part.split(",")]
+    else:
+        raise _bad(key, raw, f"is not a valid {spec.kind.value}", spec)
+    stripped = [i.strip() for i in items]
+    if not stripped or not all(stripped):
+        raise _bad(key, raw, "has an empty entry", spec)
+    return stripped
+
+
+def _parse_servers(key: str, spec: Spec, raw: object) -> str:
+    return ",".join(_parse_list(key, spec, raw))
+
+
+def _parse_assignors(key: str, spec: Spec, raw: object) -> str:
+    names: list[str] = []
+    for item in _parse_list(key, spec, raw):
+        name = _ASSIGNORS.get(item.lower())
+        if name is None:
+            raise ConfigError(f"{_show(key, raw)}: unknown assignor {item!r}: allowed {spec.allowed()}")
+        if name not in names:
+            names.append(name)
+    if "cooperative-sticky" in names and len(names) > 1:
+        raise ConfigError(f"{_show(key, raw)}: cooperative-sticky cannot be combined with eager assignors "
+                          "(range, roundrobin): all assignors must use the same rebalance protocol")
+    return ",".join(names)
+
+
+_PARSERS: dict[Kind, Callable[[str, Spec, object], Value]] = {
+    Kind.INT: _parse_int,
+    Kind.BOOL: _parse_bool,
+    Kind.ENUM: _parse_enum,
+    Kind.STR: _parse_str,
+    Kind.SERVERS: _parse_servers,
+    Kind.ASSIGNORS: _parse_assignors,
+}
+
+
+def _parse(key: str, canonical: str, spec: Spec, raw: object) -> Value:
+    """Parse ``raw`` given under ``key`` (the Java name or one of its librdkafka aliases)."""
+    if key != canonical and spec.scale != 1:  # the alias is in librdkafka units
+        alias_spec = dataclasses.replace(spec, lo=-(-spec.lo // spec.scale), hi=spec.hi // spec.scale)
+        return _parse_int(key, alias_spec, raw) * spec.scale
+    return _PARSERS[spec.kind](key, spec, raw)
+
+
+def _rdkafka_value(spec: Spec, value: Value) -> str:
+    """The librdkafka string for a parsed value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(-(-value // spec.scale))
+    return dict(spec.values).get(value, value)
+
+
+def _passthrough_value(key: str, raw: object) -> str:
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, (str, int, float)):
+        return str(raw)
+    raise ConfigError(f"{_show(key, raw)} is not a librdkafka value: allowed a str, int, float or bool")
+
+
+# --------------------------------------------------------------------------------------------------
+# Key resolution
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Resolved:
+    """A config dict split into validated table values and librdkafka pass-through values."""
+
+    specs: Mapping[str, Spec]
+    values: dict[str, Value | None]
+    explicit: dict[str, str]  # Java key -> the key the user spelled it with
+    passthrough: dict[str, str]
+
+    def get_int(self, key: str) -> int:
+        value = self.values[key]
+        assert isinstance(value, int) and not isinstance(value, bool)
+        return value
+
+    def get_bool(self, key: str) -> bool:
+        value = self.values[key]
+        assert isinstance(value, bool)
+        return value
+
+    def get_str(self, key: str) -> str | None:
+        value = self.values[key]
+        assert value is None or isinstance(value, str)
+        return value
+
+
+def _alias_index(specs: Mapping[str, Spec]) -> dict[str, str]:
+    return {alias: key for key, spec in specs.items() for alias in spec.aliases if alias not in specs}
+
+
+def _suggest(key: str, candidates: Iterable[str]) -> str:
+    match = difflib.get_close_matches(key.lower(), sorted(set(candidates)), n=1, cutoff=0.6)
+    return f": did you mean {match[0]!r}?" if match else ""
+
+
+def _unknown(key: str, client: str, specs: Mapping[str, Spec], others: Mapping[str, str],
+             passthrough: bool) -> ConfigError:
+    if key in others:
+        return ConfigError(f"config {key!r} is a {others[key]} config, not accepted by the {client}")
+    if key in _RDKAFKA_POINTER_NAMES and passthrough:
+        return ConfigError(f"config {key!r} is a librdkafka callback/pointer property: it cannot be set "
+                           "through the config dict")
+    if key in _HINTS:
+        return ConfigError(f"unknown config {key!r}: {_HINTS[key]}")
+    candidates = [*specs, *_alias_index(specs)]
+    if passthrough:
+        candidates.extend(librdkafka_names())
+    return ConfigError(f"unknown config {key!r}{_suggest(key, candidates)}")
+
+
+def _record(res: _Resolved, key: str, canonical: str, raw: object) -> None:
+    """Validate one table key (or alias) and detect conflicting spellings of the same setting."""
+    value = _parse(key, canonical, res.specs[canonical], raw)
+    first = res.explicit.get(canonical)
+    if first is not None and res.values[canonical] != value:
+        raise ConfigError(f"{first!r} and {key!r} are the same setting and were given different values"
+                          + ("" if is_secret(key) else f" ({res.values[canonical]!r} and {value!r})"))
+    res.values[canonical] = value
+    res.explicit.setdefault(canonical, key)
+
+
+def _resolve(conf: Mapping[str, object], specs: Mapping[str, Spec], client: str, *,
+             others: Mapping[str, str], forced: Mapping[str, str], passthrough: bool) -> _Resolved:
+    """Split ``conf`` into validated values (defaults filled in) and librdkafka pass-through values.
+
+    ``others`` maps keys of other clients' tables to the client name, for a precise error.
+    ``forced`` holds librdkafka settings kipconsumer manages; a user value must equal them.
+    """
+    if not isinstance(conf, Mapping):
+        raise ConfigError(f"config must be a mapping of str to value, got {type(conf).__name__}")
+    res = _Resolved(specs, {k: s.default for k, s in specs.items()}, {}, {})
+    aliases = _alias_index(specs)
+    for key, raw in conf.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"config keys must be str, got {type(key).__name__} {key!r}")
+        canonical = key if key in specs else aliases.get(key)
+        if canonical is not None:
+            if raw is not None:
+                _record(res, key, canonical, raw)
+        elif passthrough and key in librdkafka_names():
+            if raw is not None:
+                res.passthrough[key] = _checked_passthrough(key, raw, forced)
+        else:
+            raise _unknown(key, client, specs, others, passthrough)
+    return res
+
+
+def _checked_passthrough(key: str, raw: object, forced: Mapping[str, str]) -> str:
+    """The pass-through string for ``raw``, pre-checked by librdkafka's own ``rd_kafka_conf_set``."""
+    value = _passthrough_value(key, raw)
+    if key in forced and value.strip().lower() != forced[key]:
+        raise ConfigError(f"{_show(key, raw)} is not allowed: kipconsumer manages {key!r} "
+                          f"(it must be {forced[key]})")
+    check = _librdkafka_check()
+    error = check(key, value) if check is not None else None
+    if error is not None:
+        detail = "" if is_secret(key) else f": {error}"
+        raise ConfigError(f"{_show(key, raw)} is refused by librdkafka{detail}")
+    return value
+
+
+def _others(client: str) -> dict[str, str]:
+    tables = {"consumer": CONSUMER_SPECS, "producer": PRODUCER_SPECS, "task executor": TASK_SPECS}
+    own = tables[client]
+    return {k: name for name, table in tables.items() if name != client for k in table if k not in own}
+
+
+def _emit(res: _Resolved) -> dict[str, str]:
+    """librdkafka properties for table keys that the user set or that are always emitted."""
+    out: dict[str, str] = {}
+    for key, spec in res.specs.items():
+        value = res.values[key]
+        if spec.rdkafka is None or value is None:
+            continue
+        if key in res.explicit or spec.emit_default:
+            out[spec.rdkafka] = _rdkafka_value(spec, value)
+    return out
+
+
+def _require(res: _Resolved, key: str) -> None:
+    if res.values[key] is None:
+        raise ConfigError(f"config {key!r} is required: allowed {res.specs[key].allowed()}")
+
+
+def _check_common(res: _Resolved) -> None:
+    """Checks shared by consumer and producer: bootstrap.servers present, backoff bounds ordered."""
+    _require(res, "bootstrap.servers")
+    backoff, backoff_max = res.get_int("reconnect.backoff.ms"), res.get_int("reconnect.backoff.max.ms")
+    if backoff_max < backoff:
+        raise ConfigError(f"reconnect.backoff.max.ms={backoff_max} must be >= reconnect.backoff.ms={backoff}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Consumer
+# --------------------------------------------------------------------------------------------------
+
+_BROKER_SIDE_WITH_KIP848 = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
+
+
+def _check_heartbeat(res: _Resolved) -> None:
+    heartbeat, session = res.get_int("heartbeat.interval.ms"), res.get_int("session.timeout.ms")
+    if heartbeat >= session:
+        raise ConfigError(f"heartbeat.interval.ms={heartbeat} must be lower than "
+                          f"session.timeout.ms={session} (typically at most a third of it)")
+
+
+def _check_fetch_sizes(res: _Resolved) -> None:
+    """librdkafka refuses a fetch.max.bytes below message.max.bytes (default 1000000)."""
+    fetch_max = res.get_int("fetch.max.bytes")
+    raw = res.passthrough.get("message.max.bytes", "1000000")
+    message_max = int(raw) if _INT_RE.fullmatch(raw.strip()) else 0
+    if fetch_max < message_max:
+        raise ConfigError(f"fetch.max.bytes={fetch_max} must be >= message.max.bytes={message_max} "
+                          "(librdkafka's limit)")
+
+
+def _effective_poll_interval(res: _Resolved) -> int:
+    """KIP-62 compatibility: the process timeout is max(max.poll.interval.ms, session.timeout.ms)."""
+    interval, session = res.get_int("max.poll.interval.ms"), res.get_int("session.timeout.ms")
+    if interval >= session:
+        return interval
+    log.warning("max.poll.interval.ms=%d is lower than session.timeout.ms=%d: using %d as the effective "
+                "max.poll.interval.ms (KIP-62 compatibility rule)", interval, session, session)
+    return session
+
+
+def _kip848_rdkafka(res: _Resolved, rd: dict[str, str]) -> None:
+    """group.protocol=consumer: the broker owns session, heartbeat and assignment settings."""
+    for key in _BROKER_SIDE_WITH_KIP848:
+        if key in res.explicit:
+            raise ConfigError(f"config {res.explicit[key]!r} is not supported with group.protocol=consumer "
+                              "(KIP-848): it is defined broker side")
+        rd.pop(res.specs[key].rdkafka or key, None)
+
+
+def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
+    """Validate a consumer config dict and return its settings.
+
+    Raises ``ConfigError`` for unknown keys, bad values, a missing ``bootstrap.servers``,
+    ``heartbeat.interval.ms >= session.timeout.ms`` and ``fetch.max.bytes < message.max.bytes``.
+    Logs a WARNING on ``kipconsumer.config`` when the KIP-62 compatibility rule raises
+    ``max.poll.interval.ms`` to ``session.timeout.ms``.
+    """
+    res = _resolve(conf, CONSUMER_SPECS, "consumer", others=_others("consumer"), forced=CONSUMER_FORCED,
+                   passthrough=True)
+    _check_common(res)
+    _check_fetch_sizes(res)
+    rd = _emit(res)
+    if res.values["group.protocol"] == "consumer":
+        _kip848_rdkafka(res, rd)
+        poll_interval = res.get_int("max.poll.interval.ms")
+    else:
+        _check_heartbeat(res)
+        poll_interval = _effective_poll_interval(res)
+    rd["max.poll.interval.ms"] = str(poll_interval)
+    if "queued.min.messages" not in res.explicit:
+        rd["queued.min.messages"] = str(max(4 * res.get_int("max.poll.records"), 10_000))
+    rd.update(res.passthrough)
+    rd.update(CONSUMER_FORCED)
+    poll_fairness = res.get_str("poll.fairness")
+    assert poll_fairness is not None
+    return ConsumerSettings(
+        group_id=res.get_str("group.id"),
+        max_poll_records=res.get_int("max.poll.records"),
+        poll_fairness=poll_fairness,
+        max_poll_interval_ms=poll_interval,
+        session_timeout_ms=res.get_int("session.timeout.ms"),
+        heartbeat_interval_ms=res.get_int("heartbeat.interval.ms"),
+        enable_auto_commit=res.get_bool("enable.auto.commit"),
+        auto_commit_interval_ms=res.get_int("auto.commit.interval.ms"),
+        default_api_timeout_ms=res.get_int("default.api.timeout.ms"),
+        rdkafka=rd,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Producer
+# --------------------------------------------------------------------------------------------------
+
+
+def _effective_delivery_timeout(res: _Resolved) -> int:
+    """delivery.timeout.ms, lowered to transaction.timeout.ms for a transactional producer if unset.
+
+    librdkafka refuses a message timeout above the transaction timeout; an explicit one is an error.
+    """
+    delivery = res.get_int("delivery.timeout.ms")
+    if res.values["transactional.id"] is None:
+        return delivery
+    txn = res.get_int("transaction.timeout.ms")
+    if delivery <= txn:
+        return delivery
+    if "delivery.timeout.ms" in res.explicit:
+        raise ConfigError(f"delivery.timeout.ms={delivery} must be <= transaction.timeout.ms={txn} "
+                          "when transactional.id is set")
+    log.info("transactional producer: delivery.timeout.ms lowered to transaction.timeout.ms=%d", txn)
+    return txn
+
+
+def _check_delivery_timeout(delivery: int, res: _Resolved) -> None:
+    """KIP-91: a record must be allowed to linger and get one full request before it expires."""
+    linger, request = res.get_int("linger.ms"), res.get_int("request.timeout.ms")
+    if delivery < linger + request:
+        raise ConfigError(f"delivery.timeout.ms={delivery} must be >= linger.ms={linger} + "
+                          f"request.timeout.ms={request} (= {linger + request})")
+
+
+def _idempotence_conflicts(res: _Resolved) -> list[str]:
+    conflicts = []
+    if res.values["acks"] not in ("all", "-1"):
+        conflicts.append(f"acks={res.values['acks']} (needs all)")
+    in_flight = res.get_int("max.in.flight.requests.per.connection")
+    if in_flight > IDEMPOTENT_MAX_IN_FLIGHT:
+        conflicts.append(f"max.in.flight.requests.per.connection={in_flight} "
+                         f"(needs <= {IDEMPOTENT_MAX_IN_FLIGHT})")
+    if res.get_int("retries") == 0:
+        conflicts.append("retries=0 (needs >= 1)")
+    return conflicts
+
+
+def _effective_idempotence(res: _Resolved) -> bool:
+    """Java's rule: an explicit or transactional idempotence must be satisfiable; a default one yields."""
+    transactional = res.values["transactional.id"] is not None
+    if not res.get_bool("enable.idempotence"):
+        if transactional:
+            raise ConfigError("transactional.id requires enable.idempotence=true")
+        return False
+    conflicts = _idempotence_conflicts(res)
+    if not conflicts:
+        return True
+    if "enable.idempotence" in res.explicit or transactional:
+        why = "transactional.id" if transactional else "enable.idempotence=true"
+        raise ConfigError(f"{why} requires idempotence, which conflicts with: {', '.join(conflicts)}")
+    log.info("idempotence disabled because of %s", ", ".join(conflicts))
+    return False
+
+
+def producer_settings(conf: Mapping[str, object]) -> ProducerSettings:
+    """Validate a producer config dict and return its settings.
+
+    Raises ``ConfigError`` for unknown keys, bad values, a missing ``bootstrap.servers``,
+    ``delivery.timeout.ms < linger.ms + request.timeout.ms`` (KIP-19/KIP-91), an explicit
+    ``delivery.timeout.ms`` above ``transaction.timeout.ms`` with ``transactional.id``, and unsatisfiable
+    idempotence (explicit ``enable.idempotence=true`` or ``transactional.id`` with ``acks`` != all,
+    more than 5 in-flight requests or ``retries=0``).
+    """
+    res = _resolve(conf, PRODUCER_SPECS, "producer", others=_others("producer"), forced=PRODUCER_FORCED,
+                   passthrough=True)
+    _check_common(res)
+    delivery = _effective_delivery_timeout(res)
+    _check_delivery_timeout(delivery, res)
+    rd = _emit(res)
+    rd["message.timeout.ms"] = str(delivery)
+    rd["enable.idempotence"] = "true" if _effective_idempotence(res) else "false"
+    rd.update(res.passthrough)
+    rd.update(PRODUCER_FORCED)
+    return ProducerSettings(
+        max_block_ms=res.get_int("max.block.ms"),
+        request_timeout_ms=res.get_int("request.timeout.ms"),
+        delivery_timeout_ms=delivery,
+        linger_ms=res.get_int("linger.ms"),
+        buffer_memory=res.get_int("buffer.memory"),
+        rdkafka=rd,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Tasks
+# --------------------------------------------------------------------------------------------------
+
+
+def task_settings(conf: Mapping[str, object]) -> TaskSettings:
+    """Validate a task executor config dict (KIP-572).
+
+    ``retries`` is accepted and ignored, with a deprecation WARNING on ``kipconsumer.config``:
+    ``task.timeout.ms`` bounds how long a task may keep failing instead.
+    """
+    res = _resolve(conf, TASK_SPECS, "task executor", others=_others("task executor"), forced={},
+                   passthrough=False)
+    if "retries" in res.explicit:
+        log.warning("config 'retries' is deprecated and ignored (KIP-572): use task.timeout.ms to bound how "
+                    "long a task may keep failing")
+    return TaskSettings(task_timeout_ms=res.get_int("task.timeout.ms"),
+                        retry_backoff_ms=res.get_int("retry.backoff.ms"))
+
+
+__all__ = [
+    "ConsumerSettings",
+    "ProducerSettings",
+    "TaskSettings",
+    "Spec",
+    "Kind",
+    "CONSUMER_SPECS",
+    "PRODUCER_SPECS",
+    "TASK_SPECS",
+    "consumer_settings",
+    "producer_settings",
+    "task_settings",
+    "redact",
+    "is_secret",
+    "librdkafka_names",
+]

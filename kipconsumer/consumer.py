@@ -1,0 +1,307 @@
+"""KafkaConsumer: the typed Python facade over the native consumer core.
+
+The contract (see docs/consumer.md and API.md):
+
+- ``poll()`` returns at most ``max.poll.records`` records, shared fairly over the
+  partitions with buffered data (``poll.fairness``), each partition in offset order.
+- Commits and ``position()`` use the records *returned* by ``poll()``, never what was
+  only fetched.
+- Rebalance listeners run inside ``poll()`` on the caller's thread; a revoked
+  partition's buffered records are dropped before ``on_partitions_revoked`` returns.
+- KIP-62: librdkafka's threads heartbeat whatever Python does; if ``poll()`` is not
+  called within ``max.poll.interval.ms`` the member leaves the group, a commit raises
+  ``CommitFailedError`` and the next ``poll()`` rejoins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from kipconsumer._consumer import NativeConsumer
+from kipconsumer._records import ConsumerRecord, ConsumerRecords
+from kipconsumer.config import ConsumerSettings, consumer_settings
+from kipconsumer.errors import IllegalStateError
+from kipconsumer.structs import OffsetAndMetadata, TopicPartition
+
+# librdkafka's logical offsets
+OFFSET_BEGINNING = -2
+OFFSET_END = -1
+
+CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], "Exception | None"], None]
+
+
+class RebalanceListener(Protocol):
+    """Any object with these methods can be a listener (``on_partitions_lost`` optional)."""
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None: ...
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None: ...
+
+
+def _as_tp(obj: object, arg: str) -> TopicPartition:
+    if isinstance(obj, TopicPartition):
+        return obj
+    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], str) and isinstance(obj[1], int):
+        return TopicPartition(obj[0], obj[1])
+    raise TypeError(f"{arg} must be a TopicPartition, got {type(obj).__name__}: {obj!r}")
+
+
+def _tp_list(objs: Iterable[object], arg: str) -> list[TopicPartition]:
+    if isinstance(objs, (str, bytes, TopicPartition)):
+        raise TypeError(f"{arg} must be a list of TopicPartition, got {type(objs).__name__}")
+    return [_as_tp(o, arg) for o in objs]
+
+
+def _as_offsets(offsets: Mapping[Any, Any]) -> dict[TopicPartition, OffsetAndMetadata]:
+    if not isinstance(offsets, Mapping):
+        raise TypeError(f"offsets must be a dict of TopicPartition -> OffsetAndMetadata, got {offsets!r}")
+    out: dict[TopicPartition, OffsetAndMetadata] = {}
+    for tp, om in offsets.items():
+        tp = _as_tp(tp, "offsets key")
+        if isinstance(om, int) and not isinstance(om, bool):
+            om = OffsetAndMetadata(om)
+        if not isinstance(om, OffsetAndMetadata) or not isinstance(om.offset, int) or om.offset < 0:
+            raise ValueError(
+                f"offsets[{tp}] must be an OffsetAndMetadata or int >= 0 (the next offset to consume), "
+                f"got {om!r}"
+            )
+        out[tp] = om
+    return out
+
+
+def _seconds(timeout: float | None, default_ms: int, arg: str = "timeout") -> float:
+    if timeout is None:
+        return default_ms / 1000.0
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+        raise ValueError(f"{arg} must be a number of seconds >= 0 or None, got {timeout!r}")
+    return float(timeout)
+
+
+class KafkaConsumer:
+    """A Kafka consumer with KIP-41 bounded, fair polls and KIP-62 liveness.
+
+    ``config`` uses Kafka's Java names (``bootstrap.servers``, ``group.id``,
+    ``max.poll.records``, ``poll.fairness``, ``max.poll.interval.ms``,
+    ``session.timeout.ms``, ...); librdkafka property names pass through. Bad keys or
+    values raise ``ConfigError``. Not thread-safe, except ``wakeup()`` and ``metrics()``.
+    """
+
+    def __init__(self, config: Mapping[str, object]) -> None:
+        self._settings: ConsumerSettings = consumer_settings(config)
+        s = self._settings
+        self._native = NativeConsumer(
+            s.rdkafka,
+            s.max_poll_records,
+            s.poll_fairness,
+            s.max_poll_interval_ms,
+            s.enable_auto_commit,
+            s.default_api_timeout_ms,
+        )
+        self._auto_offset_reset = s.rdkafka.get("auto.offset.reset", "latest")
+
+    # -- helpers -------------------------------------------------------------------
+    @property
+    def settings(self) -> ConsumerSettings:
+        """The validated configuration in effect."""
+        return self._settings
+
+    def _api_timeout(self, timeout: float | None) -> float:
+        return _seconds(timeout, self._settings.default_api_timeout_ms)
+
+    # -- group membership ----------------------------------------------------------
+    def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None = None) -> None:
+        """Joins the group (``group.id`` required) and consumes ``topics``."""
+        if isinstance(topics, str):
+            topics = [topics]
+        names = list(topics)
+        if not names or not all(isinstance(t, str) and t for t in names):
+            raise ValueError(f"topics must be a non-empty list of topic names, got {names!r}")
+        if not self._settings.group_id:
+            raise IllegalStateError("subscribe() requires group.id in the consumer config")
+        if listener is not None and not (
+            hasattr(listener, "on_partitions_revoked") and hasattr(listener, "on_partitions_assigned")
+        ):
+            raise TypeError("listener must have on_partitions_revoked() and on_partitions_assigned()")
+        self._native.subscribe(names, listener)
+
+    def subscription(self) -> set[str]:
+        """Topics passed to the last ``subscribe()``."""
+        result: set[str] = self._native.subscription()
+        return result
+
+    def unsubscribe(self) -> None:
+        """Leaves the subscription; the listener's ``on_partitions_revoked`` runs inside."""
+        self._native.unsubscribe()
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Manually assigns partitions (no group management); replaces any assignment."""
+        self._native.assign(_tp_list(partitions, "partitions"))
+
+    def assignment(self) -> set[TopicPartition]:
+        """Partitions currently assigned to this consumer."""
+        result: set[TopicPartition] = self._native.assignment()
+        return result
+
+    # -- polling ---------------------------------------------------------------------
+    def poll(self, timeout: float | None = 1.0) -> ConsumerRecords:
+        """Returns at most ``max.poll.records`` records, waiting up to ``timeout`` seconds
+        for some. Runs rebalance listeners and async-commit callbacks. Raises
+        ``WakeupError`` if ``wakeup()`` was called."""
+        records: ConsumerRecords = self._native.poll(self._api_timeout(timeout))
+        return records
+
+    def wakeup(self) -> None:
+        """Makes a blocked ``poll()``, or the next one, raise ``WakeupError``. Thread-safe."""
+        self._native.wakeup()
+
+    # -- offsets -----------------------------------------------------------------------
+    def _default_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        return {tp: OffsetAndMetadata(off) for tp, off in self._native.positions().items()}
+
+    def commit_sync(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Commits ``offsets`` (default: positions of the records returned so far) and
+        waits. Raises ``CommitFailedError`` if the member left the group,
+        ``KafkaTimeoutError`` past ``timeout``."""
+        offs = self._default_offsets() if offsets is None else _as_offsets(offsets)
+        result: dict[TopicPartition, OffsetAndMetadata] = self._native.commit_sync(
+            offs, self._api_timeout(timeout)
+        )
+        return result
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> None:
+        """Starts a commit; ``callback(offsets, exception_or_None)`` runs in a later
+        ``poll()`` (or ``close()``) on the polling thread."""
+        offs = self._default_offsets() if offsets is None else _as_offsets(offsets)
+        if callback is not None and not callable(callback):
+            raise TypeError("callback must be callable(offsets, exception)")
+        self._native.commit_async(offs, callback)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets (None where nothing is committed)."""
+        result: dict[TopicPartition, OffsetAndMetadata | None] = self._native.committed(
+            _tp_list(partitions, "partitions"), self._api_timeout(timeout)
+        )
+        return result
+
+    def position(self, partition: TopicPartition, timeout: float | None = None) -> int:
+        """Offset of the next record ``poll()`` will return for ``partition``."""
+        tp = _as_tp(partition, "partition")
+        pos = self._native.position_or_none(tp)
+        if pos is not None:
+            return int(pos)
+        first = self._native.buffered_first_offset(tp)
+        if first is not None:
+            return int(first)
+        fetched = self._native.librdkafka_position(tp)
+        if fetched is not None:
+            return int(fetched)
+        committed = self.committed([tp], timeout).get(tp) if self._settings.group_id else None
+        if committed is not None:
+            return committed.offset
+        low, high = self._native.watermarks(tp.topic, tp.partition, self._api_timeout(timeout))
+        return int(low if self._auto_offset_reset in ("earliest", "smallest", "beginning") else high)
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """The next ``poll()`` returns ``partition``'s records from ``offset``; buffered
+        records of that partition are dropped. Valid right after ``assign()``."""
+        tp = _as_tp(partition, "partition")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        self._native.seek(tp, offset, self._api_timeout(None))
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Seeks each partition (default: all assigned) to its first available offset."""
+        for tp in self._targets(partitions):
+            self._native.seek(tp, OFFSET_BEGINNING, self._api_timeout(None))
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Seeks each partition (default: all assigned) to its end (next produced record)."""
+        for tp in self._targets(partitions):
+            self._native.seek(tp, OFFSET_END, self._api_timeout(None))
+
+    def _targets(self, partitions: Iterable[TopicPartition] | None) -> list[TopicPartition]:
+        return sorted(self.assignment()) if partitions is None else _tp_list(partitions, "partitions")
+
+    def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """First available offset of each partition (queried from the broker)."""
+        t = self._api_timeout(timeout)
+        return {tp: int(self._native.watermarks(tp.topic, tp.partition, t)[0])
+                for tp in _tp_list(partitions, "partitions")}
+
+    def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """High watermark (offset of the next record to be written) of each partition."""
+        t = self._api_timeout(timeout)
+        return {tp: int(self._native.watermarks(tp.topic, tp.partition, t)[1])
+                for tp in _tp_list(partitions, "partitions")}
+
+    # -- flow control ----------------------------------------------------------------
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stops returning (and fetching) records of ``partitions``; buffered ones are kept."""
+        self._native.pause(_tp_list(partitions, "partitions"))
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        """Undoes ``pause()``."""
+        self._native.resume(_tp_list(partitions, "partitions"))
+
+    def paused(self) -> set[TopicPartition]:
+        """Partitions currently paused."""
+        result: set[TopicPartition] = self._native.paused()
+        return result
+
+    # -- introspection / lifecycle -----------------------------------------------------
+    def metrics(self) -> dict[str, Any]:
+        """Counters and gauges: assigned_partitions, buffered_records, buffered_bytes,
+        time_since_last_poll_ms, last_heartbeat_ms_ago, rebalances, records_returned,
+        poll_interval_expiries, heartbeats, ... Thread-safe."""
+        result: dict[str, Any] = self._native.metrics()
+        return result
+
+    def member_id(self) -> str | None:
+        """The group member id the coordinator gave this consumer, if joined."""
+        result: str | None = self._native.member_id()
+        return result
+
+    def close(self, timeout: float | None = None) -> None:
+        """Commits returned positions if auto-commit is on, leaves the group at once (so
+        the others rebalance without waiting for the session timeout) and frees
+        everything. Idempotent. ``timeout`` is accepted for API compatibility; librdkafka
+        bounds the close by its own request timeouts."""
+        _seconds(timeout, self._settings.default_api_timeout_ms)
+        self._native.close()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._native.closed)
+
+    def __enter__(self) -> KafkaConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"KafkaConsumer(group_id={self._settings.group_id!r}, closed={self.closed})"
+
+
+__all__ = [
+    "KafkaConsumer",
+    "ConsumerRecord",
+    "ConsumerRecords",
+    "OFFSET_BEGINNING",
+    "OFFSET_END",
+]
