@@ -32,6 +32,7 @@ kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, k
     c->max_poll_records = max_poll_records;
     c->fairness = fairness;
     c->prefetch_floor = 64;
+    c->rebalance_barrier = 1;
     c->scratch_cap = max_poll_records > KC_REFILL_CHUNK ? max_poll_records : KC_REFILL_CHUNK;
     c->scratch = malloc(c->scratch_cap * sizeof(*c->scratch));
     if (!c->scratch) {
@@ -140,33 +141,48 @@ static void serve_consumer_queue(kc_consumer_t *c) {
         route(c, NULL, m);
 }
 
-/* Tops up each unpaused partition to the prefetch target from its librdkafka queue. */
+/* Moves records from p's librdkafka queue into the buffer until p holds `limit` or the
+ * queue is empty. Error events go to the pending list. */
+static void refill_partition(kc_consumer_t *c, kc_partition_t *p, size_t limit) {
+    while (!p->paused && p->queue && p->len < limit) {
+        size_t want = limit - p->len;
+        if (want > c->scratch_cap)
+            want = c->scratch_cap;
+        ssize_t got = rd_kafka_consume_batch_queue(p->queue, 0, c->scratch, want);
+        if (got <= 0)
+            break;
+        /* push runs of records; errors (e.g. offset reset failures) go to the pending list */
+        ssize_t run = 0;
+        for (ssize_t j = 0; j < got; j++) {
+            if (c->scratch[j]->err) {
+                if (j > run)
+                    kc_fb_push(&c->fb, p, c->scratch + run, (size_t)(j - run));
+                push_error(c, c->scratch[j]);
+                run = j + 1;
+            }
+        }
+        if (got > run)
+            kc_fb_push(&c->fb, p, c->scratch + run, (size_t)(got - run));
+        if ((size_t)got < want)
+            break;
+    }
+}
+
+/* Tops up each unpaused partition to the prefetch target from its librdkafka queue.
+ * If that does not buffer a full poll (few partitions have data, e.g. one deep backlog
+ * among many idle partitions), the partitions with data may go beyond the target until
+ * max.poll.records are buffered, so a poll is not cut short while librdkafka holds more
+ * (KIP-41's first heuristic); this adds at most max.poll.records to the bound. */
 static void refill(kc_consumer_t *c) {
     size_t target = kc_fb_target(&c->fb, c->max_poll_records, c->prefetch_floor);
-    for (size_t i = 0; i < c->fb.n; i++) {
-        kc_partition_t *p = c->fb.parts[i];
-        while (!p->paused && p->queue && p->len < target) {
-            size_t want = target - p->len;
-            if (want > c->scratch_cap)
-                want = c->scratch_cap;
-            ssize_t got = rd_kafka_consume_batch_queue(p->queue, 0, c->scratch, want);
-            if (got <= 0)
-                break;
-            /* push runs of records; errors (e.g. offset reset failures) go to the pending list */
-            ssize_t run = 0;
-            for (ssize_t j = 0; j < got; j++) {
-                if (c->scratch[j]->err) {
-                    if (j > run)
-                        kc_fb_push(&c->fb, p, c->scratch + run, (size_t)(j - run));
-                    push_error(c, c->scratch[j]);
-                    run = j + 1;
-                }
-            }
-            if (got > run)
-                kc_fb_push(&c->fb, p, c->scratch + run, (size_t)(got - run));
-            if ((size_t)got < want)
-                break;
-        }
+    for (size_t i = 0; i < c->fb.n; i++)
+        refill_partition(c, c->fb.parts[i], target);
+    size_t avail = kc_fb_drainable(&c->fb);
+    for (size_t j = 0; j < c->fb.n && avail < c->max_poll_records; j++) {
+        kc_partition_t *p = c->fb.parts[(c->fb.cursor + j) % c->fb.n];
+        size_t before = p->len;
+        refill_partition(c, p, p->len + (c->max_poll_records - avail));
+        avail += p->len - before;
     }
 }
 
@@ -174,6 +190,13 @@ static void drain_fd(int fd) {
     uint64_t v;
     while (read(fd, &v, sizeof(v)) == sizeof(v))
         ;
+}
+
+int kc_consumer_rebalance_pending(kc_consumer_t *c) {
+    int64_t last_any = atomic_load(&c->heartbeat.last_any_ms);
+    int64_t last_ok = atomic_load(&c->heartbeat.last_ok_ms);
+    return c->rebalance_barrier && last_any > last_ok && last_any > c->last_rebalance_ms &&
+           atomic_load(&c->heartbeat.last_error) == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS;
 }
 
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
@@ -192,7 +215,11 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
             return KC_POLL_ABORT;
         }
         refill(c);
-        size_t n = kc_fb_drain(&c->fb, c->max_poll_records, c->fairness, out);
+        size_t n = 0;
+        if (kc_consumer_rebalance_pending(c))
+            c->barrier_polls++;
+        else
+            n = kc_fb_drain(&c->fb, c->max_poll_records, c->fairness, out);
         if (n) {
             *n_out = n;
             c->records_returned += n;

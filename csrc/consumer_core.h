@@ -47,6 +47,9 @@ typedef struct kc_consumer {
     uint64_t records_returned;
     uint64_t polls;
     uint64_t dropped_foreign;      /* messages of partitions no longer assigned */
+    int64_t last_rebalance_ms;     /* monotonic ms of the last assign/revoke callback */
+    int rebalance_barrier;         /* hold records back while the group rebalances (Java's rule) */
+    uint64_t barrier_polls;        /* polls that returned nothing because of the barrier */
     rd_kafka_message_t **scratch;
     size_t scratch_cap;
 } kc_consumer_t;
@@ -64,6 +67,10 @@ kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, i
 
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
                                   size_t *n_out);
+/* True while a Heartbeat answered REBALANCE_IN_PROGRESS after the last rebalance callback
+ * and no successful Heartbeat followed: the member must rejoin before it processes more,
+ * as the Java consumer does, so records of partitions about to move are not handed out. */
+int kc_consumer_rebalance_pending(kc_consumer_t *c);
 /* Pops the oldest pending consumer error (caller destroys it), or NULL. */
 rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c);
 /* Makes a blocked or the next kc_consumer_poll() return KC_POLL_WAKEUP. Any thread. */

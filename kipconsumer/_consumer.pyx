@@ -19,7 +19,7 @@ from kipconsumer._rdk cimport *
 from kipconsumer._records cimport ConsumerRecords, records_take
 
 from kipconsumer.errors import (CommitFailedError, ConfigError, IllegalStateError, KafkaError,
-                                KafkaTimeoutError, WakeupError)
+                                KafkaTimeoutError, RebalanceInProgressError, WakeupError)
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kipconsumer.consumer")
@@ -90,6 +90,7 @@ cdef class NativeConsumer:
     cdef object _commit_callbacks
     cdef long _commit_seq
     cdef bint _closed
+    cdef bint _closing              # inside close(): listeners may still commit
     cdef bint _left_group
     cdef set _subscription
     cdef readonly long rebalances
@@ -168,6 +169,7 @@ cdef class NativeConsumer:
         tps = _tp_list(parts)
         listener = self._listener
         self._in_rebalance = 1
+        self.core.last_rebalance_ms = kc_now_ms()
         try:
             if err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
                 for i in range(parts.cnt):
@@ -285,6 +287,9 @@ cdef class NativeConsumer:
     def poll(self, double timeout):
         """Up to max.poll.records records; waits up to `timeout` seconds for some."""
         self._check_open()
+        if self._closing:
+            raise IllegalStateError("poll() cannot be called while close() is in progress "
+                                    "(e.g. from a rebalance listener)")
         cdef kc_poll_status_t st
         cdef size_t n = 0
         cdef int64_t deadline = kc_now_ms() + <int64_t>(max(timeout, 0.0) * 1000.0)
@@ -415,6 +420,11 @@ cdef class NativeConsumer:
             rd_kafka_queue_destroy(q)
 
     cdef _commit_error(self, rd_kafka_resp_err_t err, str what):
+        if err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
+            raise RebalanceInProgressError(
+                f"{what} failed: offset commit cannot be completed since the consumer group is "
+                f"rebalancing. Call poll() to complete the rebalance (committing in "
+                f"on_partitions_revoked), then retry.", code=_err_name(err))
         if err in _GROUP_GONE_ERRORS or err == RD_KAFKA_RESP_ERR__STATE:
             raise CommitFailedError(
                 f"{what} failed with {_err_name(err)}: the member is no longer part of the "
@@ -615,6 +625,7 @@ cdef class NativeConsumer:
             "poll_interval_expiries": self.poll_interval_expiries,
             "revoked_records_dropped": self.revoked_records_dropped,
             "max_poll_interval_ms": self.max_poll_interval_ms,
+            "rebalance_barrier_polls": self.core.barrier_polls,
             "paused_partitions": sum(1 for i in range(self.core.fb.n) if self.core.fb.parts[i].paused),
         }
 
@@ -627,9 +638,11 @@ cdef class NativeConsumer:
         return s or None
 
     def close(self):
-        if self._closed:
+        if self._closed or self._closing:
             return
-        self._closed = True
+        # Not closed yet while librdkafka leaves the group: the revoke listener runs inside
+        # rd_kafka_consumer_close() and may still commit (Java allows commitSync() there).
+        self._closing = True
         cdef rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR
         try:
             if self.auto_commit and not self._left_group:
@@ -638,6 +651,8 @@ cdef class NativeConsumer:
                 err = rd_kafka_consumer_close(self.rk)
             self._serve_commit_callbacks(100)
         finally:
+            self._closed = True
+            self._closing = False
             self._destroy()
         self._raise_pending()
         if err and err != RD_KAFKA_RESP_ERR__DESTROY:

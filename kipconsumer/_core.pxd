@@ -64,6 +64,9 @@ cdef extern from "consumer_core.h" nogil:
         uint64_t records_returned
         uint64_t polls
         uint64_t dropped_foreign
+        int64_t last_rebalance_ms
+        int rebalance_barrier
+        uint64_t barrier_polls
         size_t n_errors
     kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records,
                                    kc_fairness_t fairness, int64_t max_poll_interval_ms,
@@ -75,3 +78,4 @@ cdef extern from "consumer_core.h" nogil:
                                       size_t *n_out)
     rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c)
     void kc_consumer_wakeup(kc_consumer_t *c)
+    int kc_consumer_rebalance_pending(kc_consumer_t *c)

@@ -25,7 +25,8 @@ def librdkafka_path() -> str:
             "shared library kipconsumer is linked against"
         )
     pkg_dir = next(iter(spec.submodule_search_locations))
-    libs = sorted(glob.glob(os.path.join(os.path.dirname(pkg_dir), "confluent_kafka.libs", "librdkafka*.so*")))
+    libs_dir = os.path.join(os.path.dirname(pkg_dir), "confluent_kafka.libs")
+    libs = sorted(glob.glob(os.path.join(libs_dir, "librdkafka*.so*")))
     if not libs:
         raise ImportError(f"no librdkafka shared library found next to {pkg_dir}")
     return libs[0]

@@ -12,7 +12,8 @@ validates configs; the clients read the settings objects and hand ``settings.rdk
   type- and range-checked and mapped to their librdkafka name and unit.
 * librdkafka names that mean the same as a Java key (e.g. ``fetch.wait.max.ms`` for
   ``fetch.max.wait.ms``) are validated as that Java key; giving both with different values is an error.
-* Any other name librdkafka 2.x knows (global or topic level) passes through unchanged, as ``str``.
+* Any other name librdkafka 2.x knows (global or topic level) passes through unchanged, as ``str``,
+  after librdkafka's own ``rd_kafka_conf_set`` accepted the value on a scratch configuration.
 * Any other key raises ``ConfigError`` naming the key and the closest known name.
 * A value of ``None`` means "use the default".
 * Values of secret keys (:func:`is_secret`) never appear in messages; :func:`redact` masks them.

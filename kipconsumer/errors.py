@@ -36,6 +36,14 @@ class CommitFailedError(KafkaError):
     """An offset commit cannot be completed, typically because the member left the group."""
 
 
+class RebalanceInProgressError(CommitFailedError):
+    """A commit was refused because the group is rebalancing; retriable after the
+    rebalance completes (call poll(); commit in on_partitions_revoked)."""
+
+    def __init__(self, message: str, *, code: str | None = None, retriable: bool = True) -> None:
+        super().__init__(message, code=code, retriable=retriable)
+
+
 class WakeupError(KafkaError):
     """``wakeup()`` interrupted a blocking call."""
 
@@ -57,6 +65,7 @@ __all__ = [
     "ConfigError",
     "KafkaTimeoutError",
     "CommitFailedError",
+    "RebalanceInProgressError",
     "WakeupError",
     "TaskTimeoutError",
     "IllegalStateError",

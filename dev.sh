@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# kipconsumer developer entry point.
+#   ./dev.sh demo    set everything up, then run the main job (embedded broker -> produce -> group consume)
+#   ./dev.sh test    set everything up, then run lint, type checks and the test suite
+#   ./dev.sh setup   only set up: system packages, .venv/, native build (idempotent)
+#   ./dev.sh bench   set up, then run the benchmark comparison (bench/run.py)
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$(pwd)
+PY=${PYTHON:-python3}
+VENV="$ROOT/.venv"
+CONFLUENT_VERSION="2.16.1"
+
+log() { printf '[dev.sh] %s\n' "$*" >&2; }
+
+apt_install() {
+    local missing=()
+    for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    log "installing system packages: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+setup() {
+    # librdkafka headers (the library itself comes from the confluent-kafka wheel, 2.16),
+    # kcat for interop tests, a C compiler and Python headers for the native build.
+    apt_install librdkafka-dev kcat gcc python3-dev python3-venv
+    "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 required")'
+    if [ ! -x "$VENV/bin/python" ]; then
+        log "creating $VENV"
+        "$PY" -m venv "$VENV"
+    fi
+    local stamp="$VENV/.kipconsumer-deps"
+    local want="deps-v3 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+        log "installing Python dependencies into .venv"
+        "$VENV/bin/pip" install -q --upgrade pip
+        "$VENV/bin/pip" install -q "confluent-kafka==$CONFLUENT_VERSION" "Cython>=3.0" "setuptools>=68" wheel \
+            pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy
+        "$VENV/bin/pip" install -q --no-build-isolation -e .
+        echo "$want" > "$stamp"
+    fi
+    log "building native modules"
+    flock /tmp/kipconsumer-build.lock "$VENV/bin/python" setup.py -q build_ext --inplace >/dev/null 2>"$VENV/.build.log" \
+        || { cat "$VENV/.build.log" >&2; exit 1; }
+    "$VENV/bin/python" -c 'import kipconsumer; print("kipconsumer ready, librdkafka", kipconsumer.librdkafka_version()[0])'
+}
+
+run_tests() {
+    log "ruff"
+    "$VENV/bin/ruff" check kipconsumer tests bench
+    log "mypy"
+    "$VENV/bin/mypy" kipconsumer
+    log "pytest"
+    # pytest's exit code 5 (no tests collected) is a failure here, as any non-zero code.
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+    setup) setup ;;
+    demo) setup; exec "$VENV/bin/python" -m kipconsumer.demo "$@" ;;
+    test) setup; run_tests "$@" ;;
+    bench) setup; exec "$VENV/bin/python" bench/run.py "$@" ;;
+    *) echo "usage: ./dev.sh {demo|test|setup|bench} [args]" >&2; exit 2 ;;
+esac
