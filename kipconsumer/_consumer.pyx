@@ -73,11 +73,25 @@ cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         self.core.abort_poll = 1
 
 
+cdef class _Handle:
+    """Owns the rd_kafka_t; destroys it when the consumer and every batch holding its
+    messages are gone (rd_kafka_destroy blocks until all messages are released)."""
+
+    cdef rd_kafka_t *rk
+
+    def __dealloc__(self):
+        if self.rk != NULL:
+            with nogil:
+                rd_kafka_destroy(self.rk)
+            self.rk = NULL
+
+
 cdef class NativeConsumer:
     """One librdkafka consumer and its fetch buffer. Not thread-safe, except wakeup()
     and metrics(), which any thread may call."""
 
     cdef rd_kafka_t *rk
+    cdef _Handle _handle
     cdef kc_consumer_t *core
     cdef rd_kafka_queue_t *commit_q
     cdef rd_kafka_message_t **out
@@ -109,6 +123,13 @@ cdef class NativeConsumer:
         self.default_api_timeout_ms = default_api_timeout_ms
         self.auto_commit = auto_commit
         self.has_group = bool(rdkafka.get("group.id"))
+        if not self.has_group:
+            # librdkafka's assign() needs a group handle; a private id that is never joined
+            # or committed to (commits are refused without the user's group.id).
+            rdkafka = dict(rdkafka)
+            rdkafka["group.id"] = f"kipconsumer-assign-only-{id(self):x}"
+            rdkafka["enable.auto.commit"] = "false"
+            self.auto_commit = False
         for key, value in rdkafka.items():
             if rd_kafka_conf_set(conf, key.encode(), str(value).encode(), errstr,
                                  sizeof(errstr)) != RD_KAFKA_CONF_OK:
@@ -128,6 +149,8 @@ cdef class NativeConsumer:
             kc_consumer_free(self.core)
             self.core = NULL
             raise ConfigError(errstr.decode(errors="replace"))
+        self._handle = _Handle.__new__(_Handle)
+        self._handle.rk = self.rk
         if kc_consumer_attach(self.core, self.rk) != 0:
             raise KafkaError("cannot attach to librdkafka's consumer queue")
         self.commit_q = rd_kafka_queue_new(self.rk)
@@ -143,9 +166,9 @@ cdef class NativeConsumer:
             kc_consumer_free(self.core)
             self.core = NULL
         if self.rk != NULL:
-            with nogil:
-                rd_kafka_destroy(self.rk)
             self.rk = NULL
+            # destroys rk now, or when the last batch holding its messages is freed
+            self._handle = None
         if self.out != NULL:
             free(self.out)
             self.out = NULL
@@ -305,8 +328,8 @@ cdef class NativeConsumer:
             if st == KC_POLL_OK:
                 if n == 0 and self._pending_exc is None:
                     self._serve_commit_callbacks()
-                    return records_take(self.out, 0)
-                batch = records_take(self.out, n)
+                    return records_take(self.out, 0, None)
+                batch = records_take(self.out, n, self._handle)
                 self._raise_pending()
                 return batch
             if st == KC_POLL_WAKEUP:
@@ -316,7 +339,7 @@ cdef class NativeConsumer:
             if st == KC_POLL_EVENT:
                 self._handle_errors()
             if kc_now_ms() >= deadline:
-                return records_take(self.out, 0)
+                return records_take(self.out, 0, None)
 
     cdef _raise_pending(self):
         exc = self._pending_exc
@@ -387,7 +410,10 @@ cdef class NativeConsumer:
     cdef int _check_commit_allowed(self) except -1:
         if not self.has_group:
             raise CommitFailedError("commit requires group.id to be set")
-        if self._left_group or kc_poll_timer_expired(&self.core.poll_timer) or rd_kafka_assignment_lost(self.rk):
+        # max.poll.interval.ms governs group membership only: a consumer with a manual
+        # assign() is no member and may take as long as it likes between polls (as in Java).
+        if self._subscription and (self._left_group or kc_poll_timer_expired(&self.core.poll_timer)
+                                   or rd_kafka_assignment_lost(self.rk)):
             raise CommitFailedError(COMMIT_FAILED_MESSAGE.format(interval=self.max_poll_interval_ms),
                                     code="_MAX_POLL_EXCEEDED")
         return 0

@@ -8,8 +8,9 @@ cdef class ConsumerRecords:
     cdef dict _index         # TopicPartition -> (start, end)
     cdef list _topics        # topic str per group, parallel to _groups
     cdef Py_ssize_t *_group_of  # group index of each record
+    cdef object _owner       # keeps the librdkafka handle alive while messages are held
 
     cdef object _topic_of(self, Py_ssize_t i)
 
 
-cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n)
+cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner)

@@ -248,9 +248,13 @@ cdef class ConsumerRecords:
         return f"ConsumerRecords(count={self.n}, partitions={len(self._groups)})"
 
 
-cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n):
-    """Takes ownership of n messages (the array itself is copied)."""
+cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner):
+    """Takes ownership of n messages (the array itself is copied). `owner` is the object
+    that destroys the librdkafka handle when freed: librdkafka's destroy waits for every
+    message to be released, so a batch that outlives close() must keep the handle alive
+    (messages are destroyed in __dealloc__, before the owner reference is dropped)."""
     cdef ConsumerRecords b = ConsumerRecords.__new__(ConsumerRecords)
+    b._owner = owner
     cdef Py_ssize_t i, start = 0, g = -1
     cdef rd_kafka_topic_t *rkt = NULL
     cdef int partition = -1

@@ -222,7 +222,7 @@ CONSUMER_SPECS: dict[str, Spec] = _table({
                                        doc="Bounded prefetch (librdkafka name)."),
     "queued.min.messages": _int(1, 10_000_000, None,
                                 doc="Bounded prefetch (librdkafka name); default "
-                                "max(4*max.poll.records, 10000)."),
+                                "max(4*max.poll.records, 100000)."),
 })
 
 #: Producer keys (Java names).
@@ -735,7 +735,9 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         poll_interval = _effective_poll_interval(res)
     rd["max.poll.interval.ms"] = str(poll_interval)
     if "queued.min.messages" not in res.explicit:
-        rd["queued.min.messages"] = str(max(4 * res.get_int("max.poll.records"), 10_000))
+        # The memory bound is queued.max.messages.kbytes; a low message count starves the
+        # fetch pipeline of small records (measured: 10000 -> 0.36M rec/s, 100000 -> 2.1M).
+        rd["queued.min.messages"] = str(max(4 * res.get_int("max.poll.records"), 100_000))
     rd.update(res.passthrough)
     rd.update(CONSUMER_FORCED)
     poll_fairness = res.get_str("poll.fairness")

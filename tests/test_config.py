@@ -98,7 +98,7 @@ def test_consumer_defaults() -> None:
         "isolation.level": "read_uncommitted",
         "partition.assignment.strategy": "range",
         "queued.max.messages.kbytes": "8192",
-        "queued.min.messages": "10000",
+        "queued.min.messages": "100000",
         "enable.auto.offset.store": "false",
         "enable.partition.eof": "false",
     }
@@ -259,7 +259,7 @@ def test_consumer_fields_follow_config() -> None:
     assert "default.api.timeout.ms" not in s.rdkafka
 
 
-@pytest.mark.parametrize(("max_poll_records", "queued_min"), [(1, "10000"), (2500, "10000"), (2501, "10004"),
+@pytest.mark.parametrize(("max_poll_records", "queued_min"), [(1, "100000"), (25000, "100000"), (25001, "100004"),
                                                               (1_000_000, "4000000")])
 def test_queued_min_messages_follows_max_poll_records(max_poll_records: int, queued_min: str) -> None:
     assert cons({"max.poll.records": max_poll_records}).rdkafka["queued.min.messages"] == queued_min

@@ -1,0 +1,90 @@
+"""One benchmark client per process: `python bench/workers.py CLIENT BOOTSTRAP TOPIC PARTITIONS RECORDS`.
+
+Each client assigns every partition from the beginning (no group), reads RECORDS records,
+touches each value, and prints one JSON line: records, seconds (first record to last),
+records_per_s, and per-poll latency percentiles where the client polls in batches.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+
+
+def _summary(got: int, t0: float, lat: list[float]) -> dict[str, float]:
+    secs = time.perf_counter() - t0
+    out: dict[str, float] = {"records": got, "seconds": secs, "records_per_s": got / secs}
+    if lat:
+        lat.sort()
+        out["poll_p50_us"] = lat[len(lat) // 2] * 1e6
+        out["poll_p99_us"] = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e6
+    return out
+
+
+def kipconsumer_client(mode: str) -> Callable[[str, str, int, int], dict[str, float]]:
+    def run(bootstrap: str, topic: str, partitions: int, want: int) -> dict[str, float]:
+        from kipconsumer import KafkaConsumer, TopicPartition
+
+        c = KafkaConsumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
+                           "enable.auto.commit": False, "max.poll.records": 500})
+        c.assign([TopicPartition(topic, p) for p in range(partitions)])
+        got, t0, lat = 0, 0.0, []
+        deadline = time.monotonic() + 120
+        while got < want and time.monotonic() < deadline:
+            s = time.perf_counter()
+            records = c.poll(0.1)
+            e = time.perf_counter()
+            if not records:
+                continue
+            if not t0:
+                t0 = s
+            lat.append(e - s)
+            if mode == "arrow":
+                batch = records.to_arrow()
+                got += batch.num_rows
+            else:
+                for r in records:
+                    _ = r.value
+                    got += 1
+        c.close()
+        return _summary(got, t0, lat)
+
+    return run
+
+
+def confluent_client(bootstrap: str, topic: str, partitions: int, want: int) -> dict[str, float]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused", "enable.partition.eof": False,
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
+    got, t0, lat = 0, 0.0, []
+    deadline = time.monotonic() + 120
+    while got < want and time.monotonic() < deadline:
+        s = time.perf_counter()
+        msgs = c.consume(num_messages=500, timeout=0.1)
+        e = time.perf_counter()
+        if not msgs:
+            continue
+        if not t0:
+            t0 = s
+        lat.append(e - s)
+        for m in msgs:
+            if m.error() is None:
+                _ = m.value()
+                got += 1
+    c.close()
+    return _summary(got, t0, lat)
+
+
+CLIENTS: dict[str, Callable[[str, str, int, int], dict[str, float]]] = {
+    "kipconsumer-iter": kipconsumer_client("iter"),
+    "kipconsumer-arrow": kipconsumer_client("arrow"),
+    "confluent-consume500": confluent_client,
+}
+
+if __name__ == "__main__":
+    name, bootstrap, topic, partitions, records = sys.argv[1:6]
+    print(json.dumps(CLIENTS[name](bootstrap, topic, int(partitions), int(records))))
