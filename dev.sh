@@ -39,7 +39,7 @@ setup() {
         log "installing Python dependencies into .venv"
         "$VENV/bin/pip" install -q --upgrade pip
         "$VENV/bin/pip" install -q "confluent-kafka==$CONFLUENT_VERSION" "Cython>=3.0" "setuptools>=68" wheel \
-            pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy
+            pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy build
         "$VENV/bin/pip" install -q --no-build-isolation -e .
         echo "$want" > "$stamp"
     fi
