@@ -34,7 +34,7 @@ setup() {
         "$PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.kipconsumer-deps"
-    local want="deps-v3 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
+    local want="deps-v4 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         log "installing Python dependencies into .venv"
         "$VENV/bin/pip" install -q --upgrade pip

@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* How buffered messages are released; replaceable by the C unit tests' fake messages. */
+void (*kc_fb_msg_destroy)(rd_kafka_message_t *m) = rd_kafka_message_destroy;
+
 static size_t msg_bytes(const rd_kafka_message_t *m) {
     return m->len + m->key_len;
 }
@@ -13,8 +16,12 @@ void kc_fb_init(kc_fetch_buffer_t *fb) {
 
 static void partition_free(kc_fetch_buffer_t *fb, kc_partition_t *p) {
     kc_fb_purge(fb, p);
-    if (p->queue)
+    if (p->queue) {
+        /* librdkafka keeps the partition (and its queue) after we drop our handle: stop it
+         * signalling the consumer's eventfd, which is closed when the consumer is freed. */
+        rd_kafka_queue_io_event_enable(p->queue, -1, NULL, 0);
         rd_kafka_queue_destroy(p->queue);
+    }
     free(p->ring);
     free(p->topic);
     free(p);
@@ -102,7 +109,7 @@ static int ring_reserve(kc_partition_t *p, size_t need) {
 int kc_fb_push(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_message_t **msgs, size_t n) {
     if (ring_reserve(p, p->len + n) != 0) {
         for (size_t i = 0; i < n; i++)
-            rd_kafka_message_destroy(msgs[i]);
+            kc_fb_msg_destroy(msgs[i]);
         return -1;
     }
     size_t tail = (p->head + p->len) % p->ring_cap;
@@ -120,7 +127,7 @@ int kc_fb_push(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_message_t **ms
 
 void kc_fb_purge(kc_fetch_buffer_t *fb, kc_partition_t *p) {
     for (size_t i = 0; i < p->len; i++)
-        rd_kafka_message_destroy(p->ring[(p->head + i) % p->ring_cap]);
+        kc_fb_msg_destroy(p->ring[(p->head + i) % p->ring_cap]);
     fb->records -= p->len;
     fb->bytes -= p->bytes;
     p->len = 0;

@@ -41,6 +41,9 @@ typedef struct kc_fetch_buffer {
     size_t records, bytes;  /* totals over all partitions */
 } kc_fetch_buffer_t;
 
+/* Releases one buffered message (rd_kafka_message_destroy; tests substitute their own). */
+extern void (*kc_fb_msg_destroy)(rd_kafka_message_t *m);
+
 void kc_fb_init(kc_fetch_buffer_t *fb);
 /* Destroys every partition (and its buffered messages and queue). */
 void kc_fb_destroy(kc_fetch_buffer_t *fb);

@@ -1,0 +1,237 @@
+/* Unit tests of csrc/fetch_buffer.c: the KIP-41 drain (proportional and greedy), pause,
+ * positions, purge and byte accounting, on fake messages (no broker, no librdkafka I/O).
+ * Output: one line per failed check, then "N passed, M failed". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fetch_buffer.h"
+
+static int g_passed, g_failed, g_case_failed;
+static long g_live; /* fake messages alive */
+
+#define CHECK(cond)                                                                    \
+    do {                                                                               \
+        if (!(cond)) {                                                                 \
+            g_case_failed = 1;                                                         \
+            printf("FAIL %s:%d: %s\n", __func__, __LINE__, #cond);                   \
+        }                                                                              \
+    } while (0)
+
+static void fake_destroy(rd_kafka_message_t *m) {
+    g_live--;
+    free(m);
+}
+
+static rd_kafka_message_t *fake(int32_t partition, int64_t offset, size_t len) {
+    rd_kafka_message_t *m = calloc(1, sizeof(*m));
+    m->partition = partition;
+    m->offset = offset;
+    m->len = len;
+    g_live++;
+    return m;
+}
+
+/* Pushes n records with offsets next.. into partition p. */
+static void fill(kc_fetch_buffer_t *fb, kc_partition_t *p, int n, int64_t first) {
+    for (int i = 0; i < n; i++) {
+        rd_kafka_message_t *m = fake(p->partition, first + i, 10);
+        kc_fb_push(fb, p, &m, 1);
+    }
+}
+
+static void count_by_partition(rd_kafka_message_t **out, size_t n, int *counts, int nparts) {
+    memset(counts, 0, sizeof(int) * nparts);
+    for (size_t i = 0; i < n; i++)
+        counts[out[i]->partition]++;
+}
+
+static void release(rd_kafka_message_t **out, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        fake_destroy(out[i]);
+}
+
+static void run(const char *name, void (*fn)(void)) {
+    g_case_failed = 0;
+    fn();
+    if (g_case_failed) {
+        g_failed++;
+        printf("case %s failed\n", name);
+    } else {
+        g_passed++;
+    }
+}
+
+/* 1 deep + 5 shallow partitions, cap 100: proportional serves all six in one drain,
+ * the shallow ones fully, the deep one the rest. */
+static void test_proportional_serves_every_partition(void) {
+    kc_fetch_buffer_t fb;
+    kc_fb_init(&fb);
+    kc_partition_t *p[6];
+    for (int i = 0; i < 6; i++)
+        p[i] = kc_fb_add(&fb, "t", i);
+    fill(&fb, p[0], 1000, 0);
+    for (int i = 1; i < 6; i++)
+        fill(&fb, p[i], 10, 0);
+    rd_kafka_message_t *out[100];
+    size_t n = kc_fb_drain(&fb, 100, KC_FAIRNESS_PROPORTIONAL, out);
+    int c[6];
+    count_by_partition(out, n, c, 6);
+    CHECK(n == 100);
+    for (int i = 1; i < 6; i++)
+        CHECK(c[i] == 10);
+    CHECK(c[0] == 50);
+    /* contiguous per partition and in offset order */
+    for (size_t i = 1; i < n; i++)
+        if (out[i]->partition == out[i - 1]->partition)
+            CHECK(out[i]->offset == out[i - 1]->offset + 1);
+    CHECK(p[0]->position == 50 && p[3]->position == 10);
+    CHECK(fb.records == 950 && fb.bytes == 9500);
+    release(out, n);
+    kc_fb_destroy(&fb);
+    CHECK(g_live == 0);
+}
+
+/* Even split with a remainder that rotates: 6 partitions x 1000, cap 100 -> 16 or 17 each. */
+static void test_proportional_remainder_rotates(void) {
+    kc_fetch_buffer_t fb;
+    kc_fb_init(&fb);
+    kc_partition_t *p[6];
+    for (int i = 0; i < 6; i++) {
+        p[i] = kc_fb_add(&fb, "t", i);
+        fill(&fb, p[i], 1000, 0);
+    }
+    int total[6] = {0};
+    rd_kafka_message_t *out[100];
+    for (int round = 0; round < 6; round++) {
+        size_t n = kc_fb_drain(&fb, 100, KC_FAIRNESS_PROPORTIONAL, out);
+        int c[6];
+        count_by_partition(out, n, c, 6);
+        CHECK(n == 100);
+        for (int i = 0; i < 6; i++) {
+            CHECK(c[i] == 16 || c[i] == 17);
+            total[i] += c[i];
+        }
+        release(out, n);
+    }
+    for (int i = 0; i < 6; i++)
+        CHECK(total[i] == 100); /* six rounds: the extra record went to each partition in turn */
+    kc_fb_destroy(&fb);
+    CHECK(g_live == 0);
+}
+
+/* Greedy: drain one partition as far as the cap allows, next poll starts after it. */
+static void test_greedy_round_robin(void) {
+    kc_fetch_buffer_t fb;
+    kc_fb_init(&fb);
+    kc_partition_t *p[3];
+    for (int i = 0; i < 3; i++) {
+        p[i] = kc_fb_add(&fb, "t", i);
+        fill(&fb, p[i], 250, 0);
+    }
+    rd_kafka_message_t *out[100];
+    int order[6];
+    for (int round = 0; round < 6; round++) {
+        size_t n = kc_fb_drain(&fb, 100, KC_FAIRNESS_GREEDY, out);
+        CHECK(n == 100);
+        order[round] = out[0]->partition;
+        int c[3];
+        count_by_partition(out, n, c, 3);
+        CHECK(c[order[round]] == 100); /* one partition fills the whole poll */
+        release(out, n);
+    }
+    for (int round = 0; round < 6; round++)
+        CHECK(order[round] == round % 3);
+    /* the tail: 50 left in each; one poll takes 50 + 50 across two partitions */
+    size_t n = kc_fb_drain(&fb, 100, KC_FAIRNESS_GREEDY, out);
+    CHECK(n == 100);
+    release(out, n);
+    n = kc_fb_drain(&fb, 100, KC_FAIRNESS_GREEDY, out);
+    CHECK(n == 50);
+    release(out, n);
+    CHECK(fb.records == 0 && fb.bytes == 0);
+    kc_fb_destroy(&fb);
+    CHECK(g_live == 0);
+}
+
+static void test_pause_keeps_records(void) {
+    kc_fetch_buffer_t fb;
+    kc_fb_init(&fb);
+    kc_partition_t *a = kc_fb_add(&fb, "t", 0), *b = kc_fb_add(&fb, "t", 1);
+    fill(&fb, a, 30, 100);
+    fill(&fb, b, 30, 0);
+    a->paused = 1;
+    rd_kafka_message_t *out[100];
+    CHECK(kc_fb_drainable(&fb) == 30);
+    size_t n = kc_fb_drain(&fb, 100, KC_FAIRNESS_PROPORTIONAL, out);
+    CHECK(n == 30);
+    for (size_t i = 0; i < n; i++)
+        CHECK(out[i]->partition == 1);
+    release(out, n);
+    CHECK(a->len == 30 && a->position == KC_POSITION_UNKNOWN);
+    a->paused = 0;
+    CHECK(kc_fb_first_offset(a) == 100);
+    n = kc_fb_drain(&fb, 100, KC_FAIRNESS_GREEDY, out);
+    CHECK(n == 30 && out[0]->offset == 100 && out[29]->offset == 129 && a->position == 130);
+    release(out, n);
+    kc_fb_destroy(&fb);
+    CHECK(g_live == 0);
+}
+
+static void test_remove_and_purge(void) {
+    kc_fetch_buffer_t fb;
+    kc_fb_init(&fb);
+    kc_partition_t *p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = kc_fb_add(&fb, "t", i);
+        fill(&fb, p[i], 500, 0); /* grows the ring past its first capacity */
+    }
+    CHECK(fb.records == 2000 && fb.bytes == 20000);
+    kc_fb_purge(&fb, p[1]);
+    CHECK(fb.records == 1500 && p[1]->len == 0);
+    CHECK(kc_fb_remove(&fb, "t", 2) == 1 && kc_fb_remove(&fb, "t", 2) == 0);
+    CHECK(fb.n == 3 && fb.records == 1000 && kc_fb_find(&fb, "t", 2) == NULL);
+    CHECK(kc_fb_find(&fb, "t", 3) == p[3] && kc_fb_add(&fb, "t", 3) == p[3]);
+    /* ring wrap-around: drain some, push more, order kept */
+    rd_kafka_message_t *out[300];
+    size_t n = kc_fb_drain(&fb, 300, KC_FAIRNESS_GREEDY, out);
+    release(out, n);
+    fill(&fb, p[0], 400, 500);
+    int64_t expect = p[0]->position == KC_POSITION_UNKNOWN ? 0 : p[0]->position;
+    while (p[0]->len) {
+        p[3]->paused = 1;
+        n = kc_fb_drain(&fb, 64, KC_FAIRNESS_GREEDY, out);
+        for (size_t i = 0; i < n; i++)
+            if (out[i]->partition == 0)
+                CHECK(out[i]->offset == expect++);
+        release(out, n);
+    }
+    CHECK(expect == 900);
+    kc_fb_purge_all(&fb);
+    CHECK(fb.records == 0 && fb.bytes == 0);
+    kc_fb_destroy(&fb);
+    CHECK(g_live == 0);
+}
+
+static void test_target_is_twice_the_share(void) {
+    kc_fetch_buffer_t fb;
+    kc_fb_init(&fb);
+    CHECK(kc_fb_target(&fb, 500, 64) == 1000); /* no partition yet: one share */
+    for (int i = 0; i < 12; i++)
+        kc_fb_add(&fb, "t", i);
+    CHECK(kc_fb_target(&fb, 500, 64) == 84);
+    CHECK(kc_fb_target(&fb, 100, 64) == 64);
+    kc_fb_destroy(&fb);
+}
+
+int main(void) {
+    kc_fb_msg_destroy = fake_destroy;
+    run("proportional_serves_every_partition", test_proportional_serves_every_partition);
+    run("proportional_remainder_rotates", test_proportional_remainder_rotates);
+    run("greedy_round_robin", test_greedy_round_robin);
+    run("pause_keeps_records", test_pause_keeps_records);
+    run("remove_and_purge", test_remove_and_purge);
+    run("target_is_twice_the_share", test_target_is_twice_the_share);
+    printf("%d passed, %d failed\n", g_passed, g_failed);
+    return g_failed ? 1 : 0;
+}
