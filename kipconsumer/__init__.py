@@ -12,10 +12,12 @@ from kipconsumer._native import librdkafka_version  # noqa: E402
 from kipconsumer._records import ConsumerRecord, ConsumerRecords  # noqa: E402
 from kipconsumer.consumer import KafkaConsumer  # noqa: E402
 from kipconsumer.listener import ConsumerRebalanceListener  # noqa: E402
+from kipconsumer.producer import KafkaProducer  # noqa: E402
 from kipconsumer.structs import OffsetAndMetadata, RecordMetadata, TopicPartition  # noqa: E402
 
 __all__ = [
     "KafkaConsumer",
+    "KafkaProducer",
     "TopicPartition",
     "OffsetAndMetadata",
     "ConsumerRecord",

@@ -1,0 +1,49 @@
+"""Type stub of the compiled kipconsumer._producer (native part of KafkaProducer)."""
+
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from kipconsumer.structs import RecordMetadata
+
+class ProduceFuture(Future[RecordMetadata]):
+    """Future returned by send(); completed only by the producer, cancel() returns False."""
+
+    def cancel(self) -> bool: ...
+
+class ProducerCore:
+    """librdkafka producer handle with native enqueue and delivery-report thread."""
+
+    max_block_ms: int
+    delivery_timeout_ms: int
+    request_timeout_ms: int
+    buffer_memory: int
+    queue_limits: str
+    def __init__(
+        self,
+        rdkafka: dict[str, str],
+        max_block_ms: int,
+        delivery_timeout_ms: int,
+        request_timeout_ms: int,
+        buffer_memory: int,
+    ) -> None: ...
+    def send(
+        self,
+        topic: str,
+        value: bytes | bytearray | memoryview | str | None = None,
+        key: bytes | bytearray | memoryview | str | None = None,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None = None,
+        timestamp: int | None = None,
+        callback: Callable[[RecordMetadata | None, Exception | None], object] | None = None,
+    ) -> ProduceFuture: ...
+    def partitions_for(self, topic: str) -> list[int]: ...
+    def flush(self, timeout_s: float = -1.0) -> int:
+        """Returns the number of records still pending (0: all completed)."""
+        ...
+    def close(self, timeout_s: float = -1.0) -> int:
+        """Returns the number of records that had to be purged."""
+        ...
+    @property
+    def closed(self) -> bool: ...
+    def metrics(self) -> dict[str, Any]: ...

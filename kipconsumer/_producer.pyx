@@ -1,0 +1,746 @@
+# cython: language_level=3
+"""Native part of KafkaProducer: enqueue, bounded blocking (max.block.ms) and delivery reports.
+
+The C core (csrc/producer_core.c) owns the librdkafka handle, the registry of pending records and
+the delivery thread.  This module turns Python arguments into C buffers, creates the futures and
+completes them from the delivery thread: the thread takes the GIL once per batch of delivery
+reports.  ``kipconsumer.producer.KafkaProducer`` is the typed public facade.
+"""
+
+import logging
+import threading
+from concurrent.futures import Future
+from concurrent.futures import _base as _futures_base
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport malloc, free
+from libc.string cimport memset
+
+from kipconsumer._rdk cimport (
+    rd_kafka_t, rd_kafka_conf_t, rd_kafka_topic_t, rd_kafka_headers_t, rd_kafka_resp_err_t,
+    rd_kafka_conf_new, rd_kafka_conf_destroy, rd_kafka_conf_set, RD_KAFKA_CONF_OK,
+    RD_KAFKA_CONF_UNKNOWN, rd_kafka_err2name, rd_kafka_err2str, rd_kafka_topic_new,
+    rd_kafka_topic_destroy, rd_kafka_headers_new, rd_kafka_headers_destroy, rd_kafka_header_add,
+    RD_KAFKA_PARTITION_UA,
+)
+
+from kipconsumer.errors import (ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError,
+                                SerializationError)
+from kipconsumer.structs import RecordMetadata
+
+
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t *size) except NULL
+    void PyObject_GC_Track(object op)
+    void PyObject_GC_UnTrack(object op)
+    int PyObject_GC_IsTracked(object op)
+
+
+cdef inline void _gc_track(object o) noexcept:
+    """Hands o back to the cycle collector (it must never be tracked twice)."""
+    if not PyObject_GC_IsTracked(o):
+        PyObject_GC_Track(o)
+
+
+cdef extern from "producer_core.h" nogil:
+    ctypedef struct kc_producer_rec_t:
+        kc_producer_rec_t *prev
+        kc_producer_rec_t *next
+        void *future
+        void *callback
+        int32_t key_size
+        int32_t value_size
+
+    ctypedef struct kc_producer_dr_t:
+        kc_producer_rec_t *rec
+        int err
+        const char *topic
+        const char *errstr
+        int32_t partition
+        int64_t offset
+        int64_t timestamp
+        int64_t latency_us
+
+    ctypedef struct kc_producer_stats_t:
+        int64_t in_flight
+        int64_t sent
+        int64_t delivered
+        int64_t failed
+        int64_t timed_out
+        int64_t buffer_waits
+        int64_t buffer_timeouts
+        int64_t dr_batches
+        int64_t errors
+        int fatal
+        int outq_len
+
+    ctypedef struct kc_producer_t:
+        rd_kafka_t *rk
+
+    int64_t kc_producer_now_us()
+    kc_producer_t *kc_producer_new(rd_kafka_conf_t *conf, char *errstr, size_t errstr_size)
+    int kc_producer_start(kc_producer_t *p,
+                          void (*cb)(void *ctx, kc_producer_dr_t *items, size_t n) noexcept nogil,
+                          void *ctx)
+    rd_kafka_resp_err_t kc_producer_produce(kc_producer_t *p, rd_kafka_topic_t *rkt,
+                                            int32_t partition, const void *value,
+                                            size_t value_len, const void *key, size_t key_len,
+                                            int64_t timestamp, rd_kafka_headers_t *hdrs,
+                                            kc_producer_rec_t *rec)
+    rd_kafka_resp_err_t kc_producer_produce_wait(kc_producer_t *p, rd_kafka_topic_t *rkt,
+                                                 int32_t partition, const void *value,
+                                                 size_t value_len, const void *key,
+                                                 size_t key_len, int64_t timestamp,
+                                                 rd_kafka_headers_t *hdrs,
+                                                 kc_producer_rec_t *rec, int64_t deadline_us)
+    rd_kafka_resp_err_t kc_producer_topic_metadata(kc_producer_t *p, rd_kafka_topic_t *rkt,
+                                                   int timeout_ms, int *cntp, int32_t **idsp)
+    int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us)
+    int64_t kc_producer_flush(kc_producer_t *p, int timeout_ms)
+    void kc_producer_set_closing(kc_producer_t *p)
+    rd_kafka_resp_err_t kc_producer_purge(kc_producer_t *p)
+    void kc_producer_stop_thread(kc_producer_t *p)
+    kc_producer_rec_t *kc_producer_take_all(kc_producer_t *p)
+    void kc_producer_destroy(kc_producer_t *p)
+    void kc_producer_get_stats(kc_producer_t *p, kc_producer_stats_t *out, char *last_error,
+                               size_t last_error_size)
+    int kc_producer_on_dr_thread(kc_producer_t *p)
+
+
+cdef extern from "<unistd.h>" nogil:
+    int usleep(unsigned int usec)
+
+
+# librdkafka error codes used here (stable numbers of its public API).
+cdef enum:
+    ERR_NO_ERROR = 0
+    ERR__MSG_TIMED_OUT = -192
+    ERR__TIMED_OUT = -185
+    ERR__QUEUE_FULL = -184
+    ERR__DESTROY = -197
+    ERR__TIMED_OUT_QUEUE = -166
+    ERR_REQUEST_TIMED_OUT = 7
+
+_log = logging.getLogger("kipconsumer.producer")
+_tuple_new = tuple.__new__
+
+# Metadata errors that waiting cannot fix: raised at once instead of waiting for max.block.ms.
+_FATAL_METADATA_ERRORS = frozenset(("TOPIC_EXCEPTION", "TOPIC_AUTHORIZATION_FAILED",
+                                    "_INVALID_ARG", "_FATAL", "CLUSTER_AUTHORIZATION_FAILED"))
+
+
+_FINISHED = _futures_base.FINISHED
+_PENDING = _futures_base.PENDING
+_obj_new = object.__new__
+
+
+class ProduceFuture(Future):
+    """The future returned by ``send()``: a ``concurrent.futures.Future[RecordMetadata]``.
+
+    It is completed exactly once, by the producer (never by the caller); ``cancel()`` returns
+    False because a record handed to the producer cannot be withdrawn.
+
+    Cheap to create and complete: ``Future.__init__`` builds a ``threading.Condition`` per future,
+    which costs more than the whole native send path. Here the condition and the waiter and
+    callback lists are created on first use (``__getattr__``), and ``_lazy_ready`` is set in the
+    same step. A future whose ``_lazy_ready`` is still False when its delivery report arrives has
+    no waiter and no done-callback, so it is completed by setting its state directly. Both steps
+    are C-level attribute operations (this module is compiled) that cannot release the GIL between
+    the check and the update, so a waiter either finds the result or is notified.
+
+    Futures are created untracked by the cycle collector: until someone waits on one or it fails,
+    it only refers to its RecordMetadata (a tuple of str and ints), so it cannot be part of a
+    reference cycle, and hundreds of thousands of pending futures would otherwise make every
+    garbage collection pass slower. It is tracked again as soon as ``__getattr__`` creates its
+    condition or it is completed with an exception (whose traceback may form cycles).
+    """
+
+    _state = _PENDING
+    _result = None
+    _exception = None
+    _lazy_ready = False
+
+    def __init__(self):
+        pass
+
+    def __getattr__(self, name):
+        if name == "_condition" or name == "_waiters" or name == "_done_callbacks":
+            cond = threading.Condition()
+            waiters = []
+            callbacks = []
+            d = self.__dict__
+            # no Python code runs from here to the return: atomic under the GIL
+            d.setdefault("_waiters", waiters)
+            d.setdefault("_done_callbacks", callbacks)
+            d.setdefault("_condition", cond)
+            d["_lazy_ready"] = True
+            _gc_track(self)
+            return d[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def cancel(self):
+        return False
+
+
+cdef struct _BatchCtx:
+    int delivery_timeout_ms
+    int64_t callback_errors
+    int64_t work_us
+
+
+cdef inline bint _is_timeout(int err) noexcept nogil:
+    return (err == ERR__MSG_TIMED_OUT or err == ERR__TIMED_OUT or err == ERR__TIMED_OUT_QUEUE
+            or err == ERR_REQUEST_TIMED_OUT)
+
+
+cdef inline str _errname(int err):
+    return rd_kafka_err2name(<rd_kafka_resp_err_t>err).decode("utf-8", "replace")
+
+
+cdef inline str _errstr(int err):
+    return rd_kafka_err2str(<rd_kafka_resp_err_t>err).decode("utf-8", "replace")
+
+
+cdef object _delivery_error(kc_producer_dr_t *it, str topic, dict expiries, int delivery_timeout_ms):
+    cdef str name = _errname(it.err)
+    cdef str detail = it.errstr.decode("utf-8", "replace") if it.errstr != NULL else _errstr(it.err)
+    if _is_timeout(it.err):
+        count, latency_us = (expiries or {}).get((topic, it.partition), (1, it.latency_us))
+        waited = f"{latency_us // 1000} ms" if latency_us >= 0 else "more than delivery.timeout.ms"
+        return KafkaTimeoutError(
+            f"Expiring {count} record(s) for {topic}-{it.partition}: {waited} has passed since "
+            f"batch creation (delivery.timeout.ms={delivery_timeout_ms}; last error: {detail})",
+            code=name)
+    if name == "_PURGE_QUEUE" or name == "_PURGE_INFLIGHT":
+        where = "queued" if name == "_PURGE_QUEUE" else "in flight"
+        return KafkaError(
+            f"Record for {topic}-{it.partition} was {where} and not acknowledged when the producer "
+            f"was closed: purged ({detail})", code=name, retriable=False)
+    return KafkaError(f"Delivery to {topic}-{it.partition} failed: {name}: {detail}", code=name)
+
+
+cdef inline void _complete(object fut, object cb, object md, object exc, _BatchCtx *ctx) noexcept:
+    if cb is not None:
+        try:
+            cb(md, exc)
+        except BaseException:
+            ctx.callback_errors += 1
+            _log.exception("exception in a send() callback (ignored)")
+    try:
+        if not fut._lazy_ready:
+            # nobody waits and no done-callback: complete in place (see ProduceFuture)
+            if exc is None:
+                PyObject_GC_UnTrack(md)  # a tuple of str and ints
+                fut._result = md
+            else:
+                _gc_track(fut)
+                fut._exception = exc
+            fut._state = _FINISHED
+            return
+        if exc is None:
+            fut.set_result(md)
+        else:
+            fut.set_exception(exc)
+    except BaseException:
+        _log.exception("could not complete a send() future")
+
+
+cdef void _on_batch(void *ctxp, kc_producer_dr_t *items, size_t n) noexcept with gil:
+    """Completes the futures of one batch of delivery reports (runs on the delivery thread)."""
+    cdef _BatchCtx *ctx = <_BatchCtx *>ctxp
+    cdef size_t i
+    cdef kc_producer_dr_t *it
+    cdef kc_producer_rec_t *rec
+    cdef const char *last_topic = NULL
+    cdef str topic = ""
+    cdef dict expiries = None
+    cdef object fut, cb, md, exc
+    cdef int64_t t_start = kc_producer_now_us()
+    try:
+        for i in range(n):
+            it = &items[i]
+            if it.err != ERR_NO_ERROR and _is_timeout(it.err):
+                if expiries is None:
+                    expiries = {}
+                k = (it.topic.decode("utf-8", "replace"), it.partition)
+                count, latency = expiries.get(k, (0, -1))
+                expiries[k] = (count + 1, max(latency, it.latency_us))
+    except BaseException:
+        _log.exception("delivery report grouping failed")
+        expiries = None
+    for i in range(n):
+        it = &items[i]
+        rec = it.rec
+        if rec == NULL:
+            continue
+        fut = <object>rec.future
+        cb = <object>rec.callback if rec.callback != NULL else None
+        Py_DECREF(<object>rec.future)
+        if rec.callback != NULL:
+            Py_DECREF(<object>rec.callback)
+        try:
+            if it.topic != last_topic:
+                topic = it.topic.decode("utf-8", "replace")
+                last_topic = it.topic
+            if it.err == ERR_NO_ERROR:
+                md = _tuple_new(RecordMetadata, (topic, it.partition, it.offset, it.timestamp,
+                                                 rec.key_size, rec.value_size))
+                exc = None
+            else:
+                md = None
+                exc = _delivery_error(it, topic, expiries, ctx.delivery_timeout_ms)
+        except BaseException as e:  # never leave a future pending
+            md = None
+            exc = KafkaError(f"could not build the delivery result: {e!r}")
+        free(rec)
+        _complete(fut, cb, md, exc, ctx)
+    ctx.work_us += kc_producer_now_us() - t_start
+
+
+cdef class _Topic:
+    cdef rd_kafka_topic_t *rkt
+    cdef int partition_count
+    cdef list partitions
+
+
+cdef class ProducerCore:
+    """librdkafka producer handle with native delivery handling. Use ``KafkaProducer``."""
+
+    cdef kc_producer_t *p
+    cdef _BatchCtx *ctx
+    cdef dict _topics
+    cdef bint _closed
+    cdef int _active
+    cdef readonly int max_block_ms
+    cdef readonly int delivery_timeout_ms
+    cdef readonly int request_timeout_ms
+    cdef readonly long long buffer_memory
+    cdef readonly str queue_limits
+
+    def __cinit__(self):
+        self.p = NULL
+        self.ctx = NULL
+        self._closed = True
+        self._active = 0
+
+    def __init__(self, dict rdkafka, int max_block_ms, int delivery_timeout_ms,
+                 int request_timeout_ms, long long buffer_memory):
+        cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
+        cdef char errstr[512]
+        cdef bytes bk, bv
+        cdef int r
+        self._topics = {}
+        self.max_block_ms = max_block_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.request_timeout_ms = request_timeout_ms
+        self.buffer_memory = buffer_memory
+        self.queue_limits = (f"buffer.memory={buffer_memory} bytes, queue.buffering.max.messages="
+                             f"{rdkafka.get('queue.buffering.max.messages', '100000')}")
+        for k, v in rdkafka.items():
+            bk = str(k).encode()
+            bv = str(v).encode()
+            if rd_kafka_conf_set(conf, bk, bv, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK:
+                rd_kafka_conf_destroy(conf)
+                raise ConfigError(f"invalid producer configuration {k}={v!r}: "
+                                  f"{errstr.decode('utf-8', 'replace')}")
+        self.p = kc_producer_new(conf, errstr, sizeof(errstr))
+        if self.p == NULL:
+            rd_kafka_conf_destroy(conf)
+            raise KafkaError(f"could not create the producer: {errstr.decode('utf-8', 'replace')}")
+        self.ctx = <_BatchCtx *>malloc(sizeof(_BatchCtx))
+        memset(self.ctx, 0, sizeof(_BatchCtx))
+        self.ctx.delivery_timeout_ms = delivery_timeout_ms
+        r = kc_producer_start(self.p, _on_batch, self.ctx)
+        if r != 0:
+            with nogil:
+                kc_producer_destroy(self.p)
+            self.p = NULL
+            raise KafkaError(f"could not start the delivery thread (errno {r})")
+        self._closed = False
+
+    # -- metadata -------------------------------------------------------------------------------
+    cdef _Topic _await_topic(self, str topic, int64_t deadline_us, str who):
+        """Metadata of ``topic``, waiting until deadline_us; cached once known."""
+        cdef _Topic t = self._topics.get(topic)
+        cdef bytes btopic
+        cdef rd_kafka_topic_t *rkt
+        cdef rd_kafka_resp_err_t err = <rd_kafka_resp_err_t>0
+        cdef int cnt = 0, i, remaining_ms
+        cdef int32_t *ids = NULL
+        cdef int64_t start = kc_producer_now_us(), now
+        cdef int attempts = 0
+        if t is not None:
+            return t
+        if not topic:
+            raise ValueError("topic must be a non-empty str")
+        btopic = topic.encode()
+        rkt = rd_kafka_topic_new(self.p.rk, btopic, NULL)
+        if rkt == NULL:
+            raise KafkaError(f"invalid topic {topic!r}", code="_INVALID_ARG")
+        self._active += 1
+        try:
+            while True:
+                now = kc_producer_now_us()
+                remaining_ms = <int>((deadline_us - now) // 1000)
+                attempts += 1
+                with nogil:
+                    err = kc_producer_topic_metadata(self.p, rkt, remaining_ms if remaining_ms > 1 else 1,
+                                                     &cnt, &ids)
+                if err == 0:
+                    break
+                if self._closed:
+                    raise IllegalStateError(f"producer closed while {who} waited for metadata")
+                name = _errname(err)
+                if name in _FATAL_METADATA_ERRORS:
+                    raise KafkaError(f"{who}: metadata of topic {topic!r} failed: {name}: {_errstr(err)}",
+                                     code=name)
+                now = kc_producer_now_us()
+                if now >= deadline_us:
+                    raise KafkaTimeoutError(
+                        f"{who} waited {(now - start) // 1000} ms for metadata of topic {topic!r}: "
+                        f"topic {topic!r} not present in metadata after max.block.ms="
+                        f"{self.max_block_ms} ms (last error: {name}: {_errstr(err)})",
+                        code="_TIMED_OUT")
+                remaining_ms = <int>((deadline_us - now) // 1000)
+                with nogil:
+                    usleep(1000 * (100 if remaining_ms > 100 else (remaining_ms if remaining_ms > 0 else 1)))
+        except BaseException:
+            rd_kafka_topic_destroy(rkt)
+            raise
+        finally:
+            self._active -= 1
+        t = _Topic()
+        t.rkt = rkt
+        t.partition_count = cnt
+        t.partitions = sorted(ids[i] for i in range(cnt))
+        free(ids)
+        old = self._topics.get(topic)
+        if old is not None:  # another thread fetched it meanwhile
+            rd_kafka_topic_destroy(rkt)
+            return old
+        self._topics[topic] = t
+        return t
+
+    cdef void _refresh_partitions(self, _Topic t, str topic):
+        cdef int cnt = 0, i
+        cdef int32_t *ids = NULL
+        cdef int err
+        cdef int timeout_ms = self.max_block_ms if self.max_block_ms < 5000 else 5000
+        self._active += 1
+        try:
+            with nogil:
+                err = kc_producer_topic_metadata(self.p, t.rkt, timeout_ms, &cnt, &ids)
+        finally:
+            self._active -= 1
+        if err == 0 and cnt > t.partition_count:
+            t.partition_count = cnt
+            t.partitions = sorted(ids[i] for i in range(cnt))
+        free(ids)
+
+    def partitions_for(self, str topic):
+        """Partition ids of ``topic``, waiting at most max.block.ms for its metadata."""
+        self._check_open("partitions_for()")
+        cdef _Topic t = self._await_topic(
+            topic, kc_producer_now_us() + <int64_t>self.max_block_ms * 1000, "partitions_for()")
+        return list(t.partitions)
+
+    cdef inline _check_open(self, str who):
+        if self._closed:
+            raise IllegalStateError(f"{who} called after close()")
+
+    # -- send -----------------------------------------------------------------------------------
+    def send(self, topic, value=None, key=None, partition=None, headers=None, timestamp=None,
+             callback=None):
+        """Enqueue one record; returns a ProduceFuture. See KafkaProducer.send()."""
+        cdef _Topic t
+        cdef int64_t deadline_us = 0, start_us = 0, ts = 0
+        cdef const char *vptr = NULL
+        cdef const char *kptr = NULL
+        cdef Py_ssize_t vlen = 0, klen = 0
+        cdef int32_t part = RD_KAFKA_PARTITION_UA
+        cdef rd_kafka_headers_t *hdrs = NULL
+        cdef kc_producer_rec_t *rec
+        cdef int err
+        cdef long long pnum
+        if self._closed:
+            raise IllegalStateError("send() called after close()")
+        t = self._topics.get(topic)
+        if t is None:
+            if not isinstance(topic, str):
+                raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+            start_us = kc_producer_now_us()
+            deadline_us = start_us + <int64_t>self.max_block_ms * 1000
+            t = self._await_topic(topic, deadline_us, "send()")
+        # value and key: bytes-like or str, referenced (not copied) until librdkafka copies them
+        if value is not None:
+            if type(value) is bytes:
+                vptr = PyBytes_AS_STRING(value)
+                vlen = PyBytes_GET_SIZE(value)
+            elif isinstance(value, str):
+                vptr = _utf8(value, &vlen, "value")
+            else:
+                value = _to_bytes(value, "value")
+                vptr = PyBytes_AS_STRING(value)
+                vlen = PyBytes_GET_SIZE(value)
+        if key is not None:
+            if type(key) is bytes:
+                kptr = PyBytes_AS_STRING(key)
+                klen = PyBytes_GET_SIZE(key)
+            elif isinstance(key, str):
+                kptr = _utf8(key, &klen, "key")
+            else:
+                key = _to_bytes(key, "key")
+                kptr = PyBytes_AS_STRING(key)
+                klen = PyBytes_GET_SIZE(key)
+        if partition is not None:
+            if isinstance(partition, bool) or not isinstance(partition, int):
+                raise TypeError(f"partition must be an int or None, not {type(partition).__name__}")
+            pnum = partition
+            if pnum < 0 or pnum >= t.partition_count:
+                if pnum >= t.partition_count:
+                    self._refresh_partitions(t, topic)
+                if pnum < 0 or pnum >= t.partition_count:
+                    raise KafkaError(
+                        f"partition {partition} of topic {topic!r} does not exist (the topic has "
+                        f"{t.partition_count} partition(s): 0..{t.partition_count - 1})",
+                        code="_UNKNOWN_PARTITION")
+            part = <int32_t>pnum
+        if timestamp is not None:
+            if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
+                raise TypeError(f"timestamp must be int milliseconds or None, not "
+                                f"{type(timestamp).__name__}")
+            ts = <int64_t>int(timestamp)
+            if ts < 0:
+                raise ValueError(f"timestamp must be >= 0 (milliseconds since the epoch), got {timestamp}")
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be callable or None, not {type(callback).__name__}")
+        if headers:
+            hdrs = _build_headers(headers)
+        fut = _obj_new(ProduceFuture)
+        PyObject_GC_UnTrack(fut)  # see ProduceFuture
+        rec = <kc_producer_rec_t *>malloc(sizeof(kc_producer_rec_t))
+        if rec == NULL:
+            if hdrs != NULL:
+                rd_kafka_headers_destroy(hdrs)
+            raise MemoryError()
+        rec.future = <void *>fut
+        Py_INCREF(fut)
+        if callback is not None:
+            rec.callback = <void *>callback
+            Py_INCREF(callback)
+        else:
+            rec.callback = NULL
+        rec.key_size = <int32_t>klen if kptr != NULL else -1
+        rec.value_size = <int32_t>vlen if vptr != NULL else -1
+        err = kc_producer_produce(self.p, t.rkt, part, vptr, vlen, kptr, klen, ts, hdrs, rec)
+        if err == ERR__QUEUE_FULL and kc_producer_on_dr_thread(self.p):
+            # only this thread frees buffer space: waiting here could only time out
+            pass
+        elif err == ERR__QUEUE_FULL:
+            if deadline_us == 0:
+                start_us = kc_producer_now_us()
+                deadline_us = start_us + <int64_t>self.max_block_ms * 1000
+            self._active += 1
+            with nogil:
+                err = kc_producer_produce_wait(self.p, t.rkt, part, vptr, vlen, kptr, klen, ts,
+                                               hdrs, rec, deadline_us)
+            self._active -= 1
+        if err == ERR_NO_ERROR:
+            return fut
+        # not enqueued: release what the record held and raise
+        Py_DECREF(fut)
+        if rec.callback != NULL:
+            Py_DECREF(<object>rec.callback)
+        free(rec)
+        if hdrs != NULL:
+            rd_kafka_headers_destroy(hdrs)
+        raise self._send_error(err, topic, start_us)
+
+    cdef object _send_error(self, int err, str topic, int64_t start_us):
+        cdef str name = _errname(err)
+        if err == ERR__QUEUE_FULL and kc_producer_on_dr_thread(self.p):
+            return KafkaTimeoutError(
+                f"send() to topic {topic!r} from a send() callback found the producer's buffer full "
+                f"({self.queue_limits}): callbacks run on the thread that frees buffer space, so "
+                f"send() cannot wait there for max.block.ms; the record was not sent", code=name)
+        if err == ERR__QUEUE_FULL:
+            waited = (kc_producer_now_us() - start_us) // 1000
+            return KafkaTimeoutError(
+                f"send() to topic {topic!r} waited {waited} ms for buffer space: the producer's "
+                f"buffer ({self.queue_limits}) stayed full for max.block.ms={self.max_block_ms} ms; "
+                f"the record was not sent", code=name)
+        if err == ERR__DESTROY:
+            return IllegalStateError("send(): the producer was closed before the record was enqueued",
+                                     code=name)
+        return KafkaError(f"send() to topic {topic!r} failed: {name}: {_errstr(err)}", code=name)
+
+    # -- flush / close --------------------------------------------------------------------------
+    def flush(self, double timeout_s=-1.0):
+        """Waits until every record sent so far is completed; returns how many are still pending."""
+        cdef int timeout_ms = -1 if timeout_s < 0 else <int>(timeout_s * 1000)
+        cdef int64_t left
+        self._check_open("flush()")
+        if kc_producer_on_dr_thread(self.p):
+            raise IllegalStateError("flush() cannot be called from a send() callback")
+        self._active += 1
+        try:
+            with nogil:
+                left = kc_producer_flush(self.p, timeout_ms)
+        finally:
+            self._active -= 1
+        return left
+
+    def close(self, double timeout_s=-1.0):
+        """Flush up to timeout_s, purge what is left, fail its futures, free everything.
+
+        Returns the number of records that had to be purged (0 if everything was delivered
+        within the timeout). Idempotent: later calls return 0.
+        """
+        cdef int timeout_ms = -1 if timeout_s < 0 else <int>(timeout_s * 1000)
+        cdef int64_t left = 0, purged = 0
+        cdef kc_producer_rec_t *rec
+        cdef kc_producer_rec_t *nxt
+        if self.p == NULL:
+            return 0
+        if kc_producer_on_dr_thread(self.p):
+            raise IllegalStateError("close() cannot be called from a send() callback")
+        self._closed = True
+        with nogil:
+            left = kc_producer_flush(self.p, timeout_ms)
+            # from here on nothing can be enqueued (send() calls blocked for buffer space give up)
+            kc_producer_set_closing(self.p)
+            left = kc_producer_wait_idle(self.p, 0)
+            if left > 0:
+                kc_producer_purge(self.p)
+                # purged records get their reports at once; bound the wait anyway
+                kc_producer_wait_idle(self.p, kc_producer_now_us() + 5000000)
+        purged = left
+        # let send()/partitions_for() calls of other threads that released the GIL get out
+        while self._active > 0:
+            with nogil:
+                usleep(5000)
+        with nogil:
+            kc_producer_stop_thread(self.p)
+        rec = kc_producer_take_all(self.p)
+        while rec != NULL:  # never expected: librdkafka reports every record; never leave one pending
+            nxt = rec.next
+            fut = <object>rec.future
+            cb = <object>rec.callback if rec.callback != NULL else None
+            Py_DECREF(<object>rec.future)
+            if rec.callback != NULL:
+                Py_DECREF(<object>rec.callback)
+            free(rec)
+            _complete(fut, cb, None, KafkaError(
+                "Record was not acknowledged when the producer was closed (no delivery report)",
+                code="_DESTROY"), self.ctx)
+            rec = nxt
+        for t in self._topics.values():
+            rd_kafka_topic_destroy((<_Topic>t).rkt)
+        self._topics.clear()
+        with nogil:
+            kc_producer_destroy(self.p)
+        self.p = NULL
+        free(self.ctx)
+        self.ctx = NULL
+        return purged
+
+    def __dealloc__(self):
+        if self.p != NULL:
+            if kc_producer_on_dr_thread(self.p):
+                # dropped from its own callback: joining ourselves would deadlock; leak instead
+                return
+            try:
+                self.close(0.0)
+            except BaseException:
+                pass
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def metrics(self):
+        """Counters of the producer (see KafkaProducer.metrics())."""
+        cdef kc_producer_stats_t st
+        cdef char last_error[512]
+        if self.p == NULL:
+            return {"closed": True, "in_flight": 0}
+        kc_producer_get_stats(self.p, &st, last_error, sizeof(last_error))
+        return {
+            "closed": bool(self._closed),
+            "in_flight": st.in_flight,
+            "records_sent": st.sent,
+            "records_delivered": st.delivered,
+            "records_failed": st.failed,
+            "records_timed_out": st.timed_out,
+            "buffer_full_waits": st.buffer_waits,
+            "buffer_full_timeouts": st.buffer_timeouts,
+            "delivery_batches": st.dr_batches,
+            "callback_errors": self.ctx.callback_errors if self.ctx != NULL else 0,
+            "delivery_gil_us": self.ctx.work_us if self.ctx != NULL else 0,
+            "client_errors": st.errors,
+            "fatal_error": bool(st.fatal),
+            "last_error": last_error.decode("utf-8", "replace"),
+            "librdkafka_queue_len": st.outq_len,
+            "topics_known": len(self._topics),
+        }
+
+
+cdef const char *_utf8(object s, Py_ssize_t *n, str what) except NULL:
+    try:
+        return PyUnicode_AsUTF8AndSize(s, n)
+    except UnicodeError as e:
+        raise SerializationError(f"{what}: str cannot be encoded to UTF-8: {e}") from e
+
+
+cdef bytes _to_bytes(object v, str what):
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(v)
+        except (TypeError, ValueError, BufferError) as e:
+            raise SerializationError(f"{what}: cannot read the buffer: {e}") from e
+    raise SerializationError(
+        f"{what} must be bytes, bytearray, memoryview, str or None (or use a {what}_serializer), "
+        f"not {type(v).__name__}")
+
+
+cdef rd_kafka_headers_t *_build_headers(object headers) except NULL:
+    cdef rd_kafka_headers_t *hdrs
+    cdef bytes bname, bval
+    cdef const char *vp
+    cdef Py_ssize_t vl
+    if isinstance(headers, dict):
+        items = list(headers.items())
+    elif isinstance(headers, (list, tuple)):
+        items = headers
+    else:
+        raise SerializationError(
+            f"headers must be a list of (str, bytes|str|None) pairs or a dict, not {type(headers).__name__}")
+    hdrs = rd_kafka_headers_new(len(items))
+    try:
+        for item in items:
+            try:
+                name, val = item
+            except (TypeError, ValueError):
+                raise SerializationError(f"headers: each header must be a (name, value) pair, got {item!r}")
+            if not isinstance(name, str):
+                raise SerializationError(f"headers: header name must be a str, not {type(name).__name__}")
+            bname = name.encode()
+            if val is None:
+                vp = NULL
+                vl = 0
+            else:
+                if isinstance(val, str):
+                    bval = val.encode()
+                elif type(val) is bytes:
+                    bval = val
+                else:
+                    bval = _to_bytes(val, f"header {name!r} value")
+                vp = PyBytes_AS_STRING(bval)
+                vl = PyBytes_GET_SIZE(bval)
+            rd_kafka_header_add(hdrs, bname, len(bname), vp, vl)
+    except BaseException:
+        rd_kafka_headers_destroy(hdrs)
+        raise
+    return hdrs

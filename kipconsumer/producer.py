@@ -1,0 +1,206 @@
+"""KafkaProducer: asynchronous sends with KIP-19's three time bounds, on librdkafka.
+
+Contract (see docs/producer.md):
+
+* ``send()`` returns a ``concurrent.futures.Future[RecordMetadata]`` at once, or blocks at most
+  ``max.block.ms`` (waiting for the topic's metadata or for buffer space) and then raises
+  ``KafkaTimeoutError`` without enqueueing the record.
+* Each request waits at most ``request.timeout.ms`` for its response and is retried while
+  ``delivery.timeout.ms`` (counted from ``send()``) allows; after that the record's future fails with
+  ``KafkaTimeoutError`` ("Expiring N record(s) for t-p: X ms has passed since batch creation").
+* Every future is completed exactly once (acknowledged or failed with a typed error), by a native
+  delivery thread: callbacks run without the application polling. ``close()`` fails what is still
+  pending after its timeout; no future is ever left unresolved.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any
+
+from kipconsumer import _loader
+
+_loader.load()
+
+from kipconsumer._producer import ProducerCore  # noqa: E402
+from kipconsumer.config import producer_settings  # noqa: E402
+from kipconsumer.errors import IllegalStateError, KafkaError, KafkaTimeoutError, SerializationError  # noqa: E402
+from kipconsumer.structs import RecordMetadata  # noqa: E402
+
+__all__ = ["KafkaProducer", "DeliveryCallback", "Headers"]
+
+#: ``callback(metadata, exception)``: exactly one of the two is None.
+DeliveryCallback = Callable[[RecordMetadata | None, Exception | None], object]
+#: Record headers: ``[(name, value), ...]`` or ``{name: value}``; values bytes, str or None.
+HeaderValue = bytes | bytearray | memoryview | str | None
+Headers = Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue]
+#: ``serializer(obj)`` -> bytes, bytearray, memoryview, str or None.
+Serializer = Callable[[Any], bytes | bytearray | memoryview | str | None]
+
+
+def _rdkafka_properties(rdkafka: Mapping[str, str], request_timeout_ms: int) -> dict[str, str]:
+    """librdkafka properties to apply, with KIP-19's ``request.timeout.ms`` made client-side.
+
+    librdkafka's topic-level ``request.timeout.ms`` is only the ack timeout sent to the broker; a
+    ProduceRequest's client-side timeout is the smaller of ``socket.timeout.ms`` and the remaining
+    ``message.timeout.ms`` (= ``delivery.timeout.ms``). So ``socket.timeout.ms`` is set to
+    ``request.timeout.ms`` unless given explicitly: a request without a response is then failed
+    after ``request.timeout.ms`` and retried while ``delivery.timeout.ms`` allows.
+    """
+    props = dict(rdkafka)
+    props.setdefault("socket.timeout.ms", str(request_timeout_ms))
+    return props
+
+
+def _close_core(core: ProducerCore, timeout_s: float) -> None:
+    """Finalizer: releases the native producer of a KafkaProducer that was never closed."""
+    try:
+        core.close(timeout_s)
+    except Exception:  # pragma: no cover - best effort at garbage collection / exit
+        pass
+
+
+class KafkaProducer:
+    """A thread-safe Kafka producer with bounded ``send()`` and delivery timeouts (KIP-19).
+
+    ``config`` uses Kafka's dotted names (``bootstrap.servers``, ``max.block.ms``,
+    ``request.timeout.ms``, ``delivery.timeout.ms``, ``linger.ms``, ``buffer.memory``, ``acks``,
+    ``enable.idempotence``, ``compression.type``, ...); librdkafka property names are passed
+    through. Invalid keys or values raise ``ConfigError``, as does
+    ``delivery.timeout.ms < linger.ms + request.timeout.ms``. Defaults: ``acks=all``,
+    ``enable.idempotence=true``.
+
+    ``key_serializer`` / ``value_serializer`` are applied to ``key`` / ``value`` before
+    anything else; they must return bytes, bytearray, memoryview, str or None.
+
+    Use it as a context manager or call :meth:`close`; a producer that is garbage-collected
+    (or still open at interpreter exit) is closed with timeout 0: records not yet acknowledged
+    then fail with ``KafkaError`` (``_PURGE_QUEUE`` / ``_PURGE_INFLIGHT``).
+    """
+
+    def __init__(self, config: Mapping[str, object], *, key_serializer: Serializer | None = None,
+                 value_serializer: Serializer | None = None) -> None:
+        settings = producer_settings(config)
+        self._settings = settings
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._close_lock = threading.Lock()
+        self._core = ProducerCore(_rdkafka_properties(settings.rdkafka, settings.request_timeout_ms),
+                                  settings.max_block_ms,
+                                  settings.delivery_timeout_ms, settings.request_timeout_ms,
+                                  settings.buffer_memory)
+        self._finalizer = weakref.finalize(self, _close_core, self._core, 0.0)
+
+    # -- sending ---------------------------------------------------------------------------------
+    def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+             headers: Headers | None = None, timestamp: int | None = None,
+             callback: DeliveryCallback | None = None) -> Future[RecordMetadata]:
+        """Enqueue a record and return a future of its :class:`RecordMetadata`.
+
+        ``value`` / ``key``: bytes, bytearray, memoryview, str (UTF-8) or None, after the
+        serializers; anything else raises ``SerializationError`` (a ``TypeError``) naming the
+        argument. ``partition``: None lets the partitioner choose (by key); a number the topic
+        does not have raises ``KafkaError`` (code ``_UNKNOWN_PARTITION``). ``timestamp``: epoch
+        milliseconds (None: now). ``callback(metadata, exception)`` runs on the producer's
+        delivery thread once the record is acknowledged or failed; its exceptions are logged.
+
+        Blocks at most ``max.block.ms`` in total, for the topic's metadata (first send to a
+        topic) and for buffer space (``buffer.memory`` / ``queue.buffering.max.messages``),
+        with the GIL released; then raises ``KafkaTimeoutError`` saying which it waited for, and
+        the record is not enqueued. The future fails with ``KafkaTimeoutError`` if the record is
+        not acknowledged within ``delivery.timeout.ms``, or with ``KafkaError`` (librdkafka's
+        error name in ``.code``) for other delivery errors. Raises ``IllegalStateError`` after
+        :meth:`close`.
+        """
+        if self._key_serializer is not None and key is not None:
+            key = self._serialize(self._key_serializer, key, "key")
+        if self._value_serializer is not None and value is not None:
+            value = self._serialize(self._value_serializer, value, "value")
+        fut: Future[RecordMetadata] = self._core.send(topic, value, key, partition, headers, timestamp,
+                                                      callback)
+        return fut
+
+    @staticmethod
+    def _serialize(serializer: Serializer, obj: Any, what: str) -> Any:
+        try:
+            return serializer(obj)
+        except KafkaError:
+            raise
+        except Exception as e:
+            raise SerializationError(f"{what}_serializer failed on the {what}: {e!r}") from e
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """Partition ids of ``topic``; waits at most ``max.block.ms`` for its metadata, then
+        raises ``KafkaTimeoutError``."""
+        result: list[int] = self._core.partitions_for(topic)
+        return result
+
+    # -- flush / close ---------------------------------------------------------------------------
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered now (ignoring ``linger.ms``) and wait until every record
+        sent before the call is completed (its future is done and its callback has run).
+
+        ``timeout`` in seconds; None waits until all are completed, which every record is
+        within ``delivery.timeout.ms``. Raises ``KafkaTimeoutError`` if records are still
+        pending when the timeout expires (they stay pending; nothing is dropped).
+        """
+        left = self._core.flush(-1.0 if timeout is None else max(0.0, float(timeout)))
+        if left:
+            raise KafkaTimeoutError(
+                f"flush() timed out after {timeout} s with {left} record(s) still pending")
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush for at most ``timeout`` seconds, then purge what is still pending and free the
+        producer.
+
+        ``timeout`` None means ``delivery.timeout.ms`` (+1 s), within which every record is
+        acknowledged or expired anyway. Records still pending after the timeout fail with
+        ``KafkaError`` (code ``_PURGE_QUEUE`` if never sent, ``_PURGE_INFLIGHT`` if sent but not
+        acknowledged); when ``close()`` returns, every future is done. Idempotent; any later
+        call other than ``close()`` / ``metrics()`` raises ``IllegalStateError``. Must not be
+        called from a send() callback.
+        """
+        if timeout is None:
+            timeout_s = self._settings.delivery_timeout_ms / 1000.0 + 1.0
+        else:
+            timeout_s = max(0.0, float(timeout))
+        with self._close_lock:
+            self._core.close(timeout_s)
+            self._finalizer.detach()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        closed: bool = self._core.closed
+        return closed
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters: ``in_flight`` (sent records whose future is not done yet), ``records_sent``,
+        ``records_delivered``, ``records_failed``, ``records_timed_out``, ``buffer_full_waits``,
+        ``buffer_full_timeouts``, ``delivery_batches``, ``callback_errors``, ``client_errors``,
+        ``fatal_error``, ``last_error``, ``librdkafka_queue_len``, ``topics_known``, plus the
+        effective ``max_block_ms``, ``request_timeout_ms``, ``delivery_timeout_ms``."""
+        m: dict[str, Any] = self._core.metrics()
+        m["max_block_ms"] = self._settings.max_block_ms
+        m["request_timeout_ms"] = self._settings.request_timeout_ms
+        m["delivery_timeout_ms"] = self._settings.delivery_timeout_ms
+        return m
+
+    # -- context manager -------------------------------------------------------------------------
+    def __enter__(self) -> KafkaProducer:
+        if self._core.closed:
+            raise IllegalStateError("KafkaProducer used as a context manager after close()")
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        servers = self._settings.rdkafka.get("bootstrap.servers")
+        return f"<KafkaProducer {state} bootstrap.servers={servers!r}>"
