@@ -204,8 +204,8 @@ def main() -> int:
         best = max(r["records_per_s"] for r in runs)
         summary[name] = {"median_records_per_s": med, "best_records_per_s": best,
                          "ratio_vs_confluent": med / base_cf, "ratio_vs_raw_c": med / base_c,
-                         "poll_p50_us": median(name, "poll_p50_us"), "poll_p99_us": median(name, "poll_p99_us"),
-                         "runs": runs}
+                         "poll_p50_us": median(name, "poll_p50_us"),
+                         "poll_p99_us": median(name, "poll_p99_us"), "runs": runs}
         print(f"{name:24} {med:13,.0f} {best:12,.0f} {med / base_cf:12.2f} {med / base_c:8.2f} "
               f"{summary[name]['poll_p50_us']:12.0f} {summary[name]['poll_p99_us']:12.0f}")
     out = HERE / "results" / f"{dt.date.today().isoformat()}-consume-{args.broker}.json"

@@ -12,9 +12,9 @@ import logging
 from collections.abc import Mapping
 
 import pytest
-from kipconsumer._native import librdkafka_property_names
 
 from kipconsumer import _loader, config
+from kipconsumer._native import librdkafka_property_names
 from kipconsumer.config import (
     CONSUMER_SPECS,
     PRODUCER_SPECS,
@@ -259,8 +259,8 @@ def test_consumer_fields_follow_config() -> None:
     assert "default.api.timeout.ms" not in s.rdkafka
 
 
-@pytest.mark.parametrize(("max_poll_records", "queued_min"), [(1, "100000"), (25000, "100000"), (25001, "100004"),
-                                                              (1_000_000, "4000000")])
+@pytest.mark.parametrize(("max_poll_records", "queued_min"),
+                         [(1, "100000"), (25000, "100000"), (25001, "100004"), (1_000_000, "4000000")])
 def test_queued_min_messages_follows_max_poll_records(max_poll_records: int, queued_min: str) -> None:
     assert cons({"max.poll.records": max_poll_records}).rdkafka["queued.min.messages"] == queued_min
 
