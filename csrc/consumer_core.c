@@ -85,6 +85,16 @@ kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, i
     kc_partition_t *p = kc_fb_add(&c->fb, topic, partition);
     if (!p || p->queue)
         return p;
+    /* A newly assigned partition starts unpaused (as in Java). librdkafka keeps the
+     * application's pause flag on its partition object across unassign/assign, so a
+     * partition paused before a revoke would never be fetched again once reassigned
+     * while kipconsumer reports it unpaused: clear the flag. */
+    rd_kafka_topic_partition_list_t *one = rd_kafka_topic_partition_list_new(1);
+    if (one) {
+        rd_kafka_topic_partition_list_add(one, topic, partition);
+        rd_kafka_resume_partitions(c->rk, one);
+        rd_kafka_topic_partition_list_destroy(one);
+    }
     p->queue = rd_kafka_queue_get_partition(c->rk, topic, partition);
     if (p->queue) {
         rd_kafka_queue_forward(p->queue, NULL);
@@ -234,6 +244,7 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
         int64_t wait = deadline - now;
         if (wait > KC_MAX_WAIT_MS)
             wait = KC_MAX_WAIT_MS;
+        kc_poll_timer_mark(&c->poll_timer); /* blocked inside poll() is not a stall */
         struct pollfd pfd = {.fd = c->wake_fd, .events = POLLIN};
         poll(&pfd, 1, (int)wait);
     }

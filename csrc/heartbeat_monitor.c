@@ -11,6 +11,17 @@ void kc_hb_init(kc_heartbeat_monitor_t *hb) {
     atomic_store(&hb->ok, 0);
     atomic_store(&hb->errors, 0);
     atomic_store(&hb->last_error, 0);
+    atomic_store(&hb->outstanding, 0);
+}
+
+static rd_kafka_resp_err_t on_request_sent(rd_kafka_t *rk, int sockfd, const char *brokername,
+                                           int32_t brokerid, int16_t ApiKey, int16_t ApiVersion,
+                                           int32_t CorrId, size_t size, void *ic_opaque) {
+    (void)rk; (void)sockfd; (void)brokername; (void)brokerid; (void)ApiVersion;
+    (void)CorrId; (void)size;
+    if (ApiKey == KC_APIKEY_HEARTBEAT)
+        atomic_fetch_add(&((kc_heartbeat_monitor_t *)ic_opaque)->outstanding, 1);
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
 static rd_kafka_resp_err_t on_response_received(rd_kafka_t *rk, int sockfd, const char *brokername,
@@ -22,6 +33,13 @@ static rd_kafka_resp_err_t on_response_received(rd_kafka_t *rk, int sockfd, cons
     if (ApiKey != KC_APIKEY_HEARTBEAT)
         return RD_KAFKA_RESP_ERR_NO_ERROR;
     kc_heartbeat_monitor_t *hb = ic_opaque;
+    /* librdkafka 2.16 invokes this hook twice per response (measured, identical
+     * arguments, CorrId 0): count a response only against a request still outstanding. */
+    int32_t n = atomic_load(&hb->outstanding);
+    do {
+        if (n <= 0)
+            return RD_KAFKA_RESP_ERR_NO_ERROR;
+    } while (!atomic_compare_exchange_weak(&hb->outstanding, &n, n - 1));
     int64_t now = kc_now_ms();
     atomic_store(&hb->last_any_ms, now);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -37,6 +55,10 @@ static rd_kafka_resp_err_t on_response_received(rd_kafka_t *rk, int sockfd, cons
 static rd_kafka_resp_err_t on_new(rd_kafka_t *rk, const rd_kafka_conf_t *conf, void *ic_opaque,
                                   char *errstr, size_t errstr_size) {
     (void)conf; (void)errstr; (void)errstr_size;
+    rd_kafka_resp_err_t err =
+        rd_kafka_interceptor_add_on_request_sent(rk, "kipconsumer.heartbeat", on_request_sent, ic_opaque);
+    if (err)
+        return err;
     return rd_kafka_interceptor_add_on_response_received(rk, "kipconsumer.heartbeat",
                                                          on_response_received, ic_opaque);
 }

@@ -16,6 +16,7 @@ typedef struct kc_heartbeat_monitor {
     _Atomic uint64_t ok;             /* successful Heartbeat responses */
     _Atomic uint64_t errors;         /* Heartbeat responses with an error (e.g. REBALANCE_IN_PROGRESS) */
     _Atomic int32_t last_error;      /* rd_kafka_resp_err_t of the last failed Heartbeat */
+    _Atomic int32_t outstanding;     /* Heartbeat requests sent and not yet answered */
 } kc_heartbeat_monitor_t;
 
 void kc_hb_init(kc_heartbeat_monitor_t *hb);
