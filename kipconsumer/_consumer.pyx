@@ -12,7 +12,8 @@ import logging
 
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport strcmp
+from libc.string cimport memcpy, strcmp
+from posix.unistd cimport usleep
 
 from kipconsumer._core cimport *
 from kipconsumer._rdk cimport *
@@ -390,6 +391,7 @@ cdef class NativeConsumer:
 
     def positions(self):
         """TopicPartition -> next offset to return, for partitions with returned records."""
+        self._check_open()
         cdef size_t i
         cdef kc_partition_t *p
         out = {}
@@ -402,9 +404,18 @@ cdef class NativeConsumer:
     cdef rd_kafka_topic_partition_list_t *_offsets_list(self, dict offsets) except NULL:
         cdef rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new(max(1, len(offsets)))
         cdef rd_kafka_topic_partition_t *e
+        cdef bytes md
         for tp, om in offsets.items():
             e = rd_kafka_topic_partition_list_add(lst, tp.topic.encode(), tp.partition)
             e.offset = om.offset
+            if om.metadata:
+                md = om.metadata.encode()
+                e.metadata = malloc(len(md))  # freed by rd_kafka_topic_partition_list_destroy
+                if e.metadata == NULL:
+                    rd_kafka_topic_partition_list_destroy(lst)
+                    raise MemoryError()
+                memcpy(e.metadata, <char *>md, len(md))
+                e.metadata_size = len(md)
         return lst
 
     cdef int _check_commit_allowed(self) except -1:
@@ -567,8 +578,26 @@ cdef class NativeConsumer:
         lst.elems[0].offset = offset
         kc_fb_purge(&self.core.fb, p)
         p.position = offset if offset >= 0 else KC_POSITION_UNKNOWN
-        with nogil:
-            error = rd_kafka_seek_partitions(self.rk, lst, tmo)
+        cdef int64_t seek_deadline = kc_now_ms() + tmo
+        while True:
+            with nogil:
+                error = rd_kafka_seek_partitions(self.rk, lst, tmo)
+            # Right after assign() (or in on_partitions_assigned) librdkafka has not started
+            # the partition's fetcher yet (it first looks up the committed offset) and
+            # refuses the seek with _STATE: retry until it has started.
+            if (error == NULL and lst.elems[0].err == RD_KAFKA_RESP_ERR__STATE
+                    and kc_now_ms() < seek_deadline):
+                lst.elems[0].err = RD_KAFKA_RESP_ERR_NO_ERROR
+                with nogil:
+                    usleep(5000)
+                continue
+            if (error != NULL and rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__STATE
+                    and kc_now_ms() < seek_deadline):
+                rd_kafka_error_destroy(error)
+                with nogil:
+                    usleep(5000)
+                continue
+            break
         try:
             if error != NULL:
                 msg = rd_kafka_error_string(error).decode()
@@ -583,6 +612,7 @@ cdef class NativeConsumer:
         kc_fb_purge(&self.core.fb, p)
 
     def position_or_none(self, tp):
+        self._check_open()
         cdef kc_partition_t *p = self._assigned(tp)
         if p.position != KC_POSITION_UNKNOWN:
             return p.position
@@ -590,10 +620,12 @@ cdef class NativeConsumer:
 
     def buffered_first_offset(self, tp):
         """Offset of the oldest buffered record of tp, or None (used by position())."""
+        self._check_open()
         cdef int64_t off = kc_fb_first_offset(self._assigned(tp))
         return None if off == KC_POSITION_UNKNOWN else off
 
     def librdkafka_position(self, tp):
+        self._check_open()
         cdef rd_kafka_topic_partition_list_t *lst = _c_list([tp])
         cdef int64_t off
         rd_kafka_position(self.rk, lst)
@@ -624,6 +656,7 @@ cdef class NativeConsumer:
             self._assigned(tp).paused = 0
 
     def paused(self):
+        self._check_open()
         cdef size_t i
         return {TopicPartition(self.core.fb.parts[i].topic.decode(), self.core.fb.parts[i].partition)
                 for i in range(self.core.fb.n) if self.core.fb.parts[i].paused}
@@ -656,6 +689,7 @@ cdef class NativeConsumer:
         }
 
     def member_id(self):
+        self._check_open()
         cdef char *mid = rd_kafka_memberid(self.rk)
         if mid == NULL:
             return None

@@ -222,13 +222,17 @@ class KafkaConsumer:
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         """Seeks each partition (default: all assigned) to its first available offset."""
+        timeout = self._api_timeout(None)
         for tp in self._targets(partitions):
-            self._native.seek(tp, OFFSET_BEGINNING, self._api_timeout(None))
+            low, _ = self._native.watermarks(tp.topic, tp.partition, timeout)
+            self._native.seek(tp, int(low), timeout)
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         """Seeks each partition (default: all assigned) to its end (next produced record)."""
+        timeout = self._api_timeout(None)
         for tp in self._targets(partitions):
-            self._native.seek(tp, OFFSET_END, self._api_timeout(None))
+            _, high = self._native.watermarks(tp.topic, tp.partition, timeout)
+            self._native.seek(tp, int(high), timeout)
 
     def _targets(self, partitions: Iterable[TopicPartition] | None) -> list[TopicPartition]:
         return sorted(self.assignment()) if partitions is None else _tp_list(partitions, "partitions")

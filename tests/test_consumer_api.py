@@ -1,0 +1,372 @@
+"""KafkaConsumer API tests against the session EmbeddedBroker: config errors, closed-consumer
+errors, wakeup(), GIL release while waiting, commits, offsets queries, assignment,
+subscription, metrics(), headers and timestamps."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from kipconsumer import KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError, WakeupError
+
+
+def make(broker, group=None, **extra):
+    conf = {
+        "bootstrap.servers": broker.bootstrap_servers,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+    }
+    if group is not None:
+        conf["group.id"] = group
+    conf.update({k.replace("_", "."): v for k, v in extra.items()})
+    return KafkaConsumer(conf)
+
+
+def produce(broker, topic, n, partition=0, **kw):
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic, value=f"v{i}".encode(), key=f"k{i}".encode(), partition=partition, **kw)
+    assert p.flush(30) == 0
+
+
+def read(c, n, timeout=20.0):
+    out = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n:
+        assert time.monotonic() < deadline, f"got {len(out)} of {n} records"
+        out.extend(c.poll(0.2))
+    return out
+
+
+# ------------------------------------------------------------------------------ config
+
+
+def test_unknown_key_is_config_error_with_suggestion(broker):
+    with pytest.raises(ConfigError) as ei:
+        KafkaConsumer({"bootstrap.servers": broker.bootstrap_servers, "max.poll.recods": 10})
+    msg = str(ei.value)
+    assert "max.poll.recods" in msg and "max.poll.records" in msg
+    assert isinstance(ei.value, ValueError) and isinstance(ei.value, KafkaError)
+
+
+@pytest.mark.parametrize("key,value", [
+    ("max.poll.records", 0),
+    ("max.poll.records", "many"),
+    ("poll.fairness", "random"),
+    ("session.timeout.ms", -5),
+])
+def test_bad_value_is_config_error_naming_key_and_value(broker, key, value):
+    with pytest.raises(ConfigError) as ei:
+        KafkaConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g", key: value})
+    msg = str(ei.value)
+    assert key in msg and str(value) in msg
+
+
+def test_heartbeat_not_below_session_timeout_is_config_error(broker):
+    with pytest.raises(ConfigError):
+        KafkaConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g",
+                       "session.timeout.ms": 6000, "heartbeat.interval.ms": 6000})
+
+
+# ------------------------------------------------------------------------------ closed
+
+
+_AFTER_CLOSE = textwrap.dedent("""
+    import sys
+    from kipconsumer import KafkaConsumer, TopicPartition
+    from kipconsumer.errors import IllegalStateError
+    bootstrap, topic = sys.argv[1], sys.argv[2]
+    tp = TopicPartition(topic, 0)
+    c = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": "closed-" + topic,
+                       "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([tp])
+    recs = c.poll(0.5)
+    c.close()
+    c.close()                                  # idempotent
+    assert c.closed
+    calls = {
+        "poll": lambda: c.poll(0.1),
+        "subscribe": lambda: c.subscribe([topic]),
+        "unsubscribe": lambda: c.unsubscribe(),
+        "assign": lambda: c.assign([tp]),
+        "commit_sync": lambda: c.commit_sync(),
+        "commit_sync(offsets)": lambda: c.commit_sync({tp: 1}),
+        "commit_async": lambda: c.commit_async(),
+        "committed": lambda: c.committed([tp]),
+        "position": lambda: c.position(tp),
+        "seek": lambda: c.seek(tp, 0),
+        "seek_to_beginning": lambda: c.seek_to_beginning([tp]),
+        "seek_to_end": lambda: c.seek_to_end([tp]),
+        "pause": lambda: c.pause([tp]),
+        "resume": lambda: c.resume([tp]),
+        "paused": lambda: c.paused(),
+        "beginning_offsets": lambda: c.beginning_offsets([tp]),
+        "end_offsets": lambda: c.end_offsets([tp]),
+    }
+    bad = []
+    for name, call in calls.items():
+        print("calling", name, flush=True)
+        try:
+            call()
+        except IllegalStateError as e:
+            if "closed" not in str(e):
+                bad.append(f"{name}: unclear message {e}")
+        except BaseException as e:
+            bad.append(f"{name}: {type(e).__name__}: {e}")
+        else:
+            bad.append(f"{name}: no error")
+    c.wakeup()                                 # harmless after close
+    print("BAD", bad, flush=True)
+    sys.exit(1 if bad else 0)
+""")
+
+
+def test_calls_after_close_raise_illegal_state(broker, topic_factory):
+    # in a child process, so that a crash is reported as a failure of this test
+    topic = topic_factory(partitions=1)
+    produce(broker, topic, 5)
+    proc = subprocess.run([sys.executable, "-c", _AFTER_CLOSE, broker.bootstrap_servers, topic],
+                          capture_output=True, text=True, timeout=60)
+    if proc.returncode < 0:
+        last = proc.stdout.strip().splitlines()[-1:]
+        pytest.fail(f"the consumer crashed (signal {-proc.returncode}) on {last} after close()")
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+
+
+# ------------------------------------------------------------------------------ wakeup / GIL
+
+
+def test_wakeup_interrupts_blocking_poll(broker, topic_factory, unique_name):
+    topic = topic_factory(partitions=1)
+    with make(broker, unique_name("g")) as c:
+        c.assign([TopicPartition(topic, 0)])
+        t = threading.Timer(0.5, c.wakeup)
+        t.start()
+        start = time.monotonic()
+        with pytest.raises(WakeupError):
+            c.poll(10)
+        elapsed = time.monotonic() - start
+        t.join()
+        assert 0.4 <= elapsed < 5.0, elapsed
+        # a wakeup() before poll() makes the next poll raise at once, and only that one
+        c.wakeup()
+        start = time.monotonic()
+        with pytest.raises(WakeupError):
+            c.poll(10)
+        assert time.monotonic() - start < 5.0
+        assert len(c.poll(0.2)) == 0
+        # the consumer still works afterwards
+        produce(broker, topic, 3)
+        assert [r.offset for r in read(c, 3)] == [0, 1, 2]
+
+
+def _count_rate(block, seconds: float) -> float:
+    """Counts in another Python thread while `block` runs; returns counts per second."""
+    stop = threading.Event()
+    counter = [0]
+
+    def spin():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            if n % 1000 == 0:
+                counter[0] = n
+        counter[0] = n
+
+    th = threading.Thread(target=spin)
+    th.start()
+    time.sleep(0.1)
+    c0, t0 = counter[0], time.monotonic()
+    block(seconds)
+    c1, t1 = counter[0], time.monotonic()
+    stop.set()
+    th.join()
+    return (c1 - c0) / (t1 - t0)
+
+
+def test_empty_poll_releases_the_gil(broker, topic_factory, unique_name):
+    topic = topic_factory(partitions=1)
+    with make(broker, unique_name("g")) as c:
+        c.assign([TopicPartition(topic, 0)])
+        c.poll(0.5)
+        waited = []
+
+        def poll_block(s):
+            t = time.monotonic()
+            assert len(c.poll(s)) == 0
+            waited.append(time.monotonic() - t)
+
+        best = 0.0
+        for _ in range(3):             # the machine is shared: take the best of three
+            sleeping = _count_rate(time.sleep, 1.0)
+            polling = _count_rate(poll_block, 1.0)
+            best = max(best, polling / sleeping)
+            if best >= 0.5:
+                break
+        assert all(w >= 0.9 for w in waited), waited     # the poll really waited
+        assert best >= 0.5, best
+
+
+# ------------------------------------------------------------------------------ commits / offsets
+
+
+def test_commit_async_callback_runs_in_a_later_poll(broker, topic_factory, unique_name):
+    topic = topic_factory(partitions=1)
+    produce(broker, topic, 20)
+    tp = TopicPartition(topic, 0)
+    calls = []
+    with make(broker, unique_name("g"), max_poll_records=5) as c:
+        c.subscribe([topic])
+        recs = read(c, 1)
+        last = recs[-1].offset
+        c.commit_async(callback=lambda offs, exc: calls.append((offs, exc, threading.get_ident())))
+        assert calls == []                       # not inside commit_async()
+        deadline = time.monotonic() + 10
+        while not calls:
+            assert time.monotonic() < deadline
+            c.poll(0.1)
+        offs, exc, thread = calls[0]
+        assert exc is None
+        assert offs == {tp: OffsetAndMetadata(last + 1)}
+        assert thread == threading.get_ident()
+        assert c.committed([tp])[tp].offset == last + 1
+        # explicit offsets
+        calls.clear()
+        c.commit_async({tp: 3}, callback=lambda offs, exc: calls.append((offs, exc)))
+        while not calls:
+            c.poll(0.1)
+        assert calls[0] == ({tp: OffsetAndMetadata(3)}, None)
+        assert c.committed([tp])[tp].offset == 3
+
+
+def test_committed_beginning_end_offsets(broker, topic_factory, unique_name):
+    topic = topic_factory(partitions=2)
+    produce(broker, topic, 30, partition=0)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    with make(broker, unique_name("g")) as c:
+        assert c.committed([tp0, tp1]) == {tp0: None, tp1: None}
+        assert c.beginning_offsets([tp0, tp1]) == {tp0: 0, tp1: 0}
+        assert c.end_offsets([tp0, tp1]) == {tp0: 30, tp1: 0}
+        assert c.commit_sync({tp0: 7, tp1: OffsetAndMetadata(0)}) == {
+            tp0: OffsetAndMetadata(7), tp1: OffsetAndMetadata(0)}
+        got = c.committed([tp0, tp1])
+        assert got[tp0].offset == 7 and got[tp1].offset == 0
+        # assign() starts from the committed offset
+        c.assign([tp0, tp1])
+        assert c.position(tp0) == 7
+        recs = read(c, 1)
+        assert recs[0].partition == 0 and recs[0].offset == 7
+        with pytest.raises((ValueError, TypeError)):
+            c.commit_sync({tp0: -1})
+
+
+def test_commit_metadata_round_trips(broker, topic_factory, unique_name):
+    topic = topic_factory(partitions=1)
+    tp = TopicPartition(topic, 0)
+    with make(broker, unique_name("g")) as c:
+        c.commit_sync({tp: OffsetAndMetadata(5, "batch-17 \u00e9")})
+        assert c.committed([tp]) == {tp: OffsetAndMetadata(5, "batch-17 \u00e9")}
+
+
+def test_assign_assignment_and_unassign(broker, topic_factory, unique_name):
+    topic = topic_factory(partitions=3)
+    produce(broker, topic, 5, partition=1)
+    tp0, tp1, tp2 = (TopicPartition(topic, p) for p in range(3))
+    with make(broker, unique_name("g")) as c:
+        assert c.assignment() == set()
+        c.assign([tp0, tp1])
+        assert c.assignment() == {tp0, tp1}
+        assert c.metrics()["assigned_partitions"] == 2
+        c.assign([tp2])                           # replaces
+        assert c.assignment() == {tp2}
+        assert len(c.poll(0.5)) == 0              # partition 1 is not assigned any more
+        c.assign([tp1])
+        assert [r.offset for r in read(c, 5)] == [0, 1, 2, 3, 4]
+        c.assign([])                              # unassign
+        assert c.assignment() == set()
+        assert c.metrics()["assigned_partitions"] == 0
+        produce(broker, topic, 2, partition=1)
+        assert len(c.poll(0.5)) == 0
+        with pytest.raises(IllegalStateError):
+            c.position(tp1)                       # not assigned
+        with pytest.raises(IllegalStateError):
+            c.seek(tp1, 0)
+
+
+def test_subscription_and_unsubscribe(broker, topic_factory, unique_name):
+    t1, t2 = topic_factory(partitions=1), topic_factory(partitions=1)
+    produce(broker, t1, 2)
+    produce(broker, t2, 2)
+    with make(broker, unique_name("g")) as c:
+        assert c.subscription() == set()
+        c.subscribe([t1, t2])
+        assert c.subscription() == {t1, t2}
+        recs = read(c, 4)
+        assert {(r.topic, r.offset) for r in recs} == {(t1, 0), (t1, 1), (t2, 0), (t2, 1)}
+        assert c.assignment() == {TopicPartition(t1, 0), TopicPartition(t2, 0)}
+        c.unsubscribe()
+        assert c.subscription() == set()
+        assert c.assignment() == set()
+    with make(broker) as nogroup:
+        with pytest.raises(IllegalStateError):
+            nogroup.subscribe([t1])               # group.id required
+
+
+def test_metrics_keys(broker, topic_factory, unique_name):
+    topic = topic_factory(partitions=2)
+    produce(broker, topic, 10)
+    with make(broker, unique_name("g"), max_poll_records=4) as c:
+        c.subscribe([topic])
+        read(c, 4)
+        m = c.metrics()
+        for key in ("assigned_partitions", "buffered_records", "buffered_bytes", "time_since_last_poll_ms",
+                    "last_heartbeat_ms_ago", "rebalances", "records_returned"):
+            assert key in m, key
+            assert isinstance(m[key], int), (key, m[key])
+        assert m["assigned_partitions"] == 2
+        assert m["rebalances"] >= 1
+        assert m["records_returned"] >= 4
+        assert 0 <= m["time_since_last_poll_ms"] < 60_000
+        time.sleep(1.2)                           # heartbeat.interval.ms = 500
+        m = c.metrics()
+        assert m["time_since_last_poll_ms"] >= 1000
+        assert 0 <= m["last_heartbeat_ms_ago"] < 5000
+        # metrics() from another thread while the owner waits in poll()
+        seen = []
+        th = threading.Thread(target=lambda: seen.append(c.metrics()))
+        th.start()
+        c.poll(0.3)
+        th.join()
+        assert "buffered_records" in seen[0]
+
+
+def test_headers_and_timestamps_round_trip(broker, topic_factory, unique_name):
+    topic = topic_factory(partitions=1)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    headers = [("trace", b"abc"), ("empty", b""), ("none", None), ("trace", b"second"),
+               ("utf8-\u00e9", b"\xff")]
+    p.produce(topic, value=b"one", key=b"k", headers=headers, timestamp=1_600_000_000_123)
+    p.produce(topic, value=b"two", key=None, timestamp=1_600_000_000_456)
+    p.produce(topic, value=None, key=b"tombstone")
+    assert p.flush(30) == 0
+    with make(broker, unique_name("g")) as c:
+        c.subscribe([topic])
+        before = int(time.time() * 1000)
+        r1, r2, r3 = read(c, 3)
+    assert r1.headers == [("trace", b"abc"), ("empty", b""), ("none", None), ("trace", b"second"),
+                          ("utf8-\u00e9", b"\xff")]
+    assert r1.timestamp == 1_600_000_000_123 and r1.timestamp_type == 1
+    assert (r1.key, r1.value) == (b"k", b"one")
+    assert r2.headers == [] and r2.key is None and r2.timestamp == 1_600_000_000_456
+    assert r3.value is None and r3.key == b"tombstone"
+    assert before - 120_000 < r3.timestamp <= before + 1000   # producer's clock
+    assert (r1.topic, r1.partition, r1.offset) == (topic, 0, 0)
