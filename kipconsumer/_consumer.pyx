@@ -633,27 +633,27 @@ cdef class NativeConsumer:
         rd_kafka_topic_partition_list_destroy(lst)
         return off if off >= 0 else None
 
-    def pause(self, list tps):
+    cdef _set_paused(self, list tps, bint paused):
+        """Pauses/resumes fetching in librdkafka and returning in the fetch buffer; every
+        partition must be assigned (checked before anything changes)."""
         self._check_open()
         cdef rd_kafka_topic_partition_list_t *lst
         for tp in tps:
             self._assigned(tp)
         lst = _c_list(tps)
-        rd_kafka_pause_partitions(self.rk, lst)
+        if paused:
+            rd_kafka_pause_partitions(self.rk, lst)
+        else:
+            rd_kafka_resume_partitions(self.rk, lst)
         rd_kafka_topic_partition_list_destroy(lst)
         for tp in tps:
-            self._assigned(tp).paused = 1
+            self._assigned(tp).paused = paused
+
+    def pause(self, list tps):
+        self._set_paused(tps, True)
 
     def resume(self, list tps):
-        self._check_open()
-        cdef rd_kafka_topic_partition_list_t *lst
-        for tp in tps:
-            self._assigned(tp)
-        lst = _c_list(tps)
-        rd_kafka_resume_partitions(self.rk, lst)
-        rd_kafka_topic_partition_list_destroy(lst)
-        for tp in tps:
-            self._assigned(tp).paused = 0
+        self._set_paused(tps, False)
 
     def paused(self):
         self._check_open()
