@@ -458,16 +458,26 @@ cdef class NativeConsumer:
 
     cdef _commit_error(self, rd_kafka_resp_err_t err, str what):
         if err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
+            if self._in_rebalance:
+                hint = ("The coordinator refused it while the group is joining (Kafka accepts "
+                        "commits from current members then; librdkafka's mock cluster does not): "
+                        "records after the last successful commit will be redelivered.")
+            else:
+                hint = ("Call poll() to complete the rebalance (commit in on_partitions_revoked), "
+                        "then retry.")
             raise RebalanceInProgressError(
                 f"{what} failed: offset commit cannot be completed since the consumer group is "
-                f"rebalancing. Call poll() to complete the rebalance (committing in "
-                f"on_partitions_revoked), then retry.", code=_err_name(err))
+                f"rebalancing. {hint}", code=_err_name(err))
         if err in _GROUP_GONE_ERRORS or err == RD_KAFKA_RESP_ERR__STATE:
+            if self._left_group or self.poll_interval_expiries or kc_poll_timer_expired(&self.core.poll_timer):
+                why = COMMIT_FAILED_MESSAGE.format(interval=self.max_poll_interval_ms)
+            else:
+                why = ("The group rebalanced (a member joined, left or was evicted) and this "
+                       "member's generation is no longer current; its partitions may have moved "
+                       "to another member. Commit in on_partitions_revoked to avoid redelivery.")
             raise CommitFailedError(
                 f"{what} failed with {_err_name(err)}: the member is no longer part of the "
-                f"group's current generation. "
-                + COMMIT_FAILED_MESSAGE.format(interval=self.max_poll_interval_ms),
-                code=_err_name(err))
+                f"group's current generation. {why}", code=_err_name(err))
         self._raise(err, what)
 
     cdef _commit_result(self, rd_kafka_event_t *ev, str what):
