@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kipconsumer developer entry point.
-#   ./dev.sh demo    set everything up, then run the main job (embedded broker -> produce -> group consume)
+#   ./dev.sh demo    set everything up, then run the main job (embedded broker -> produce -> group consume,
+#                    then a Spark Structured Streaming job reading through kipkafka into Parquet)
 #   ./dev.sh test    set everything up, then run lint, type checks and the test suite
 #   ./dev.sh setup   only set up: system packages, .venv/, native build (idempotent)
 #   ./dev.sh bench   set up, then run the benchmark comparison (bench/run.py)
@@ -28,18 +29,21 @@ setup() {
     # librdkafka headers (the library itself comes from the confluent-kafka wheel, 2.16),
     # kcat for interop tests, a C compiler and Python headers for the native build.
     apt_install librdkafka-dev kcat gcc python3-dev python3-venv
+    # Java for Spark (local[2]) in the main job and the spark tests.
+    command -v java >/dev/null 2>&1 || apt_install openjdk-17-jre-headless
     "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 required")'
     if [ ! -x "$VENV/bin/python" ]; then
         log "creating $VENV"
         "$PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.kipconsumer-deps"
-    local want="deps-v4 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
+    local want="deps-v5 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         log "installing Python dependencies into .venv"
         "$VENV/bin/pip" install -q --upgrade pip
         "$VENV/bin/pip" install -q "confluent-kafka==$CONFLUENT_VERSION" "Cython>=3.0" "setuptools>=68" wheel \
-            pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy build
+            pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy build \
+            "pyspark==4.3.0" "pandas>=2.2,<3"
         "$VENV/bin/pip" install -q --no-build-isolation -e .
         echo "$want" > "$stamp"
     fi
@@ -63,7 +67,12 @@ cmd=${1:-}
 shift || true
 case "$cmd" in
     setup) setup ;;
-    demo) setup; exec "$VENV/bin/python" -m kipconsumer.demo "$@" ;;
+    demo)
+        setup
+        # 1) group consume of a produced topic, exactly-once check; 2) the Spark job:
+        #    produce -> Structured Streaming through "kipkafka" -> aggregate -> Parquet.
+        "$VENV/bin/python" -m kipconsumer.demo "$@"
+        exec "$VENV/bin/python" -m kipconsumer.spark_demo ;;
     test) setup; run_tests "$@" ;;
     bench) setup; exec "$VENV/bin/python" bench/run.py "$@" ;;
     *) echo "usage: ./dev.sh {demo|test|setup|bench} [args]" >&2; exit 2 ;;

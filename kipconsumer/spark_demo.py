@@ -1,0 +1,186 @@
+"""The Spark main job: embedded broker -> producer -> Spark Structured Streaming via ``kipkafka``
+-> per-partition aggregates and raw records in Parquet -> exactly-once check.
+
+1. Starts a 3-broker EmbeddedBroker (in this process; Spark's Python workers connect over TCP)
+   and fills a topic with keyed records of varying value length (KIP-19 producer, every future
+   checked).
+2. Runs a Structured Streaming query on Spark ``local[2]``: ``readStream.format("kipkafka")``
+   with ``maxOffsetsPerTrigger``; each micro-batch writes its raw records and its aggregates
+   (count, sum of value length, min/max offset per partition) as Parquet under a directory named
+   by the batch id (idempotent: a replayed batch overwrites its own output). The offsets live in
+   the query's checkpoint.
+3. By default the query is stopped after its first micro-batches and restarted from the
+   checkpoint with ``Trigger.AvailableNow`` (``--no-restart`` to run it once).
+4. Reads the Parquet back and checks: every produced (partition, offset) exactly once, the
+   aggregates equal to what was produced (count and value bytes per partition).
+
+Prints rows in, rows out, rows/s and the check; exit status 0 only if the check passes.
+
+    python -m kipconsumer.spark_demo [--records N] [--partitions P] [--max-offsets-per-trigger M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+TOPIC = "events"
+
+
+def value_of(i: int) -> bytes:
+    return b"%d:" % i + b"x" * (16 + i % 49)
+
+
+def produce(servers: str, records: int, partitions: int) -> tuple[dict[int, int], dict[int, int], float]:
+    """Writes the records round-robin; returns (records, value bytes) per partition and seconds."""
+    from kipconsumer.producer import KafkaProducer
+
+    counts = {p: 0 for p in range(partitions)}
+    sizes = {p: 0 for p in range(partitions)}
+    t0 = time.perf_counter()
+    with KafkaProducer({"bootstrap.servers": servers, "linger.ms": 5}) as prod:
+        futures = []
+        for i in range(records):
+            v = value_of(i)
+            futures.append(prod.send(TOPIC, value=v, key=b"k%d" % i, partition=i % partitions))
+        prod.flush()
+        for i, f in enumerate(futures):
+            f.result()  # raises if a record was not acknowledged
+            p = i % partitions
+            counts[p] += 1
+            sizes[p] += len(value_of(i))
+    return counts, sizes, time.perf_counter() - t0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    doc = (__doc__ or "").splitlines()[0]
+    ap = argparse.ArgumentParser(prog="python -m kipconsumer.spark_demo", description=doc)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--max-offsets-per-trigger", type=int, default=60_000)
+    ap.add_argument("--no-restart", action="store_true", help="run the query once, without a stop/restart")
+    ap.add_argument("--keep", metavar="DIR", help="write the Parquet output and checkpoint here (kept)")
+    args = ap.parse_args(argv)
+
+    from pyspark.sql import functions as F
+
+    from kipconsumer.broker import EmbeddedBroker
+    from kipconsumer.spark import local_session
+
+    workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kipkafka-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    raw_dir, agg_dir, ck_dir = workdir / "raw", workdir / "agg", workdir / "checkpoint"
+    ok = False
+    try:
+        with EmbeddedBroker(num_brokers=3) as broker:
+            servers = broker.bootstrap_servers
+            broker.create_topic(TOPIC, partitions=args.partitions)
+            print(f"embedded broker: {servers}; topic {TOPIC!r} x {args.partitions} partitions")
+            counts, sizes, secs = produce(servers, args.records, args.partitions)
+            rows_in = sum(counts.values())
+            print(f"produced {rows_in} records ({sum(sizes.values())} value bytes) in {secs:.2f} s "
+                  f"({rows_in / secs:,.0f} records/s), every future acknowledged")
+
+            t_spark = time.perf_counter()
+            spark = local_session("kipkafka-demo", cores=2, shuffle_partitions=2)
+            print(f"spark {spark.version} local[2] up in {time.perf_counter() - t_spark:.1f} s")
+
+            def sink(batch: Any, batch_id: int) -> None:
+                batch.persist()
+                batch.write.mode("overwrite").parquet(str(raw_dir / f"batch={batch_id}"))
+                (batch.groupBy("partition")
+                 .agg(F.count("*").alias("records"), F.sum("value_len").alias("value_bytes"),
+                      F.min("offset").alias("min_offset"), F.max("offset").alias("max_offset"))
+                 .write.mode("overwrite").parquet(str(agg_dir / f"batch={batch_id}")))
+                batch.unpersist()
+
+            def start(**trigger: Any) -> Any:
+                df = (spark.readStream.format("kipkafka")
+                      .option("kafka.bootstrap.servers", servers)
+                      .option("subscribe", TOPIC)
+                      .option("startingOffsets", "earliest")
+                      .option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+                      .load()
+                      .select("partition", "offset", "key", F.length("value").alias("value_len"),
+                              "timestamp"))
+                return (df.writeStream.foreachBatch(sink).option("checkpointLocation", str(ck_dir))
+                        .trigger(**trigger).start())
+
+            stream_rows = 0
+            all_progress: list[dict[str, Any]] = []
+            t0 = time.perf_counter()
+            if not args.no_restart:
+                q = start(processingTime="0 seconds")
+                while q.isActive and (q.lastProgress is None or q.lastProgress["batchId"] < 1):
+                    time.sleep(0.05)
+                q.stop()
+                stream_rows += sum(p["numInputRows"] for p in q.recentProgress)
+                all_progress += q.recentProgress
+                print(f"first run stopped after {len(q.recentProgress)} micro-batch(es), "
+                      f"{stream_rows} rows; restarting from the checkpoint with Trigger.AvailableNow")
+            q = start(availableNow=True)
+            q.awaitTermination()
+            if q.exception() is not None:
+                raise RuntimeError(f"streaming query failed: {q.exception()}")
+            elapsed = time.perf_counter() - t0
+            progress = q.recentProgress
+            stream_rows += sum(p["numInputRows"] for p in progress)
+            all_progress += progress
+            # steady state: the micro-batches after the very first one (JVM/worker/codegen warm-up)
+            warm = [p for p in all_progress if p["numInputRows"]][1:]
+            warm_rows = sum(p["numInputRows"] for p in warm)
+            warm_s = sum(p["durationMs"].get("triggerExecution", 0) for p in warm) / 1000.0
+            steady = warm_rows / warm_s if warm_s else 0.0
+            batch_sizes = [p["numInputRows"] for p in progress if p["numInputRows"]]
+            if os.environ.get("KIPKAFKA_DEMO_VERBOSE"):
+                for p in progress:
+                    print(f"  batch {p['batchId']}: {p['numInputRows']} rows, durations {p['durationMs']}")
+            print(f"streamed {stream_rows} rows in {elapsed:.2f} s ({stream_rows / elapsed:,.0f} rows/s "
+                  f"end to end incl. query start and warm-up); last run's micro-batches: {batch_sizes}")
+            print(f"steady state: {warm_rows} rows in {warm_s:.2f} s of micro-batches after the first "
+                  f"({steady:,.0f} rows/s: read + 2 Parquet writes per micro-batch)")
+
+            raw = spark.read.parquet(str(raw_dir))
+            rows_out = raw.count()
+            unique = raw.select("partition", "offset").distinct().count()
+            per_part = {r["partition"]: (r["n"], r["lo"], r["hi"]) for r in
+                        raw.groupBy("partition").agg(F.count("*").alias("n"), F.min("offset").alias("lo"),
+                                                     F.max("offset").alias("hi")).collect()}
+            agg = {r["partition"]: (r["records"], r["value_bytes"]) for r in
+                   spark.read.parquet(str(agg_dir)).groupBy("partition")
+                   .agg(F.sum("records").alias("records"), F.sum("value_bytes").alias("value_bytes"))
+                   .collect()}
+            spark.stop()
+
+        print("partition  produced  raw rows  offsets        agg records  agg value bytes  expected bytes")
+        exact = True
+        for p in range(args.partitions):
+            n, lo, hi = per_part.get(p, (0, None, None))
+            a_n, a_b = agg.get(p, (0, 0))
+            good = (n == counts[p] and lo == 0 and hi == counts[p] - 1
+                    and a_n == counts[p] and a_b == sizes[p])
+            exact &= good
+            print(f"{p:9d} {counts[p]:9d} {n:9d}  {lo}..{hi}  {a_n:11d}  {a_b:15d}  {sizes[p]:14d}"
+                  f"{'' if good else '  MISMATCH'}")
+        ok = exact and rows_out == rows_in and unique == rows_in
+        print(f"summary: rows in={rows_in} rows out={rows_out} unique (partition, offset)={unique} "
+              f"duplicates={rows_out - unique} missing={rows_in - unique} "
+              f"rows/s={stream_rows / elapsed:,.0f} (steady {steady:,.0f}) "
+              f"-> {'OK: every record exactly once' if ok else 'FAILED'}")
+        print(f"output: {raw_dir} (raw), {agg_dir} (aggregates), {ck_dir} (offsets)"
+              if args.keep else "output: temporary directory (removed); --keep DIR to keep it")
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
