@@ -14,6 +14,9 @@ CONFLUENT_VERSION="2.16.1"
 
 log() { printf '[dev.sh] %s\n' "$*" >&2; }
 
+# pip, quiet, without the machine's notes about absent local indexes.
+pip_q() { "$VENV/bin/pip" install -q "$@" 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }; return "${PIPESTATUS[0]}"; }
+
 apt_install() {
     local missing=()
     for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
@@ -37,14 +40,14 @@ setup() {
         "$PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.kipconsumer-deps"
-    local want="deps-v5 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
+    local want="deps-v6 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         log "installing Python dependencies into .venv"
-        "$VENV/bin/pip" install -q --upgrade pip
-        "$VENV/bin/pip" install -q "confluent-kafka==$CONFLUENT_VERSION" "Cython>=3.0" "setuptools>=68" wheel \
+        pip_q --upgrade pip
+        pip_q "confluent-kafka==$CONFLUENT_VERSION" "Cython>=3.0" "setuptools>=77" wheel \
             pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy build \
             "pyspark==4.3.0" "pandas>=2.2,<3"
-        "$VENV/bin/pip" install -q --no-build-isolation -e .
+        pip_q --no-build-isolation -e .
         echo "$want" > "$stamp"
     fi
     log "building native modules"

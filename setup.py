@@ -72,7 +72,6 @@ def extensions() -> list[Extension]:
                 runtime_library_dirs=["$ORIGIN/../confluent_kafka.libs", lib_dir],
                 extra_compile_args=cflags + ["-std=gnu11", "-Wall", "-Wno-unused-function"],
                 extra_link_args=[f"-fsanitize={sanitize}"] if sanitize else [],
-                define_macros=[("CYTHON_LIMITED_API", "0")],
             )
         )
     return cythonize(

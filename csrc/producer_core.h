@@ -27,6 +27,8 @@
 extern "C" {
 #endif
 
+/* The caller owns the node's memory; kipconsumer embeds it in the future object, which the registry
+ * keeps alive (->future holds a reference) until the record's delivery report completes it. */
 typedef struct kc_producer_rec_s {
         struct kc_producer_rec_s *prev, *next; /* registry of pending records */
         void *future;                          /* owned PyObject* (managed by the caller) */

@@ -26,6 +26,8 @@ class ProducerCore:
         delivery_timeout_ms: int,
         request_timeout_ms: int,
         buffer_memory: int,
+        key_serializer: Callable[[Any], Any] | None = None,
+        value_serializer: Callable[[Any], Any] | None = None,
     ) -> None: ...
     def send(
         self,

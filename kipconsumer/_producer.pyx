@@ -1,4 +1,5 @@
 # cython: language_level=3
+# distutils: undef_macros = CYTHON_LIMITED_API
 """Native part of KafkaProducer: enqueue, bounded blocking (max.block.ms) and delivery reports.
 
 The C core (csrc/producer_core.c) owns the librdkafka handle, the registry of pending records and
@@ -133,34 +134,137 @@ _FATAL_METADATA_ERRORS = frozenset(("TOPIC_EXCEPTION", "TOPIC_AUTHORIZATION_FAIL
 
 _FINISHED = _futures_base.FINISHED
 _PENDING = _futures_base.PENDING
-_obj_new = object.__new__
 
 
-class ProduceFuture(Future):
+cdef enum:
+    _ST_PENDING = 0
+    _ST_RUNNING = 1
+    _ST_CANCELLED = 2
+    _ST_CANCELLED_AND_NOTIFIED = 3
+    _ST_FINISHED = 4
+
+_RUNNING = _futures_base.RUNNING
+_CANCELLED = _futures_base.CANCELLED
+_CANCELLED_AND_NOTIFIED = _futures_base.CANCELLED_AND_NOTIFIED
+_STATE_NAMES = (_PENDING, _RUNNING, _CANCELLED, _CANCELLED_AND_NOTIFIED, _FINISHED)
+_future_done = Future.done
+_future_cancelled = Future.cancelled
+_future_running = Future.running
+_future_result = Future.result
+_future_exception = Future.exception
+
+
+cdef class _FutureCore:
+    """C part of ProduceFuture: the record's registry entry and the future's state, in C fields.
+
+    ``concurrent.futures.Future`` keeps its state in instance attributes (``_state``, ``_result``,
+    ``_exception``); here they are properties over C fields, so that the delivery thread completes
+    a future with plain C stores and the instance ``__dict__`` is never created unless someone
+    waits on the future. The RecordMetadata of a delivered record is built on first access from
+    the fields the delivery report filled (topic, partition, offset, timestamp, sizes).
+    """
+
+    cdef kc_producer_rec_t rec    # registry entry (no separate allocation)
+    cdef int st                   # _ST_*
+    cdef bint lazy_ready          # a condition / waiter / done-callback may exist: notify
+    cdef bint md_pending          # delivered: RecordMetadata not built yet
+    cdef int32_t partition
+    cdef int64_t offset
+    cdef int64_t timestamp
+    cdef object topic             # str (shared by the records of a batch)
+    cdef object res
+    cdef object exc
+
+    cdef inline object _metadata(self):
+        if self.md_pending:
+            self.res = _tuple_new(RecordMetadata, (self.topic, self.partition, self.offset,
+                                                   self.timestamp, self.rec.key_size,
+                                                   self.rec.value_size))
+            self.md_pending = False
+            self.topic = None
+        return self.res
+
+    @property
+    def _state(self):
+        return _STATE_NAMES[self.st]
+
+    @_state.setter
+    def _state(self, value):
+        self.st = _STATE_NAMES.index(value)
+
+    @property
+    def _result(self):
+        return self._metadata()
+
+    @_result.setter
+    def _result(self, value):
+        self.md_pending = False
+        self.topic = None
+        self.res = value
+
+    @property
+    def _exception(self):
+        return self.exc
+
+    @_exception.setter
+    def _exception(self, value):
+        self.exc = value
+
+    # Fast paths for completed futures: no condition is created (Future's methods take it).
+    def cancelled(self):
+        """Always False once completed (a record cannot be withdrawn)."""
+        if self.st == _ST_FINISHED:
+            return False
+        return _future_cancelled(self)
+
+    def running(self):
+        if self.st == _ST_FINISHED:
+            return False
+        return _future_running(self)
+
+    def done(self):
+        """True once the record is acknowledged or failed."""
+        if self.st == _ST_FINISHED:
+            return True
+        return _future_done(self)
+
+    def result(self, timeout=None):
+        """The record's RecordMetadata; waits at most ``timeout`` seconds (None: no limit)."""
+        if self.st == _ST_FINISHED:
+            if self.exc is not None:
+                raise self.exc
+            return self._metadata()
+        return _future_result(self, timeout)
+
+    def exception(self, timeout=None):
+        """The exception the record failed with, or None; waits like ``result()``."""
+        if self.st == _ST_FINISHED:
+            return self.exc
+        return _future_exception(self, timeout)
+
+
+class ProduceFuture(_FutureCore, Future):
     """The future returned by ``send()``: a ``concurrent.futures.Future[RecordMetadata]``.
 
     It is completed exactly once, by the producer (never by the caller); ``cancel()`` returns
     False because a record handed to the producer cannot be withdrawn.
 
     Cheap to create and complete: ``Future.__init__`` builds a ``threading.Condition`` per future,
-    which costs more than the whole native send path. Here the condition and the waiter and
-    callback lists are created on first use (``__getattr__``), and ``_lazy_ready`` is set in the
-    same step. A future whose ``_lazy_ready`` is still False when its delivery report arrives has
-    no waiter and no done-callback, so it is completed by setting its state directly. Both steps
-    are C-level attribute operations (this module is compiled) that cannot release the GIL between
-    the check and the update, so a waiter either finds the result or is notified.
+    which costs more than the whole native send path. Here the state lives in C fields (see
+    ``_FutureCore``), and the condition and the waiter and callback lists are created on first use
+    (``__getattr__``), which also sets the C flag ``lazy_ready``. A future whose ``lazy_ready`` is
+    still False when its delivery report arrives has no waiter and no done-callback, so it is
+    completed by setting its C fields directly. Both steps run without releasing the GIL between
+    the check and the update (this module is compiled), so a waiter either finds the result or is
+    notified. ``done()``, ``result()`` and ``exception()`` of a completed future answer without
+    creating the condition.
 
     Futures are created untracked by the cycle collector: until someone waits on one or it fails,
-    it only refers to its RecordMetadata (a tuple of str and ints), so it cannot be part of a
-    reference cycle, and hundreds of thousands of pending futures would otherwise make every
-    garbage collection pass slower. It is tracked again as soon as ``__getattr__`` creates its
-    condition or it is completed with an exception (whose traceback may form cycles).
+    it only refers to str and ints, so it cannot be part of a reference cycle, and hundreds of
+    thousands of pending futures would otherwise make every garbage collection pass slower. It is
+    tracked again as soon as ``__getattr__`` creates its condition or it is completed with an
+    exception (whose traceback may form cycles).
     """
-
-    _state = _PENDING
-    _result = None
-    _exception = None
-    _lazy_ready = False
 
     def __init__(self):
         pass
@@ -175,13 +279,28 @@ class ProduceFuture(Future):
             d.setdefault("_waiters", waiters)
             d.setdefault("_done_callbacks", callbacks)
             d.setdefault("_condition", cond)
-            d["_lazy_ready"] = True
+            (<_FutureCore>self).lazy_ready = True
             _gc_track(self)
             return d[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def cancel(self):
         return False
+
+
+cdef object _ProduceFuture_type = ProduceFuture
+cdef tuple _EMPTY = ()
+
+
+cdef extern from *:
+    """
+    /* type.tp_new(type, args, NULL): a new instance without looking __new__ up or calling
+     * __init__ (for ProduceFuture: _FutureCore's tp_new, fields zeroed, objects None). */
+    static PyObject *kc_producer_tp_new(PyObject *type, PyObject *args) {
+        return ((PyTypeObject *)type)->tp_new((PyTypeObject *)type, args, NULL);
+    }
+    """
+    object _tp_new "kc_producer_tp_new"(object type, object args)
 
 
 cdef struct _BatchCtx:
@@ -221,30 +340,33 @@ cdef object _delivery_error(kc_producer_dr_t *it, str topic, dict expiries, int 
     return KafkaError(f"Delivery to {topic}-{it.partition} failed: {name}: {detail}", code=name)
 
 
-cdef inline void _complete(object fut, object cb, object md, object exc, _BatchCtx *ctx) noexcept:
-    if cb is not None:
-        try:
-            cb(md, exc)
-        except BaseException:
-            ctx.callback_errors += 1
-            _log.exception("exception in a send() callback (ignored)")
+cdef inline void _complete(_FutureCore fut, object cb, object exc, _BatchCtx *ctx) noexcept:
+    """Runs the callback, then completes fut: delivered (its metadata fields are filled and
+    ``md_pending`` set) if exc is None, else failed with exc."""
+    cdef object md = None
     try:
-        if not fut._lazy_ready:
-            # nobody waits and no done-callback: complete in place (see ProduceFuture)
+        if cb is not None:
             if exc is None:
-                PyObject_GC_UnTrack(md)  # a tuple of str and ints
-                fut._result = md
-            else:
+                md = fut._metadata()
+            try:
+                cb(md, exc)
+            except BaseException:
+                ctx.callback_errors += 1
+                _log.exception("exception in a send() callback (ignored)")
+        if not fut.lazy_ready:
+            # nobody waits and no done-callback: complete in place (see ProduceFuture)
+            if exc is not None:
                 _gc_track(fut)
-                fut._exception = exc
-            fut._state = _FINISHED
+                fut.exc = exc
+            fut.st = _ST_FINISHED
             return
         if exc is None:
-            fut.set_result(md)
+            fut.set_result(fut._metadata())
         else:
             fut.set_exception(exc)
     except BaseException:
         _log.exception("could not complete a send() future")
+        fut.st = _ST_FINISHED  # never leave it pending
 
 
 cdef void _on_batch(void *ctxp, kc_producer_dr_t *items, size_t n) noexcept with gil:
@@ -256,7 +378,8 @@ cdef void _on_batch(void *ctxp, kc_producer_dr_t *items, size_t n) noexcept with
     cdef const char *last_topic = NULL
     cdef str topic = ""
     cdef dict expiries = None
-    cdef object fut, cb, md, exc
+    cdef _FutureCore fut
+    cdef object cb, exc
     cdef int64_t t_start = kc_producer_now_us()
     try:
         for i in range(n):
@@ -275,31 +398,37 @@ cdef void _on_batch(void *ctxp, kc_producer_dr_t *items, size_t n) noexcept with
         rec = it.rec
         if rec == NULL:
             continue
-        fut = <object>rec.future
-        cb = <object>rec.callback if rec.callback != NULL else None
-        Py_DECREF(<object>rec.future)
+        # rec is a field of the future: fut (a new reference) keeps it alive from here on
+        fut = <_FutureCore>rec.future
+        Py_DECREF(fut)  # the registry's reference
         if rec.callback != NULL:
-            Py_DECREF(<object>rec.callback)
+            cb = <object>rec.callback
+            Py_DECREF(cb)
+            rec.callback = NULL
+        else:
+            cb = None
+        exc = None
         try:
             if it.topic != last_topic:
                 topic = it.topic.decode("utf-8", "replace")
                 last_topic = it.topic
             if it.err == ERR_NO_ERROR:
-                md = _tuple_new(RecordMetadata, (topic, it.partition, it.offset, it.timestamp,
-                                                 rec.key_size, rec.value_size))
-                exc = None
+                fut.topic = topic
+                fut.partition = it.partition
+                fut.offset = it.offset
+                fut.timestamp = it.timestamp
+                fut.md_pending = True
             else:
-                md = None
                 exc = _delivery_error(it, topic, expiries, ctx.delivery_timeout_ms)
         except BaseException as e:  # never leave a future pending
-            md = None
+            fut.md_pending = False
             exc = KafkaError(f"could not build the delivery result: {e!r}")
-        free(rec)
-        _complete(fut, cb, md, exc, ctx)
+        _complete(fut, cb, exc, ctx)
     ctx.work_us += kc_producer_now_us() - t_start
 
 
 cdef class _Topic:
+    cdef object name  # the str it was last looked up with (send()'s one-entry cache)
     cdef rd_kafka_topic_t *rkt
     cdef int partition_count
     cdef list partitions
@@ -311,6 +440,7 @@ cdef class ProducerCore:
     cdef kc_producer_t *p
     cdef _BatchCtx *ctx
     cdef dict _topics
+    cdef _Topic _last_topic  # send()'s one-entry cache: the topic of the previous send()
     cdef bint _closed
     cdef int _active
     cdef readonly int max_block_ms
@@ -318,6 +448,8 @@ cdef class ProducerCore:
     cdef readonly int request_timeout_ms
     cdef readonly long long buffer_memory
     cdef readonly str queue_limits
+    cdef readonly object _key_serializer
+    cdef readonly object _value_serializer
 
     def __cinit__(self):
         self.p = NULL
@@ -326,12 +458,15 @@ cdef class ProducerCore:
         self._active = 0
 
     def __init__(self, dict rdkafka, int max_block_ms, int delivery_timeout_ms,
-                 int request_timeout_ms, long long buffer_memory):
+                 int request_timeout_ms, long long buffer_memory, key_serializer=None,
+                 value_serializer=None):
         cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
         cdef char errstr[512]
         cdef bytes bk, bv
         cdef int r
         self._topics = {}
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
         self.max_block_ms = max_block_ms
         self.delivery_timeout_ms = delivery_timeout_ms
         self.request_timeout_ms = request_timeout_ms
@@ -462,17 +597,26 @@ cdef class ProducerCore:
         cdef int32_t part = RD_KAFKA_PARTITION_UA
         cdef rd_kafka_headers_t *hdrs = NULL
         cdef kc_producer_rec_t *rec
+        cdef _FutureCore fut
         cdef int err
         cdef long long pnum
         if self._closed:
             raise IllegalStateError("send() called after close()")
-        t = self._topics.get(topic)
-        if t is None:
-            if not isinstance(topic, str):
-                raise TypeError(f"topic must be a str, not {type(topic).__name__}")
-            start_us = kc_producer_now_us()
-            deadline_us = start_us + <int64_t>self.max_block_ms * 1000
-            t = self._await_topic(topic, deadline_us, "send()")
+        if self._key_serializer is not None and key is not None:
+            key = _serialize(self._key_serializer, key, "key")
+        if self._value_serializer is not None and value is not None:
+            value = _serialize(self._value_serializer, value, "value")
+        t = self._last_topic
+        if t is None or t.name is not topic:
+            t = self._topics.get(topic)
+            if t is None:
+                if not isinstance(topic, str):
+                    raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+                start_us = kc_producer_now_us()
+                deadline_us = start_us + <int64_t>self.max_block_ms * 1000
+                t = self._await_topic(topic, deadline_us, "send()")
+            t.name = topic  # same value; any thread may set it (one store, atomic under the GIL)
+            self._last_topic = t
         # value and key: bytes-like or str, referenced (not copied) until librdkafka copies them
         if value is not None:
             if type(value) is bytes:
@@ -518,15 +662,11 @@ cdef class ProducerCore:
             raise TypeError(f"callback must be callable or None, not {type(callback).__name__}")
         if headers:
             hdrs = _build_headers(headers)
-        fut = _obj_new(ProduceFuture)
-        PyObject_GC_UnTrack(fut)  # see ProduceFuture
-        rec = <kc_producer_rec_t *>malloc(sizeof(kc_producer_rec_t))
-        if rec == NULL:
-            if hdrs != NULL:
-                rd_kafka_headers_destroy(hdrs)
-            raise MemoryError()
+        fut = <_FutureCore>_tp_new(_ProduceFuture_type, _EMPTY)  # no __init__, no __dict__
+        PyObject_GC_UnTrack(fut)
+        rec = &fut.rec
         rec.future = <void *>fut
-        Py_INCREF(fut)
+        Py_INCREF(fut)  # the registry's reference, released when the future is completed
         if callback is not None:
             rec.callback = <void *>callback
             Py_INCREF(callback)
@@ -553,7 +693,7 @@ cdef class ProducerCore:
         Py_DECREF(fut)
         if rec.callback != NULL:
             Py_DECREF(<object>rec.callback)
-        free(rec)
+            rec.callback = NULL
         if hdrs != NULL:
             rd_kafka_headers_destroy(hdrs)
         raise self._send_error(err, topic, start_us)
@@ -602,6 +742,7 @@ cdef class ProducerCore:
         cdef int64_t left = 0, purged = 0
         cdef kc_producer_rec_t *rec
         cdef kc_producer_rec_t *nxt
+        cdef _FutureCore fut
         if self.p == NULL:
             return 0
         if kc_producer_on_dr_thread(self.p):
@@ -626,16 +767,19 @@ cdef class ProducerCore:
         rec = kc_producer_take_all(self.p)
         while rec != NULL:  # never expected: librdkafka reports every record; never leave one pending
             nxt = rec.next
-            fut = <object>rec.future
-            cb = <object>rec.callback if rec.callback != NULL else None
-            Py_DECREF(<object>rec.future)
+            fut = <_FutureCore>rec.future
+            Py_DECREF(fut)  # the registry's reference
             if rec.callback != NULL:
-                Py_DECREF(<object>rec.callback)
-            free(rec)
-            _complete(fut, cb, None, KafkaError(
+                cb = <object>rec.callback
+                Py_DECREF(cb)
+                rec.callback = NULL
+            else:
+                cb = None
+            _complete(fut, cb, KafkaError(
                 "Record was not acknowledged when the producer was closed (no delivery report)",
                 code="_DESTROY"), self.ctx)
             rec = nxt
+        self._last_topic = None
         for t in self._topics.values():
             rd_kafka_topic_destroy((<_Topic>t).rkt)
         self._topics.clear()
@@ -685,6 +829,15 @@ cdef class ProducerCore:
             "librdkafka_queue_len": st.outq_len,
             "topics_known": len(self._topics),
         }
+
+
+cdef object _serialize(object serializer, object obj, str what):
+    try:
+        return serializer(obj)
+    except KafkaError:
+        raise
+    except Exception as e:
+        raise SerializationError(f"{what}_serializer failed on the {what}: {e!r}") from e
 
 
 cdef const char *_utf8(object s, Py_ssize_t *n, str what) except NULL:

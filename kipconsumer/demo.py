@@ -64,12 +64,18 @@ def produce(bootstrap: str, records: int, partitions: int, value_size: int) -> t
 
 
 class Member(threading.Thread):
-    """One group member: polls, records what it consumed, commits on revoke."""
+    """One group member: polls, records what it consumed, commits on revoke.
 
-    def __init__(self, name: str, bootstrap: str, stop: threading.Event, close_allowed: threading.Event,
-                 max_poll_records: int) -> None:
+    Until the main thread says ``go`` (the group is stable: every member holds
+    partitions), newly assigned partitions stay paused, so no record is processed in a
+    generation that is about to be replaced.
+    """
+
+    def __init__(self, name: str, bootstrap: str, stop: threading.Event, go: threading.Event,
+                 close_allowed: threading.Event, max_poll_records: int) -> None:
         super().__init__(name=name, daemon=True)
         self.close_allowed = close_allowed
+        self.go = go
         self.final_commit_done = threading.Event()
         self.consumer = KafkaConsumer({
             "bootstrap.servers": bootstrap,
@@ -83,40 +89,78 @@ class Member(threading.Thread):
         })
         self.stop_event = stop
         self.seen: list[tuple[int, int]] = []
+        self.owned: set[TopicPartition] = set()  # written on the poll thread, read by main
+        self.held_back = False
         self.error: BaseException | None = None
-        self.started_at = 0.0
+
+    def _try_commit(self) -> bool:
+        try:
+            self.consumer.commit_sync()
+            return True
+        except RebalanceInProgressError:
+            return False  # the embedded broker refuses commits while the group joins
 
     def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
-        self.consumer.commit_sync()
+        self._try_commit()
+        self.owned -= set(partitions)
 
     def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
-        pass
+        self.owned |= set(partitions)
+        if not self.go.is_set():
+            self.consumer.pause(partitions)
+            self.held_back = True
 
     def run(self) -> None:
+        c = self.consumer
         try:
-            self.started_at = time.perf_counter()
-            c = self.consumer
             c.subscribe([TOPIC], listener=self)
             last_commit = time.monotonic()
             seen = self.seen
             while not self.stop_event.is_set():
+                if self.held_back and self.go.is_set():
+                    c.resume(list(c.assignment()))
+                    self.held_back = False
                 records = c.poll(0.2)
                 for r in records:
                     _ = r.value
                     seen.append((r.partition, r.offset))
                 if records and time.monotonic() - last_commit > 0.5:
-                    try:
-                        c.commit_sync()
-                    except RebalanceInProgressError:
-                        pass  # committed again in on_partitions_revoked / next round
+                    self._try_commit()
                     last_commit = time.monotonic()
-            c.commit_sync()  # before any member leaves: no rebalance is under way yet
+            # Final commit before any member leaves; if a rebalance is under way, finish it
+            # (nothing more is returned: everything is paused) and retry.
+            c.pause(list(c.assignment()))
+            deadline = time.monotonic() + 30
+            while not self._try_commit():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{self.name}: final commit kept failing")
+                c.poll(0.2)
+                c.pause(list(c.assignment()))
         except BaseException as exc:  # reported by the main thread
             self.error = exc
         finally:
             self.final_commit_done.set()
             self.close_allowed.wait(30)
-            self.consumer.close()
+            c.close()
+
+
+def wait_for_stable_group(members: list[Member], partitions: int, timeout: float = 60.0) -> None:
+    """Returns once every member owns partitions, together all of them, unchanged for 1 s."""
+    deadline = time.monotonic() + timeout
+    stable_since: float | None = None
+    last: list[frozenset[TopicPartition]] = []
+    while time.monotonic() < deadline:
+        now = [frozenset(m.owned) for m in members]
+        complete = all(now) and sum(len(o) for o in now) == partitions
+        if complete and now == last:
+            stable_since = stable_since or time.monotonic()
+            if time.monotonic() - stable_since >= 1.0:
+                return
+        else:
+            stable_since = None
+        last = now
+        time.sleep(0.05)
+    raise RuntimeError("the consumer group did not form within 60 s")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,14 +180,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         rate = acked / secs
         print(f"produced {acked} records of {args.value_size} B in {secs:.2f} s ({rate:,.0f} records/s)")
 
-        stop, close_allowed = threading.Event(), threading.Event()
+        stop, go, close_allowed = threading.Event(), threading.Event(), threading.Event()
         members = [
-            Member(f"consumer-{i}", broker.bootstrap_servers, stop, close_allowed, args.max_poll_records)
+            Member(f"consumer-{i}", broker.bootstrap_servers, stop, go, close_allowed, args.max_poll_records)
             for i in range(args.consumers)
         ]
-        t0 = time.perf_counter()
         for m in members:
             m.start()
+        wait_for_stable_group(members, args.partitions)
+        go.set()
+        t0 = time.perf_counter()
         deadline = t0 + 120
         while time.perf_counter() < deadline:
             total = sum(len(m.seen) for m in members)

@@ -28,7 +28,7 @@ _loader.load()
 
 from kipconsumer._producer import ProducerCore  # noqa: E402
 from kipconsumer.config import producer_settings  # noqa: E402
-from kipconsumer.errors import IllegalStateError, KafkaError, KafkaTimeoutError, SerializationError  # noqa: E402
+from kipconsumer.errors import IllegalStateError, KafkaTimeoutError  # noqa: E402
 from kipconsumer.structs import RecordMetadata  # noqa: E402
 
 __all__ = ["KafkaProducer", "DeliveryCallback", "Headers"]
@@ -92,8 +92,13 @@ class KafkaProducer:
         self._core = ProducerCore(_rdkafka_properties(settings.rdkafka, settings.request_timeout_ms),
                                   settings.max_block_ms,
                                   settings.delivery_timeout_ms, settings.request_timeout_ms,
-                                  settings.buffer_memory)
+                                  settings.buffer_memory, key_serializer, value_serializer)
         self._finalizer = weakref.finalize(self, _close_core, self._core, 0.0)
+        if type(self).send is KafkaProducer.send:
+            # Fast path: ``p.send`` is the native method itself (same parameters, serializers
+            # applied natively), which saves a Python frame per record. Subclasses that override
+            # send() keep their own.
+            self.__dict__["send"] = self._core.send
 
     # -- sending ---------------------------------------------------------------------------------
     def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
@@ -116,22 +121,10 @@ class KafkaProducer:
         error name in ``.code``) for other delivery errors. Raises ``IllegalStateError`` after
         :meth:`close`.
         """
-        if self._key_serializer is not None and key is not None:
-            key = self._serialize(self._key_serializer, key, "key")
-        if self._value_serializer is not None and value is not None:
-            value = self._serialize(self._value_serializer, value, "value")
+        # the serializers are applied by the native core (and wrap their errors the same way)
         fut: Future[RecordMetadata] = self._core.send(topic, value, key, partition, headers, timestamp,
                                                       callback)
         return fut
-
-    @staticmethod
-    def _serialize(serializer: Serializer, obj: Any, what: str) -> Any:
-        try:
-            return serializer(obj)
-        except KafkaError:
-            raise
-        except Exception as e:
-            raise SerializationError(f"{what}_serializer failed on the {what}: {e!r}") from e
 
     def partitions_for(self, topic: str) -> list[int]:
         """Partition ids of ``topic``; waits at most ``max.block.ms`` for its metadata, then

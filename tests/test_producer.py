@@ -206,6 +206,76 @@ def test_future_apis_and_callbacks_without_poll(broker: EmbeddedBroker,
         assert any("callback" in r.getMessage() for r in caplog.records)
 
 
+def test_completed_futures_answer_without_a_condition(broker: EmbeddedBroker) -> None:
+    """Futures nobody waited on are completed in place (C fields) and read without creating the
+    threading.Condition; the RecordMetadata is built on first access and then cached."""
+    topic = unique_name("prod-lazy")
+    broker.create_topic(topic, partitions=3)
+    with KafkaProducer(_conf(broker.bootstrap_servers)) as p:
+        futs = [p.send(topic, f"v{i}".encode(), key=b"k") for i in range(50)]
+        p.flush(10)
+        for i, f in enumerate(futs):
+            assert "_condition" not in f.__dict__
+            assert f.done() and not f.cancelled() and f.running() is False
+            assert f.exception(0) is None
+            md = f.result(0)
+            assert isinstance(md, RecordMetadata) and md.topic == topic
+            assert (md.serialized_key_size, md.serialized_value_size) == (1, len(f"v{i}"))
+            assert f.result(0) is md  # cached
+            assert "_condition" not in f.__dict__
+            assert "state=finished returned RecordMetadata" in repr(f)
+        # same key, same partition: offsets in send order
+        assert [f.result(0).offset for f in futs] == sorted(f.result(0).offset for f in futs)
+        # done-callbacks added after completion run at once, in the caller's thread
+        seen: list[concurrent.futures.Future[RecordMetadata]] = []
+        futs[0].add_done_callback(seen.append)
+        assert seen == [futs[0]]
+
+
+def test_waiter_before_completion_is_notified(own_broker: EmbeddedBroker) -> None:
+    """A thread that waits on a future before its report arrives is woken by the delivery thread."""
+    topic = unique_name("prod-wait")
+    own_broker.create_topic(topic, partitions=1)
+    with KafkaProducer(_conf(own_broker.bootstrap_servers)) as p:
+        p.send(topic, b"warm-up").result(10)
+        own_broker.set_rtt(1, 300)
+        own_broker.set_rtt(2, 300)
+        own_broker.set_rtt(3, 300)
+        f = p.send(topic, b"slow")
+        got: list[object] = []
+        waiter = threading.Thread(target=lambda: got.append(f.result(10)))
+        waiter.start()
+        time.sleep(0.05)
+        assert not f.done()
+        waiter.join(10)
+        assert len(got) == 1 and isinstance(got[0], RecordMetadata)
+        assert f.result(0) is got[0] and f.exception(0) is None
+
+
+def test_send_is_native_unless_overridden(broker: EmbeddedBroker) -> None:
+    topic = unique_name("prod-bind")
+    broker.create_topic(topic, partitions=1)
+    with KafkaProducer(_conf(broker.bootstrap_servers),
+                       key_serializer=lambda k: k.upper()) as p:
+        assert p.__dict__["send"] == p._core.send  # the native method: no Python frame per record
+        assert p.send(topic, value="v", key="k", headers=None, timestamp=None,
+                      callback=None).result(10).serialized_key_size == 1
+
+    class Counting(KafkaProducer):
+        calls = 0
+
+        def send(self, *args: Any, **kwargs: Any) -> concurrent.futures.Future[RecordMetadata]:
+            Counting.calls += 1
+            return super().send(*args, **kwargs)
+
+    with Counting(_conf(broker.bootstrap_servers),
+                  value_serializer=lambda v: None if v is None else str(v)) as c:
+        assert c.send(topic, 7).result(10).serialized_value_size == 1
+        assert Counting.calls == 1
+        with pytest.raises(SerializationError, match="value_serializer"):
+            c.send(topic, _Unrepr())
+
+
 # --------------------------------------------------------------------------------------------------
 # max.block.ms
 # --------------------------------------------------------------------------------------------------
