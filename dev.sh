@@ -4,7 +4,7 @@
 #                    then a Spark Structured Streaming job reading through kipkafka into Parquet)
 #   ./dev.sh test    set everything up, then run lint, type checks and the test suite
 #   ./dev.sh setup   only set up: system packages, .venv/, native build (idempotent)
-#   ./dev.sh bench   set up, then run the benchmark comparison (bench/run.py)
+#   ./dev.sh bench   set up, then run the full benchmark comparison (bench/all.py; --quick for ~6 min)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -77,6 +77,6 @@ case "$cmd" in
         "$VENV/bin/python" -m kipconsumer.demo "$@"
         exec "$VENV/bin/python" -m kipconsumer.spark_demo ;;
     test) setup; run_tests "$@" ;;
-    bench) setup; exec "$VENV/bin/python" bench/run.py "$@" ;;
+    bench) setup; exec "$VENV/bin/python" bench/all.py "$@" ;;
     *) echo "usage: ./dev.sh {demo|test|setup|bench} [args]" >&2; exit 2 ;;
 esac

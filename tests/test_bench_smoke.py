@@ -1,0 +1,72 @@
+"""Smoke test of the benchmark harness (bench/): every script parses --help, and fairness.py runs end to
+end on a tiny data set for kipconsumer only (EmbeddedBroker), so a broken harness shows up in CI.
+No timing or fairness figure is asserted: only that the harness runs and reads every record."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+SCRIPTS = [
+    "all.py",
+    "run.py",
+    "bench_producer.py",
+    "fairness.py",
+    "liveness.py",
+    "memory.py",
+    "scaling.py",
+    "profile_poll.py",
+]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help(script: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "usage:" in proc.stdout
+
+
+def test_fairness_tiny_kipconsumer(tmp_path: Path) -> None:
+    out = tmp_path / "fairness.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "fairness.py"),
+            "--broker",
+            "mock",
+            "--deep",
+            "600",
+            "--shallow",
+            "20",
+            "--shallow-partitions",
+            "3",
+            "--max-poll-records",
+            "50",
+            "--repeat",
+            "1",
+            "--settle",
+            "0.2",
+            "--clients",
+            "kipconsumer-proportional,kipconsumer-greedy",
+            "--no-install",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert set(result["summary"]) == {"kipconsumer-proportional", "kipconsumer-greedy"}
+    for runs in result["runs"].values():
+        assert len(runs) == 1
+        assert runs[0]["records"] == runs[0]["expected_records"] == 660
+        assert runs[0]["polls_until_all_served"] is not None
