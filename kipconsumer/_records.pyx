@@ -31,6 +31,21 @@ cdef extern from "arrow_batch.h" nogil:
                        char *errbuf, size_t errlen)
 
 
+_pyarrow_module = None
+
+
+cdef object _pyarrow():
+    """pyarrow, imported once (optional dependency)."""
+    global _pyarrow_module
+    if _pyarrow_module is None:
+        try:
+            import pyarrow
+        except ImportError as exc:
+            raise ImportError("to_arrow() needs pyarrow: pip install pyarrow") from exc
+        _pyarrow_module = pyarrow
+    return _pyarrow_module
+
+
 @cython.freelist(512)
 @cython.final
 cdef class ConsumerRecord:
@@ -218,10 +233,7 @@ cdef class ConsumerRecords:
         (timestamp[ms], null if unknown), key (binary), value (binary); with
         ``timestamp_type=True`` also timestamp_type (int32). Requires pyarrow.
         """
-        try:
-            import pyarrow
-        except ImportError as exc:
-            raise ImportError("to_arrow() needs pyarrow: pip install pyarrow") from exc
+        pyarrow = _pyarrow()
         cdef ArrowSchema *schema = <ArrowSchema *>malloc(128)
         cdef ArrowArray *array = <ArrowArray *>malloc(128)
         cdef char err[256]
