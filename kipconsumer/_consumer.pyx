@@ -112,6 +112,7 @@ cdef class NativeConsumer:
     cdef readonly long poll_interval_expiries
     cdef readonly long revoked_records_dropped
     cdef int _in_rebalance
+    cdef bint _cooperative_cfg      # partition.assignment.strategy is cooperative-sticky
 
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
                   long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms):
@@ -124,6 +125,7 @@ cdef class NativeConsumer:
         self.default_api_timeout_ms = default_api_timeout_ms
         self.auto_commit = auto_commit
         self.has_group = bool(rdkafka.get("group.id"))
+        self._cooperative_cfg = "cooperative" in str(rdkafka.get("partition.assignment.strategy", "")).lower()
         if not self.has_group:
             # librdkafka's assign() needs a group handle; a private id that is never joined
             # or committed to (commits are refused without the user's group.id).
@@ -185,8 +187,18 @@ cdef class NativeConsumer:
         raise KafkaError(f"{what}: {_err_str(err)}", code=_err_name(err))
 
     # ---------------------------------------------------------------- rebalance
+    cdef bint _cooperative(self) noexcept:
+        """The group's rebalance protocol is COOPERATIVE. librdkafka returns NULL (or "NONE") while
+        the group handle is terminating, e.g. for the rebalance callbacks served inside
+        rd_kafka_consumer_close(): then the configured assignor decides (strcmp(NULL) crashed here,
+        and an eager assign() in a cooperative group trips librdkafka's assertions)."""
+        cdef const char *proto = rd_kafka_rebalance_protocol(self.rk)
+        if proto == NULL or strcmp(proto, b"NONE") == 0:
+            return self._cooperative_cfg
+        return strcmp(proto, b"COOPERATIVE") == 0
+
     cdef void _on_rebalance(self, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts) except *:
-        cdef bint cooperative = strcmp(rd_kafka_rebalance_protocol(self.rk), b"COOPERATIVE") == 0
+        cdef bint cooperative = self._cooperative()
         cdef rd_kafka_error_t *error
         cdef kc_partition_t *p
         cdef int i
@@ -206,12 +218,25 @@ cdef class NativeConsumer:
                         msg = rd_kafka_error_string(error).decode()
                         rd_kafka_error_destroy(error)
                         raise KafkaError(f"incremental assign failed: {msg}")
+                    if self._closing:
+                        # Leaving: give the partitions straight back, so no committed-offset
+                        # lookup or fetch start is still in progress when librdkafka terminates
+                        # the group (rd_kafka_cgrp_terminated asserts on that).
+                        error = rd_kafka_incremental_unassign(self.rk, parts)
+                        if error != NULL:
+                            rd_kafka_error_destroy(error)
+                        for i in range(parts.cnt):
+                            kc_fb_remove(&self.core.fb, parts.elems[i].topic, parts.elems[i].partition)
                 else:
                     rd_kafka_assign(self.rk, parts)
                 self._left_group = False
                 self.rebalances += 1
                 log.info("partitions assigned: %s", tps)
-                if listener is not None:
+                # Inside close() the member is leaving: an assignment that completes meanwhile is not
+                # reported (as in Java). librdkafka goes on terminating the group as soon as the
+                # assign above is done, so a commit from the listener here would still be in flight
+                # when the group handle terminates (rdkafka_cgrp.c assert: assignment in progress).
+                if listener is not None and not self._closing:
                     listener.on_partitions_assigned(tps)
             else:
                 lost = rd_kafka_assignment_lost(self.rk)
@@ -457,6 +482,16 @@ cdef class NativeConsumer:
             rd_kafka_queue_destroy(q)
 
     cdef _commit_error(self, rd_kafka_resp_err_t err, str what):
+        if (err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION and self._subscription and not self._left_group
+                and self._cooperative()
+                and not rd_kafka_assignment_lost(self.rk)):
+            # Cooperative: the commit carried the generation before a rebalance this member takes
+            # part in (it keeps its partitions). As in Java, retriable: poll() completes the
+            # rebalance (on_partitions_assigned runs with the new generation), then commit again.
+            raise RebalanceInProgressError(
+                f"{what} failed: the consumer's generation is stale because the group is completing "
+                f"a rebalance this member takes part in. Call poll() to complete the rebalance, "
+                f"then retry the commit.", code=_err_name(err))
         if err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
             if self._in_rebalance:
                 hint = ("The coordinator refused it while the group is joining (Kafka accepts "
@@ -695,6 +730,8 @@ cdef class NativeConsumer:
             "revoked_records_dropped": self.revoked_records_dropped,
             "max_poll_interval_ms": self.max_poll_interval_ms,
             "rebalance_barrier_polls": self.core.barrier_polls,
+            "prefetched_records": sum(rd_kafka_queue_length(self.core.fb.parts[i].queue)
+                                      for i in range(self.core.fb.n) if self.core.fb.parts[i].queue != NULL),
             "paused_partitions": sum(1 for i in range(self.core.fb.n) if self.core.fb.parts[i].paused),
         }
 

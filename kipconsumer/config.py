@@ -48,6 +48,17 @@ Value = int | bool | str
 # --------------------------------------------------------------------------------------------------
 
 
+def _settings_repr(self: object) -> str:
+    """dataclass-style repr with secret values of ``rdkafka`` masked (never print a password)."""
+    parts = []
+    for f in dataclasses.fields(self):  # type: ignore[arg-type]
+        value = getattr(self, f.name)
+        if f.name == "rdkafka":
+            value = redact(value)
+        parts.append(f"{f.name}={value!r}")
+    return f"{type(self).__name__}({', '.join(parts)})"
+
+
 @dataclass(frozen=True)
 class ConsumerSettings:
     """Validated consumer configuration.
@@ -68,6 +79,8 @@ class ConsumerSettings:
     default_api_timeout_ms: int
     rdkafka: dict[str, str]
 
+    __repr__ = _settings_repr
+
 
 @dataclass(frozen=True)
 class ProducerSettings:
@@ -79,6 +92,8 @@ class ProducerSettings:
     linger_ms: int
     buffer_memory: int
     rdkafka: dict[str, str]
+
+    __repr__ = _settings_repr
 
 
 @dataclass(frozen=True)

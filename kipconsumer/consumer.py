@@ -15,6 +15,7 @@ The contract (see docs/consumer.md and API.md):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -39,11 +40,29 @@ class RebalanceListener(Protocol):
     def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None: ...
 
 
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def _check_topic(topic: str, arg: str, *, pattern_ok: bool = False) -> str:
+    """Kafka's topic name rule (1..249 of [A-Za-z0-9._-], not '.' or '..'); with ``pattern_ok`` a
+    name starting with '^' is a librdkafka subscription regex (any text without NUL)."""
+    if pattern_ok and topic.startswith("^") and len(topic) > 1 and "\0" not in topic:
+        return topic
+    if not _TOPIC_RE.fullmatch(topic) or topic in (".", ".."):
+        raise ValueError(f"{arg}: invalid topic name {topic!r}: 1..249 characters of [A-Za-z0-9._-], "
+                         f"not '.' or '..'")
+    return topic
+
+
 def _as_tp(obj: object, arg: str) -> TopicPartition:
-    if isinstance(obj, TopicPartition):
-        return obj
     if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], str) and isinstance(obj[1], int):
-        return TopicPartition(obj[0], obj[1])
+        topic, partition = obj
+        if isinstance(partition, bool) or not 0 <= partition <= _INT32_MAX:
+            raise ValueError(f"{arg}: partition must be an int in 0..{_INT32_MAX}, got {partition!r}")
+        _check_topic(topic, arg)
+        return obj if isinstance(obj, TopicPartition) else TopicPartition(topic, partition)
     raise TypeError(f"{arg} must be a TopicPartition, got {type(obj).__name__}: {obj!r}")
 
 
@@ -61,9 +80,12 @@ def _as_offsets(offsets: Mapping[Any, Any]) -> dict[TopicPartition, OffsetAndMet
         tp = _as_tp(tp, "offsets key")
         if isinstance(om, int) and not isinstance(om, bool):
             om = OffsetAndMetadata(om)
-        if not isinstance(om, OffsetAndMetadata) or not isinstance(om.offset, int) or om.offset < 0:
+        if (not isinstance(om, OffsetAndMetadata) or not isinstance(om.offset, int)
+                or isinstance(om.offset, bool) or not 0 <= om.offset <= _INT64_MAX
+                or not isinstance(om.metadata, str)):
             raise ValueError(
-                f"offsets[{tp}] must be an OffsetAndMetadata or int >= 0 (the next offset to consume), "
+                f"offsets[{tp}] must be an OffsetAndMetadata or int in 0..{_INT64_MAX} (the next offset to "
+                f"consume; metadata a str), "
                 f"got {om!r}"
             )
         out[tp] = om
@@ -117,6 +139,9 @@ class KafkaConsumer:
         names = list(topics)
         if not names or not all(isinstance(t, str) and t for t in names):
             raise ValueError(f"topics must be a non-empty list of topic names, got {names!r}")
+        for t in names:
+            _check_topic(t, "topics", pattern_ok=True)
+        names = list(dict.fromkeys(names))  # a repeated name is one subscription (librdkafka refuses)
         if not self._settings.group_id:
             raise IllegalStateError("subscribe() requires group.id in the consumer config")
         if listener is not None and not (
@@ -216,8 +241,8 @@ class KafkaConsumer:
         """The next ``poll()`` returns ``partition``'s records from ``offset``; buffered
         records of that partition are dropped. Valid right after ``assign()``."""
         tp = _as_tp(partition, "partition")
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= _INT64_MAX:
+            raise ValueError(f"offset must be an int in 0..{_INT64_MAX}, got {offset!r}")
         self._native.seek(tp, offset, self._api_timeout(None))
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:

@@ -536,7 +536,10 @@ def test_revoke_drops_buffered_records_and_commit_in_listener(broker, topic_fact
             take(a, "a", a.poll(0.05))
             take(b, "b", b.poll(0.05))
             for c in (a, b):
-                c.commit_sync()
+                try:
+                    c.commit_sync()
+                except CommitFailedError:
+                    pass  # cooperative's second round may still be joining: retried next loop
         moved = set(tps(topic, range(nparts))) - a.assignment()
         assert moved and moved == b.assignment()
         assert not (a.assignment() & b.assignment())
