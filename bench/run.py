@@ -23,46 +23,18 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, Mock, Tansu  # noqa: E402
+from _common import ROOT, Mock, Tansu, fill_partitions  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TOPIC = "bench"
 
 
 def fill(bootstrap: str, records: int, partitions: int, value_size: int) -> None:
-    from confluent_kafka import Producer
-
-    p = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 20,
-            "batch.num.messages": 10000,
-            "queue.buffering.max.messages": 1000000,
-            "enable.idempotence": False,
-            "acks": 1,
-        }
-    )
-    value = b"x" * value_size
-    failed = [0]
-
-    def dr(err: Any, msg: Any) -> None:
-        if err is not None:
-            failed[0] += 1
-
-    for i in range(records):
-        while True:
-            try:
-                p.produce(TOPIC, value=value, partition=i % partitions, on_delivery=dr)
-                break
-            except BufferError:
-                p.poll(0.05)
-        if i % 20000 == 0:
-            p.poll(0)
-    if p.flush(120) != 0 or failed[0]:
-        raise RuntimeError(f"fill failed: {failed[0]} delivery errors")
+    """`records` records spread round-robin over the partitions (as the clients count them)."""
+    counts = [records // partitions + (1 if p < records % partitions else 0) for p in range(partitions)]
+    fill_partitions(bootstrap, TOPIC, counts, value_size)
 
 
 def build_raw_consumer(out_dir: str) -> str:
