@@ -619,25 +619,9 @@ cdef class ProducerCore:
             self._last_topic = t
         # value and key: bytes-like or str, referenced (not copied) until librdkafka copies them
         if value is not None:
-            if type(value) is bytes:
-                vptr = PyBytes_AS_STRING(value)
-                vlen = PyBytes_GET_SIZE(value)
-            elif isinstance(value, str):
-                vptr = _utf8(value, &vlen, "value")
-            else:
-                value = _to_bytes(value, "value")
-                vptr = PyBytes_AS_STRING(value)
-                vlen = PyBytes_GET_SIZE(value)
+            value = _payload(value, &vptr, &vlen, "value")
         if key is not None:
-            if type(key) is bytes:
-                kptr = PyBytes_AS_STRING(key)
-                klen = PyBytes_GET_SIZE(key)
-            elif isinstance(key, str):
-                kptr = _utf8(key, &klen, "key")
-            else:
-                key = _to_bytes(key, "key")
-                kptr = PyBytes_AS_STRING(key)
-                klen = PyBytes_GET_SIZE(key)
+            key = _payload(key, &kptr, &klen, "key")
         if partition is not None:
             if isinstance(partition, bool) or not isinstance(partition, int):
                 raise TypeError(f"partition must be an int or None, not {type(partition).__name__}")
@@ -845,6 +829,22 @@ cdef const char *_utf8(object s, Py_ssize_t *n, str what) except NULL:
         return PyUnicode_AsUTF8AndSize(s, n)
     except UnicodeError as e:
         raise SerializationError(f"{what}: str cannot be encoded to UTF-8: {e}") from e
+
+
+cdef inline object _payload(object obj, const char **ptr, Py_ssize_t *size, str what):
+    """Points *ptr/*size at obj's bytes (bytes as is, str as UTF-8, other buffers copied) and
+    returns the object that owns them, which the caller keeps alive until librdkafka copies."""
+    if type(obj) is bytes:
+        ptr[0] = PyBytes_AS_STRING(obj)
+        size[0] = PyBytes_GET_SIZE(obj)
+        return obj
+    if isinstance(obj, str):
+        ptr[0] = _utf8(obj, size, what)
+        return obj
+    obj = _to_bytes(obj, what)
+    ptr[0] = PyBytes_AS_STRING(obj)
+    size[0] = PyBytes_GET_SIZE(obj)
+    return obj
 
 
 cdef bytes _to_bytes(object v, str what):
