@@ -12,23 +12,10 @@ import time
 
 import pytest
 from confluent_kafka import Producer
+from kc_testing import make_consumer as make
 
 from kipconsumer import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError, WakeupError
-
-
-def make(broker, group=None, **extra):
-    conf = {
-        "bootstrap.servers": broker.bootstrap_servers,
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 500,
-    }
-    if group is not None:
-        conf["group.id"] = group
-    conf.update({k.replace("_", "."): v for k, v in extra.items()})
-    return KafkaConsumer(conf)
 
 
 def produce(broker, topic, n, partition=0, **kw):

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 import pytest
 from confluent_kafka import Producer
+from kc_testing import make_consumer as consumer
 
 from kipconsumer import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
@@ -51,18 +52,6 @@ def produce(broker: EmbeddedBroker, topic: str, counts: dict[int, int], *, value
     assert not errors, errors[:3]
 
 
-def consumer(broker: EmbeddedBroker, group: str | None = None, **extra: object) -> KafkaConsumer:
-    conf: dict[str, object] = {
-        "bootstrap.servers": broker.bootstrap_servers,
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 500,
-    }
-    if group is not None:
-        conf["group.id"] = group
-    conf.update({k.replace("_", "."): v for k, v in extra.items()})
-    return KafkaConsumer(conf)
 
 
 def poll_until(c: KafkaConsumer, done: Callable[[], bool], *, timeout: float = 30.0,
