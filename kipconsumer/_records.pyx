@@ -234,8 +234,8 @@ cdef class ConsumerRecords:
         ``timestamp_type=True`` also timestamp_type (int32). Requires pyarrow.
         """
         pyarrow = _pyarrow()
-        cdef ArrowSchema *schema = <ArrowSchema *>malloc(128)
-        cdef ArrowArray *array = <ArrowArray *>malloc(128)
+        cdef ArrowSchema *schema = <ArrowSchema *>malloc(sizeof(ArrowSchema))
+        cdef ArrowArray *array = <ArrowArray *>malloc(sizeof(ArrowArray))
         cdef char err[256]
         cdef int rc
         cdef int flags = KC_ARROW_WITH_TIMESTAMP_TYPE if timestamp_type else 0
