@@ -8,7 +8,10 @@ Starts the broker (Tansu, an independent Kafka-compatible broker from the PyPI w
 then runs every client in its own process `--repeat` times on the same data and prints a
 table of records/s (median and best of the runs) with ratios to confluent-kafka's
 `consume(500)` and to a plain C consumer on librdkafka (bench/c/raw_consumer.c), and the
-per-poll latency percentiles. Results go to bench/results/<date>.json.
+per-poll latency percentiles of those runs (they include polls that wait for the broker when
+the client outruns the fetcher). The `*-latency` clients time polls of 500 buffered records
+(after 1 s pauses that let the client prefetch), the issue's latency target.
+Results go to bench/results/<date>-consume-<broker>.json.
 Records are counted by what was produced (Tansu's high watermark is wrong).
 """
 
@@ -68,6 +71,11 @@ def run_client(name: str, cmd: list[str]) -> dict[str, float] | None:
     return result
 
 
+def results_polls(results: dict[str, list[dict[str, float]]], names: list[str]) -> str:
+    polls = {int(r.get("polls", 0)) for n in names for r in results[n]}
+    return f"{'/'.join(str(p) for p in sorted(polls))} timed polls after 1 s pauses"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--broker", choices=["tansu", "mock"], default="tansu")
@@ -75,7 +83,11 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--clients", default="raw-c,confluent-consume500,kipconsumer-iter,kipconsumer-arrow")
+    ap.add_argument(
+        "--clients",
+        default="raw-c,confluent-consume500,kipconsumer-iter,kipconsumer-arrow,"
+        "confluent-latency,kipconsumer-latency",
+    )
     ap.add_argument(
         "--json", help="write the results here instead of bench/results/<date>-consume-<broker>.json"
     )
@@ -109,7 +121,9 @@ def main() -> int:
                     )
                     r = run_client(name, cmd)
                     if r is not None:
-                        if r["records"] != args.records:
+                        if name.endswith("-latency"):
+                            results[name].append(r)
+                        elif r["records"] != args.records:
                             print(f"  {name}: read {r['records']} of {args.records} records", flush=True)
                         else:
                             results[name].append(r)
@@ -127,8 +141,10 @@ def main() -> int:
         f"{'client':24} {'median rec/s':>13} {'best rec/s':>12} {'x confluent':>12} {'x raw C':>8} "
         f"{'poll p50 us':>12} {'poll p99 us':>12}"
     )
-    summary = {}
+    summary: dict[str, dict[str, object]] = {}
     for name in clients:
+        if name.endswith("-latency"):
+            continue
         runs = results[name]
         if not runs:
             print(f"{name:24} no successful run")
@@ -148,6 +164,22 @@ def main() -> int:
             f"{name:24} {med:13,.0f} {best:12,.0f} {med / base_cf:12.2f} {med / base_c:8.2f} "
             f"{summary[name]['poll_p50_us']:12.0f} {summary[name]['poll_p99_us']:12.0f}"
         )
+    lat_clients = [n for n in clients if n.endswith("-latency")]
+    if lat_clients:
+        polls = results_polls(results, lat_clients)
+        print(f"\npoll() of 500 buffered records (median of runs; each run {polls})")
+        print(f"{'client':24} {'p50 us':>10} {'p99 us':>10}")
+        for name in lat_clients:
+            if not results[name]:
+                print(f"{name:24} no successful run")
+                continue
+            summary[name] = {
+                "buffered_p50_us": median(name, "buffered_p50_us"),
+                "buffered_p99_us": median(name, "buffered_p99_us"),
+                "runs": results[name],
+            }
+            row = summary[name]
+            print(f"{name:24} {row['buffered_p50_us']:10.0f} {row['buffered_p99_us']:10.0f}")
     out = (
         Path(args.json)
         if args.json

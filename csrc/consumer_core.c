@@ -32,6 +32,8 @@ kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, k
     c->max_poll_records = max_poll_records;
     c->fairness = fairness;
     c->prefetch_floor = 64;
+    c->ring_max_records = 100000;
+    c->ring_max_bytes = (size_t)65536 * 1024;
     c->rebalance_barrier = 1;
     c->scratch_cap = max_poll_records > KC_REFILL_CHUNK ? max_poll_records : KC_REFILL_CHUNK;
     c->scratch = malloc(c->scratch_cap * sizeof(*c->scratch));
@@ -59,16 +61,21 @@ int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk) {
     if (!c->cq)
         return -1;
     rd_kafka_queue_io_event_enable(c->cq, c->wake_fd, &kc_one, sizeof(kc_one));
+    c->fetchq = rd_kafka_queue_new(rk);
+    if (!c->fetchq)
+        return -1;
+    rd_kafka_queue_io_event_enable(c->fetchq, c->wake_fd, &kc_one, sizeof(kc_one));
     return 0;
 }
 
 void kc_consumer_free(kc_consumer_t *c) {
     if (!c)
         return;
-    for (size_t i = 0; i < c->fb.n; i++)
-        if (c->fb.parts[i]->queue)
-            rd_kafka_queue_io_event_enable(c->fb.parts[i]->queue, -1, NULL, 0);
     kc_fb_destroy(&c->fb);
+    if (c->fetchq) {
+        rd_kafka_queue_io_event_enable(c->fetchq, -1, NULL, 0);
+        rd_kafka_queue_destroy(c->fetchq);
+    }
     if (c->cq) {
         rd_kafka_queue_io_event_enable(c->cq, -1, NULL, 0);
         rd_kafka_queue_destroy(c->cq);
@@ -95,11 +102,12 @@ kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, i
         rd_kafka_resume_partitions(c->rk, one);
         rd_kafka_topic_partition_list_destroy(one);
     }
+    /* Forwarded by the application, the queue stays forwarded when librdkafka (re)starts
+     * the partition's fetcher; messages fetched before that point are routed from the
+     * consumer queue instead (serve_consumer_queue). */
     p->queue = rd_kafka_queue_get_partition(c->rk, topic, partition);
-    if (p->queue) {
-        rd_kafka_queue_forward(p->queue, NULL);
-        rd_kafka_queue_io_event_enable(p->queue, c->wake_fd, &kc_one, sizeof(kc_one));
-    }
+    if (p->queue)
+        rd_kafka_queue_forward(p->queue, c->fetchq);
     return p;
 }
 
@@ -125,74 +133,91 @@ void kc_consumer_wakeup(kc_consumer_t *c) {
     (void)r;
 }
 
-/* Routes one message taken off a librdkafka queue: errors to the pending list, records
- * of buffered partitions to the buffer, records of partitions we no longer hold away. */
-static void route(kc_consumer_t *c, kc_partition_t *hint, rd_kafka_message_t *m) {
-    if (m->err) {
-        push_error(c, m);
-        return;
-    }
-    kc_partition_t *p = hint;
-    if (!p)
-        p = kc_fb_find(&c->fb, rd_kafka_topic_name(m->rkt), m->partition);
-    if (!p || (p->position != KC_POSITION_UNKNOWN && m->offset < p->position)) {
-        /* not assigned any more, or older than what was already returned */
-        c->dropped_foreign++;
-        rd_kafka_message_destroy(m);
-        return;
-    }
-    kc_fb_push(&c->fb, p, &m, 1);
-}
+static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n);
 
 /* Serves the consumer queue: rebalance and error callbacks run here. */
 static void serve_consumer_queue(kc_consumer_t *c) {
     rd_kafka_message_t *m;
     while (!c->abort_poll && (m = rd_kafka_consumer_poll(c->rk, 0)) != NULL)
-        route(c, NULL, m);
+        if (m->err)
+            push_error(c, m);
+        else
+            route_run(c, &m, 1);
 }
 
-/* Moves records from p's librdkafka queue into the buffer until p holds `limit` or the
- * queue is empty. Error events go to the pending list. */
-static void refill_partition(kc_consumer_t *c, kc_partition_t *p, size_t limit) {
-    while (!p->paused && p->queue && p->len < limit) {
-        size_t want = limit - p->len;
-        if (want > c->scratch_cap)
-            want = c->scratch_cap;
-        ssize_t got = rd_kafka_consume_batch_queue(p->queue, 0, c->scratch, want);
+size_t kc_consumer_budget(const kc_consumer_t *c) {
+    size_t unpaused = 0;
+    for (size_t i = 0; i < c->fb.n; i++)
+        unpaused += !c->fb.parts[i]->paused;
+    if (!unpaused)
+        return 0;
+    return unpaused * kc_fb_target(&c->fb, c->max_poll_records, c->prefetch_floor) + c->max_poll_records;
+}
+
+/* Buffers one run of messages of the same partition (in offset order), dropping those of
+ * partitions no longer assigned and those older than what poll() already returned. */
+static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
+    kc_partition_t *p = kc_fb_find(&c->fb, rd_kafka_topic_name(msgs[0]->rkt), msgs[0]->partition);
+    size_t stale = 0;
+    if (!p)
+        stale = n;
+    else if (p->position != KC_POSITION_UNKNOWN)
+        while (stale < n && msgs[stale]->offset < p->position)
+            stale++;
+    for (size_t i = 0; i < stale; i++)
+        rd_kafka_message_destroy(msgs[i]);
+    c->dropped_foreign += stale;
+    if (n > stale)
+        kc_fb_push(&c->fb, p, msgs + stale, n - stale);
+}
+
+/* True while an unpaused partition holds less than `target` records. */
+static int hungry(const kc_fetch_buffer_t *fb, size_t target) {
+    for (size_t i = 0; i < fb->n; i++)
+        if (!fb->parts[i]->paused && fb->parts[i]->len < target)
+            return 1;
+    return 0;
+}
+
+/* Moves records from the shared fetch queue into the partitions' rings (see
+ * kc_consumer_budget() for how far). Records of a paused partition still queued there are
+ * dropped by librdkafka (pause sets a version barrier; fetching resumes after what was
+ * taken). Error events go to the pending list. */
+static void refill(kc_consumer_t *c) {
+    size_t budget = kc_consumer_budget(c);
+    size_t target = kc_fb_target(&c->fb, c->max_poll_records, c->prefetch_floor);
+    for (;;) {
+        size_t have = kc_fb_drainable(&c->fb);
+        size_t want = c->scratch_cap;
+        if (have < budget) {
+            if (budget - have < want)
+                want = budget - have;
+        } else if (!hungry(&c->fb, target) || c->fb.records >= c->ring_max_records ||
+                   c->fb.bytes >= c->ring_max_bytes) {
+            break;
+        } else if (target < want) {
+            want = target; /* small steps past the budget: the hard bound overshoots little */
+        }
+        ssize_t got = rd_kafka_consume_batch_queue(c->fetchq, 0, c->scratch, want);
         if (got <= 0)
             break;
-        /* push runs of records; errors (e.g. offset reset failures) go to the pending list */
-        ssize_t run = 0;
-        for (ssize_t j = 0; j < got; j++) {
-            if (c->scratch[j]->err) {
-                if (j > run)
-                    kc_fb_push(&c->fb, p, c->scratch + run, (size_t)(j - run));
-                push_error(c, c->scratch[j]);
-                run = j + 1;
+        size_t j = 0;
+        while (j < (size_t)got) {
+            rd_kafka_message_t *m = c->scratch[j];
+            if (m->err) {
+                push_error(c, m);
+                j++;
+                continue;
             }
+            size_t k = j + 1;
+            while (k < (size_t)got && !c->scratch[k]->err && c->scratch[k]->rkt == m->rkt &&
+                   c->scratch[k]->partition == m->partition)
+                k++;
+            route_run(c, c->scratch + j, k - j);
+            j = k;
         }
-        if (got > run)
-            kc_fb_push(&c->fb, p, c->scratch + run, (size_t)(got - run));
         if ((size_t)got < want)
             break;
-    }
-}
-
-/* Tops up each unpaused partition to the prefetch target from its librdkafka queue.
- * If that does not buffer a full poll (few partitions have data, e.g. one deep backlog
- * among many idle partitions), the partitions with data may go beyond the target until
- * max.poll.records are buffered, so a poll is not cut short while librdkafka holds more
- * (KIP-41's first heuristic); this adds at most max.poll.records to the bound. */
-static void refill(kc_consumer_t *c) {
-    size_t target = kc_fb_target(&c->fb, c->max_poll_records, c->prefetch_floor);
-    for (size_t i = 0; i < c->fb.n; i++)
-        refill_partition(c, c->fb.parts[i], target);
-    size_t avail = kc_fb_drainable(&c->fb);
-    for (size_t j = 0; j < c->fb.n && avail < c->max_poll_records; j++) {
-        kc_partition_t *p = c->fb.parts[(c->fb.cursor + j) % c->fb.n];
-        size_t before = p->len;
-        refill_partition(c, p, p->len + (c->max_poll_records - avail));
-        avail += p->len - before;
     }
 }
 

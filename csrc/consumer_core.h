@@ -3,12 +3,17 @@
  * One kc_consumer_t per KafkaConsumer. The application's poll() calls kc_consumer_poll(),
  * which on the calling thread:
  *   1. serves librdkafka's consumer queue (rebalance callbacks, consumer errors, and
- *      messages of partitions not yet detached), so librdkafka sees the application poll;
- *   2. refills the fetch buffer from each partition's own librdkafka queue up to the
- *      prefetch target (KIP-41 share rule), skipping paused partitions;
+ *      messages of partitions not yet forwarded), so librdkafka sees the application poll;
+ *   2. refills the fetch buffer from the shared fetch queue, into which every assigned
+ *      partition's librdkafka queue is forwarded, until the unpaused partitions hold the
+ *      prefetch budget (KIP-41 share rule, see kc_consumer_budget());
  *   3. drains at most max.poll.records into `out` with the configured fairness;
- *   4. otherwise waits on an eventfd that librdkafka signals when any of those queues
- *      becomes non-empty, or that wakeup() signals, until the timeout.
+ *   4. otherwise waits on an eventfd that librdkafka signals when the fetch queue or the
+ *      consumer queue becomes non-empty, or that wakeup() signals, until the timeout.
+ * Why one shared fetch queue: librdkafka's prefetch limits (queued.min.messages,
+ * queued.max.messages.kbytes) apply to a partition queue's forward target, so sharing one
+ * queue makes them a bound on the whole consumer, as in confluent-kafka, instead of a bound
+ * per partition (which grew with the assignment: 12 partitions held 390 MiB while stalled).
  * Each wait is capped so librdkafka's own max.poll.interval.ms check keeps seeing the
  * application poll while poll() blocks. */
 #ifndef KC_CONSUMER_CORE_H
@@ -33,11 +38,14 @@ typedef enum {
 typedef struct kc_consumer {
     rd_kafka_t *rk;
     rd_kafka_queue_t *cq;          /* the consumer queue (main queue forwarded to it) */
+    rd_kafka_queue_t *fetchq;      /* every assigned partition's queue is forwarded here */
     int wake_fd;                   /* eventfd: librdkafka queue events and wakeup() */
     kc_fetch_buffer_t fb;
     size_t max_poll_records;
     kc_fairness_t fairness;
     size_t prefetch_floor;         /* minimum per-partition prefetch target */
+    size_t ring_max_records;       /* hard bound of the buffer (queued.min.messages) */
+    size_t ring_max_bytes;         /* hard bound of the buffer (queued.max.messages.kbytes) */
     kc_poll_timer_t poll_timer;
     kc_heartbeat_monitor_t heartbeat;
     _Atomic int wakeup;
@@ -62,8 +70,16 @@ int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk);
 /* Frees everything but rk (the caller closes and destroys rk after this). */
 void kc_consumer_free(kc_consumer_t *c);
 
-/* Detaches a newly assigned partition's queue from the consumer queue. NULL on OOM. */
+/* Adds a newly assigned partition to the buffer and forwards its librdkafka queue to the
+ * shared fetch queue. NULL on OOM. */
 kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, int32_t partition);
+
+/* Records the buffer fills up to from the fetch queue in any case: the unpaused partitions'
+ * prefetch targets (kc_fb_target) plus one max.poll.records, so a poll is not cut short.
+ * Beyond it the buffer keeps taking from the fetch queue while an unpaused partition holds
+ * less than its target (its records may sit behind another partition's in the queue), up
+ * to ring_max_records / ring_max_bytes, which it overshoots by less than one target. */
+size_t kc_consumer_budget(const kc_consumer_t *c);
 
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
                                   size_t *n_out);

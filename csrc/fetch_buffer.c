@@ -17,9 +17,6 @@ void kc_fb_init(kc_fetch_buffer_t *fb) {
 static void partition_free(kc_fetch_buffer_t *fb, kc_partition_t *p) {
     kc_fb_purge(fb, p);
     if (p->queue) {
-        /* librdkafka keeps the partition (and its queue) after we drop our handle: stop it
-         * signalling the consumer's eventfd, which is closed when the consumer is freed. */
-        rd_kafka_queue_io_event_enable(p->queue, -1, NULL, 0);
         rd_kafka_queue_destroy(p->queue);
     }
     free(p->ring);

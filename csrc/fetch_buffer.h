@@ -1,7 +1,7 @@
 /* fetch_buffer: per-partition FIFO of fetched librdkafka messages and the KIP-41 drain.
  *
- * The consumer moves messages from librdkafka's per-partition queues into this buffer,
- * at most `target` per partition (the prefetch rule), and poll() drains up to
+ * The consumer moves messages from librdkafka's fetch queue into this buffer, about
+ * `target` per partition (the prefetch rule), and poll() drains up to
  * max.poll.records of them into one batch:
  *   - KC_FAIRNESS_PROPORTIONAL: max.poll.records is shared evenly over the partitions
  *     that have records buffered (and are not paused); what a partition cannot use goes
@@ -30,7 +30,7 @@ typedef struct kc_partition {
     int paused;
     int64_t position;          /* next offset poll() will return; KC_POSITION_UNKNOWN if none returned */
     int64_t stored;            /* last position handed to offset storage */
-    rd_kafka_queue_t *queue;   /* librdkafka partition queue detached from the consumer queue */
+    rd_kafka_queue_t *queue;   /* librdkafka partition queue (forwarded to the consumer's fetch queue) */
     size_t take;               /* scratch: records to take in the current drain */
 } kc_partition_t;
 

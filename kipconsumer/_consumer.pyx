@@ -145,6 +145,9 @@ cdef class NativeConsumer:
         if self.core == NULL:
             rd_kafka_conf_destroy(conf)
             raise KafkaError(errstr.decode(errors="replace"))
+        # the buffer's hard bound is librdkafka's own prefetch bound (its defaults if unset)
+        self.core.ring_max_records = int(rdkafka.get("queued.min.messages", 100_000))
+        self.core.ring_max_bytes = int(rdkafka.get("queued.max.messages.kbytes", 65_536)) * 1024
         self.out = <rd_kafka_message_t **>malloc(max_poll_records * sizeof(rd_kafka_message_t *))
         self.rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr))
         if self.rk == NULL:
@@ -730,8 +733,7 @@ cdef class NativeConsumer:
             "revoked_records_dropped": self.revoked_records_dropped,
             "max_poll_interval_ms": self.max_poll_interval_ms,
             "rebalance_barrier_polls": self.core.barrier_polls,
-            "prefetched_records": sum(rd_kafka_queue_length(self.core.fb.parts[i].queue)
-                                      for i in range(self.core.fb.n) if self.core.fb.parts[i].queue != NULL),
+            "prefetched_records": rd_kafka_queue_length(self.core.fetchq) if self.core.fetchq != NULL else 0,
             "paused_partitions": sum(1 for i in range(self.core.fb.n) if self.core.fb.parts[i].paused),
         }
 

@@ -56,6 +56,9 @@ cdef extern from "consumer_core.h" nogil:
         KC_POLL_ABORT
     ctypedef struct kc_consumer_t:
         rd_kafka_t *rk
+        rd_kafka_queue_t *fetchq
+        size_t ring_max_records
+        size_t ring_max_bytes
         kc_fetch_buffer_t fb
         size_t max_poll_records
         kc_poll_timer_t poll_timer

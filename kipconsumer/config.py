@@ -234,9 +234,9 @@ CONSUMER_SPECS: dict[str, Spec] = _table({
                                aliases=("socket.timeout.ms",), doc="librdkafka's network request timeout."),
     "check.crcs": _bool(False),
     "queued.max.messages.kbytes": _int(1, 2_097_151, 8_192, emit_default=True,
-                                       doc="Bounded prefetch (librdkafka name)."),
+                                       doc="Bounded prefetch of the whole consumer (librdkafka name)."),
     "queued.min.messages": _int(1, 10_000_000, None,
-                                doc="Bounded prefetch (librdkafka name); default "
+                                doc="Bounded prefetch of the whole consumer (librdkafka name); default "
                                 "max(4*max.poll.records, 100000)."),
 })
 
