@@ -9,6 +9,8 @@ reports.  ``kipconsumer.producer.KafkaProducer`` is the typed public facade.
 """
 
 import logging
+import math
+import re
 import threading
 from concurrent.futures import Future
 from concurrent.futures import _base as _futures_base
@@ -27,8 +29,8 @@ from kipconsumer._rdk cimport (
     RD_KAFKA_PARTITION_UA,
 )
 
-from kipconsumer.errors import (ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError,
-                                SerializationError)
+from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError,
+                                KafkaTimeoutError, SerializationError)
 from kipconsumer.structs import RecordMetadata
 
 
@@ -126,6 +128,43 @@ cdef enum:
 
 _log = logging.getLogger("kipconsumer.producer")
 _tuple_new = tuple.__new__
+
+_INT64_MAX = 2**63 - 1
+_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+cdef _check_topic_name(str topic, str who):
+    """Kafka's topic name rule, checked before librdkafka sees the name (a NUL byte would
+    truncate it there). Called only for topics not cached yet: valid names are checked once."""
+    if _TOPIC_RE.fullmatch(topic) is None or topic == "." or topic == "..":
+        raise InvalidTopicError(
+            f"{who}: invalid topic name {topic!r}: a topic name is 1..249 characters of "
+            f"[a-zA-Z0-9._-], not '.' or '..'")
+
+
+cdef int64_t _timestamp_ms(object timestamp) except? -1:
+    """``timestamp`` as epoch milliseconds in 0..2**63-1 (the int64 of the record format)."""
+    cdef long long ms
+    if type(timestamp) is int:  # the usual case: one C conversion
+        try:
+            ms = timestamp
+        except OverflowError:
+            ms = -1
+        if ms >= 0:
+            return <int64_t>ms
+        raise ValueError(f"timestamp must be epoch milliseconds in 0..{_INT64_MAX} or None, "
+                         f"got {timestamp!r}")
+    if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
+        raise TypeError(f"timestamp must be int milliseconds or None, not "
+                        f"{type(timestamp).__name__}")
+    if isinstance(timestamp, float) and not math.isfinite(timestamp):
+        raise ValueError(f"timestamp must be epoch milliseconds in 0..{_INT64_MAX} or None, "
+                         f"got {timestamp!r}")
+    v = int(timestamp)
+    if v < 0 or v > _INT64_MAX:
+        raise ValueError(f"timestamp must be epoch milliseconds in 0..{_INT64_MAX} or None, "
+                         f"got {timestamp!r}")
+    return <int64_t>v
 
 # Metadata errors that waiting cannot fix: raised at once instead of waiting for max.block.ms.
 _FATAL_METADATA_ERRORS = frozenset(("TOPIC_EXCEPTION", "TOPIC_AUTHORIZATION_FAILED",
@@ -508,8 +547,7 @@ cdef class ProducerCore:
         cdef int attempts = 0
         if t is not None:
             return t
-        if not topic:
-            raise ValueError("topic must be a non-empty str")
+        _check_topic_name(topic, who)
         btopic = topic.encode()
         rkt = rd_kafka_topic_new(self.p.rk, btopic, NULL)
         if rkt == NULL:
@@ -608,10 +646,11 @@ cdef class ProducerCore:
             value = _serialize(self._value_serializer, value, "value")
         t = self._last_topic
         if t is None or t.name is not topic:
+            if not isinstance(topic, str):
+                raise TypeError(f"topic must be a str, not {type(topic).__name__}")
             t = self._topics.get(topic)
             if t is None:
-                if not isinstance(topic, str):
-                    raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+                # first send to this name: checked against Kafka's rule once, then cached
                 start_us = kc_producer_now_us()
                 deadline_us = start_us + <int64_t>self.max_block_ms * 1000
                 t = self._await_topic(topic, deadline_us, "send()")
@@ -625,7 +664,10 @@ cdef class ProducerCore:
         if partition is not None:
             if isinstance(partition, bool) or not isinstance(partition, int):
                 raise TypeError(f"partition must be an int or None, not {type(partition).__name__}")
-            pnum = partition
+            try:
+                pnum = partition
+            except OverflowError:  # beyond a C long long: no such partition either
+                pnum = -1
             if pnum < 0 or pnum >= t.partition_count:
                 if pnum >= t.partition_count:
                     self._refresh_partitions(t, topic)
@@ -636,16 +678,13 @@ cdef class ProducerCore:
                         code="_UNKNOWN_PARTITION")
             part = <int32_t>pnum
         if timestamp is not None:
-            if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
-                raise TypeError(f"timestamp must be int milliseconds or None, not "
-                                f"{type(timestamp).__name__}")
-            ts = <int64_t>int(timestamp)
-            if ts < 0:
-                raise ValueError(f"timestamp must be >= 0 (milliseconds since the epoch), got {timestamp}")
+            ts = _timestamp_ms(timestamp)
         if callback is not None and not callable(callback):
             raise TypeError(f"callback must be callable or None, not {type(callback).__name__}")
-        if headers:
-            hdrs = _build_headers(headers)
+        if headers is not None:
+            # a falsy object that is not a list/tuple/dict ('', b'', 0) is an error, not "no headers"
+            if not isinstance(headers, (list, tuple, dict)) or headers:
+                hdrs = _build_headers(headers)
         fut = <_FutureCore>_tp_new(_ProduceFuture_type, _EMPTY)  # no __init__, no __dict__
         PyObject_GC_UnTrack(fut)
         rec = &fut.rec
@@ -858,6 +897,13 @@ cdef bytes _to_bytes(object v, str what):
         f"not {type(v).__name__}")
 
 
+cdef bytes _utf8_bytes(str s, str what):
+    try:
+        return s.encode()
+    except UnicodeError as e:
+        raise SerializationError(f"{what}: str cannot be encoded to UTF-8: {e}") from e
+
+
 cdef rd_kafka_headers_t *_build_headers(object headers) except NULL:
     cdef rd_kafka_headers_t *hdrs
     cdef bytes bname, bval
@@ -873,19 +919,19 @@ cdef rd_kafka_headers_t *_build_headers(object headers) except NULL:
     hdrs = rd_kafka_headers_new(len(items))
     try:
         for item in items:
-            try:
-                name, val = item
-            except (TypeError, ValueError):
+            # a pair: a 2-character str would unpack too, and must not become a header
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
                 raise SerializationError(f"headers: each header must be a (name, value) pair, got {item!r}")
+            name, val = item
             if not isinstance(name, str):
                 raise SerializationError(f"headers: header name must be a str, not {type(name).__name__}")
-            bname = name.encode()
+            bname = _utf8_bytes(name, "header name")
             if val is None:
                 vp = NULL
                 vl = 0
             else:
                 if isinstance(val, str):
-                    bval = val.encode()
+                    bval = _utf8_bytes(val, f"header {name!r} value")
                 elif type(val) is bytes:
                     bval = val
                 else:

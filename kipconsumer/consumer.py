@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from kipconsumer._consumer import NativeConsumer
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer.config import ConsumerSettings, consumer_settings
-from kipconsumer.errors import IllegalStateError
+from kipconsumer.errors import IllegalStateError, InvalidTopicError
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
 # librdkafka's logical offsets
@@ -51,7 +51,7 @@ def _check_topic(topic: str, arg: str, *, pattern_ok: bool = False) -> str:
     if pattern_ok and topic.startswith("^") and len(topic) > 1 and "\0" not in topic:
         return topic
     if not _TOPIC_RE.fullmatch(topic) or topic in (".", ".."):
-        raise ValueError(f"{arg}: invalid topic name {topic!r}: 1..249 characters of [A-Za-z0-9._-], "
+        raise InvalidTopicError(f"{arg}: invalid topic name {topic!r}: 1..249 characters of [A-Za-z0-9._-], "
                          f"not '.' or '..'")
     return topic
 

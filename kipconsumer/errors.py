@@ -25,6 +25,17 @@ class ConfigError(KafkaError, ValueError):
     """A configuration key is unknown or its value is outside the allowed values."""
 
 
+class InvalidTopicError(KafkaError, ValueError):
+    """A topic name outside Kafka's rule: 1..249 characters of [A-Za-z0-9._-], not '.' or '..'.
+
+    A ``KafkaError`` (code ``TOPIC_EXCEPTION``, librdkafka's name of Kafka's
+    INVALID_TOPIC_EXCEPTION) and a ``ValueError``.
+    """
+
+    def __init__(self, message: str, *, code: str = "TOPIC_EXCEPTION", retriable: bool = False) -> None:
+        super().__init__(message, code=code, retriable=retriable)
+
+
 class KafkaTimeoutError(KafkaError, TimeoutError):
     """An operation did not complete within its configured time bound."""
 

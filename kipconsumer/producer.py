@@ -28,10 +28,10 @@ _loader.load()
 
 from kipconsumer._producer import ProducerCore  # noqa: E402
 from kipconsumer.config import producer_settings  # noqa: E402
-from kipconsumer.errors import IllegalStateError, KafkaTimeoutError  # noqa: E402
+from kipconsumer.errors import IllegalStateError, InvalidTopicError, KafkaTimeoutError  # noqa: E402
 from kipconsumer.structs import RecordMetadata  # noqa: E402
 
-__all__ = ["KafkaProducer", "DeliveryCallback", "Headers"]
+__all__ = ["KafkaProducer", "DeliveryCallback", "Headers", "InvalidTopicError"]
 
 #: ``callback(metadata, exception)``: exactly one of the two is None.
 DeliveryCallback = Callable[[RecordMetadata | None, Exception | None], object]
@@ -106,12 +106,18 @@ class KafkaProducer:
              callback: DeliveryCallback | None = None) -> Future[RecordMetadata]:
         """Enqueue a record and return a future of its :class:`RecordMetadata`.
 
+        ``topic``: a str following Kafka's rule (1..249 characters of ``[a-zA-Z0-9._-]``, not
+        ``.`` or ``..``), else :class:`InvalidTopicError` (a ``KafkaError`` with code
+        ``TOPIC_EXCEPTION`` and a ``ValueError``); a name is checked once, on its first send.
         ``value`` / ``key``: bytes, bytearray, memoryview, str (UTF-8) or None, after the
         serializers; anything else raises ``SerializationError`` (a ``TypeError``) naming the
-        argument. ``partition``: None lets the partitioner choose (by key); a number the topic
-        does not have raises ``KafkaError`` (code ``_UNKNOWN_PARTITION``). ``timestamp``: epoch
-        milliseconds (None: now). ``callback(metadata, exception)`` runs on the producer's
-        delivery thread once the record is acknowledged or failed; its exceptions are logged.
+        argument. ``headers``: None, or a list/tuple of ``(str, bytes | str | None)`` pairs or a
+        dict; anything else (including ``''``, ``b''`` or ``0``) raises ``SerializationError``.
+        ``partition``: None lets the partitioner choose (by key); a number the topic does not
+        have raises ``KafkaError`` (code ``_UNKNOWN_PARTITION``). ``timestamp``: epoch
+        milliseconds in 0..2**63-1 (None: now), else ``ValueError`` (``TypeError`` for a
+        non-number). ``callback(metadata, exception)`` runs on the producer's delivery thread
+        once the record is acknowledged or failed; its exceptions are logged.
 
         Blocks at most ``max.block.ms`` in total, for the topic's metadata (first send to a
         topic) and for buffer space (``buffer.memory`` / ``queue.buffering.max.messages``),
@@ -128,7 +134,7 @@ class KafkaProducer:
 
     def partitions_for(self, topic: str) -> list[int]:
         """Partition ids of ``topic``; waits at most ``max.block.ms`` for its metadata, then
-        raises ``KafkaTimeoutError``."""
+        raises ``KafkaTimeoutError``. An invalid topic name raises :class:`InvalidTopicError`."""
         result: list[int] = self._core.partitions_for(topic)
         return result
 

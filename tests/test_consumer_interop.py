@@ -3,16 +3,20 @@ produced by kcat, all over TCP against the session EmbeddedBroker."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 
-from kipconsumer import KafkaConsumer
+from kipconsumer import ConsumerRecord, KafkaConsumer, KafkaProducer, TopicPartition
+from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.errors import CommitFailedError
 
 
@@ -177,3 +181,158 @@ def test_kcat_produced_records_with_keys_and_headers(broker, topic_factory, uniq
     assert [r.value for r in got] == [f"value {i}".encode() for i in range(20)]
     assert all(r.headers == [("source", b"kcat"), ("n", b"1")] for r in got), got[0].headers
     assert all(r.topic == topic and r.partition == 0 for r in got)
+
+
+# -- kcat with compression, both directions -------------------------------------------------------
+CODECS = ["gzip", "snappy", "lz4", "zstd"]
+
+
+def _kcat_features() -> set[str]:
+    """builtin.features of the librdkafka kcat runs on (``kcat -V``)."""
+    out = subprocess.run(["kcat", "-V"], capture_output=True, timeout=30).stdout.decode()
+    m = re.search(r"builtin\.features=([\w,]+)", out)
+    return set(m.group(1).split(",")) if m else set()
+
+
+def _need_kcat_codec(codec: str) -> None:
+    if shutil.which("kcat") is None:
+        pytest.skip("kcat not installed")
+    features = _kcat_features()
+    if codec not in features:
+        reason = f"kcat's librdkafka lacks {codec} (builtin.features={sorted(features)})"
+        print(f"SKIP {codec}: {reason}")
+        pytest.skip(reason)
+
+
+def _read_exactly(broker: EmbeddedBroker, topic: str, nparts: int, expected: int,
+                  group: str) -> list[ConsumerRecord]:
+    """Every record of ``topic`` read by a kipconsumer group member: exactly ``expected`` of them
+    (nothing else arrives within 1 s after the last one; end offsets agree)."""
+    got: list[ConsumerRecord] = []
+    with KafkaConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                        "auto.offset.reset": "earliest", "enable.auto.commit": False}) as c:
+        c.subscribe([topic])
+        deadline = time.monotonic() + 20
+        while len(got) < expected:
+            assert time.monotonic() < deadline, (len(got), expected)
+            got.extend(c.poll(0.2))
+        quiet_until = time.monotonic() + 1.0
+        while time.monotonic() < quiet_until:
+            got.extend(c.poll(0.1))
+        tps = [TopicPartition(topic, p) for p in range(nparts)]
+        ends = c.end_offsets(tps)
+    assert sum(ends.values()) == expected, ends
+    return got
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("codec", CODECS)
+def test_kcat_produces_each_codec_kipconsumer_reads_exactly(
+        broker: EmbeddedBroker, topic_factory: Callable[..., str], unique_name: Callable[[str], str],
+        codec: str) -> None:
+    """kcat -P -z CODEC with keys (-K), null keys and values (-Z), repeated/null/empty headers (-H) on
+    two partitions; kipconsumer reads exactly those records, in order, with keys/values/headers
+    preserved. kcat's own debug log must show the batches were compressed with CODEC."""
+    _need_kcat_codec(codec)
+    topic = topic_factory(partitions=2)
+    # per partition: (key, value) lines; "" key/value -> NULL with -Z; a line without ":" has no key
+    lines = {
+        0: [f"k{i}:{codec} value {i} " + "abc" * (i % 40) for i in range(150)]
+           + ["no key delimiter", "null-value:", ":null-key", "ütf-8 ✓:välue\twith tab"],
+        1: [f"p1-{i}:{'x' * 300}-{i}" for i in range(60)],
+    }
+    headers: dict[int, list[tuple[str, bytes | None]]] = {
+        0: [("codec", codec.encode()), ("dup", b"1"), ("dup", b"2"), ("nul", None), ("empty", b"")],
+        1: [("codec", codec.encode()), ("part", b"one")],
+    }
+    for part in (0, 1):
+        hargs: list[str] = []
+        for name, val in headers[part]:
+            hargs += ["-H", name if val is None else f"{name}={val.decode()}"]
+        proc = subprocess.run(
+            ["kcat", "-P", "-b", broker.bootstrap_servers, "-t", topic, "-p", str(part), "-K", ":", "-Z",
+             "-z", codec, "-X", "linger.ms=50", "-d", "msg", *hargs],
+            input=("\n".join(lines[part]) + "\n").encode(), capture_output=True, timeout=60)
+        err = proc.stderr.decode(errors="replace")
+        assert proc.returncode == 0, err[-2000:]
+        produced = [ln for ln in err.splitlines() if "Produce MessageSet" in ln]
+        assert produced and all(ln.rstrip().endswith(f"{codec})") for ln in produced), produced[:3]
+
+    def expected(part: int) -> list[tuple[bytes | None, bytes | None]]:
+        out = []
+        for ln in lines[part]:
+            k, sep, v = ln.partition(":")
+            if not sep:
+                k, v = "", ln  # no delimiter: all value, no key
+            out.append((k.encode() or None, v.encode() or None))
+        return out
+
+    total = len(lines[0]) + len(lines[1])
+    got = _read_exactly(broker, topic, 2, total, unique_name("g"))
+    for part in (0, 1):
+        recs = [r for r in got if r.partition == part]
+        assert [r.offset for r in recs] == list(range(len(lines[part])))
+        assert [(r.key, r.value) for r in recs] == expected(part)
+        assert all(r.headers == headers[part] for r in recs), recs[0].headers
+        assert all(r.topic == topic for r in recs)
+
+
+def _kcat_consume(bootstrap: str, topic: str, expected: int) -> tuple[list[list[str]], str]:
+    """kcat -C from the beginning to the end of every partition: one ``|``-separated row per record
+    (partition, offset, timestamp, key length, key, value length, value, headers) and kcat's debug
+    log."""
+    proc = subprocess.run(
+        ["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-d", "msg",
+         "-f", "%p|%o|%T|%K|%k|%S|%s|%h\n"], capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
+    rows = [ln.split("|") for ln in proc.stdout.decode().split("\n") if ln]
+    assert len(rows) == expected, (len(rows), expected)
+    return rows, proc.stderr.decode(errors="replace")
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("codec", CODECS)
+def test_kipconsumer_produces_each_codec_kcat_reads_exactly(
+        broker: EmbeddedBroker, topic_factory: Callable[..., str], codec: str) -> None:
+    """KafkaProducer with compression.type=CODEC: keys (and None), values (and None, b""), headers
+    (repeated names, None and empty values, none at all), explicit timestamps, 3 partitions; kcat -C
+    -f prints exactly those records, and kcat's debug log shows CODEC-compressed fetches."""
+    _need_kcat_codec(codec)
+    nparts, n = 3, 300
+    topic = topic_factory(partitions=nparts)
+    base_ts = 1_700_000_000_000
+    sent: dict[tuple[int, int], tuple[Any, Any, Any, int]] = {}
+    with KafkaProducer({"bootstrap.servers": broker.bootstrap_servers, "compression.type": codec,
+                        "linger.ms": 20}) as p:
+        futs = []
+        for i in range(n):
+            key = None if i % 7 == 0 else f"key-{i}".encode()
+            value = (None if i % 11 == 0 else b"" if i % 13 == 0
+                     else f"{codec}-{i}-".encode() + b"z" * (i % 50))
+            hdrs = [] if i % 5 == 0 else [("i", str(i).encode()), ("dup", b"a"), ("dup", b"b"),
+                                          ("nul", None), ("empty", b""), ("txt", "ü")]
+            futs.append((key, value, hdrs, base_ts + i,
+                         p.send(topic, value=value, key=key, partition=i % nparts, headers=hdrs,
+                                timestamp=base_ts + i)))
+        p.flush(30)
+        for key, value, hdrs, ts, fut in futs:
+            md = fut.result(0)
+            sent[(md.partition, md.offset)] = (key, value, hdrs, ts)
+    assert len(sent) == n
+
+    rows, log = _kcat_consume(broker.bootstrap_servers, topic, n)
+    fetched = [ln for ln in log.splitlines() if "fetch queue" in ln and "Enqueue" in ln]
+    assert fetched and all(ln.rstrip().endswith(f"{codec})") for ln in fetched), fetched[:3]
+    seen = set()
+    for r_part, r_off, r_ts, r_klen, r_key, r_vlen, r_value, r_hdrs in rows:
+        k = (int(r_part), int(r_off))
+        assert k in sent and k not in seen, k
+        seen.add(k)
+        skey, sval, shdrs, sts = sent[k]
+        assert int(r_ts) == sts
+        assert (int(r_klen), r_key.encode()) == ((-1, b"") if skey is None else (len(skey), skey))
+        assert (int(r_vlen), r_value.encode()) == ((-1, b"") if sval is None else (len(sval), sval))
+        want = ",".join(f"{name}={'NULL' if v is None else v if isinstance(v, str) else v.decode()}"
+                        for name, v in shdrs)
+        assert r_hdrs == want, (k, r_hdrs, want)
+    assert seen == set(sent)

@@ -554,6 +554,58 @@ def test_bad_value_and_key_types_are_type_errors(broker: EmbeddedBroker, bad: ob
         assert p.metrics()["records_sent"] == 0 and p.metrics()["in_flight"] == 0
 
 
+def test_topic_name_checked_once_per_topic(broker: EmbeddedBroker,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's topic name rule is checked on a topic's first send only (the hot path of later sends
+    to a known topic does not run it), and an invalid name is refused before librdkafka sees it."""
+    from kipconsumer import _producer
+    from kipconsumer.producer import InvalidTopicError
+
+    checked: list[str] = []
+    real = _producer._TOPIC_RE  # type: ignore[attr-defined]  # module global, not in the stub
+
+    class Counting:
+        def fullmatch(self, s: str) -> object:
+            checked.append(s)
+            return real.fullmatch(s)
+
+    monkeypatch.setattr(_producer, "_TOPIC_RE", Counting(), raising=True)
+    a, b = unique_name("prod-name-a"), unique_name("prod-name-b")
+    broker.create_topic(a, partitions=1)
+    broker.create_topic(b, partitions=1)
+    with KafkaProducer(_conf(broker.bootstrap_servers)) as p:
+        futs = [p.send(t, b"v") for _ in range(500) for t in (a, b, a[:1] + a[1:])]  # equal, not identical
+        p.flush(30)
+        assert all(f.result(0).topic in (a, b) for f in futs)
+        assert checked == [a, b]
+        for bad in ("with space", f"{a}\x00suffix"):
+            for _ in range(2):  # refused every time, never cached
+                with pytest.raises(InvalidTopicError, match="invalid topic name") as ei:
+                    p.send(bad, b"v")
+                assert isinstance(ei.value, ValueError) and ei.value.code == "TOPIC_EXCEPTION"
+        assert checked == [a, b, "with space", "with space", f"{a}\x00suffix", f"{a}\x00suffix"]
+        assert p.metrics()["topics_known"] == 2 and p.metrics()["records_sent"] == 1500
+    msgs = read_back(broker.bootstrap_servers, a, 1, 1000)
+    assert len(msgs) == 1000  # the NUL-truncated name did not land in topic a
+
+
+def test_bad_timestamps_and_falsy_headers_are_typed(broker: EmbeddedBroker) -> None:
+    topic = unique_name("prod-bad")
+    broker.create_topic(topic, partitions=1)
+    with KafkaProducer(_conf(broker.bootstrap_servers)) as p:
+        for ts in (2**63, -1, float("inf"), float("nan")):
+            with pytest.raises(ValueError, match="timestamp must be epoch milliseconds in 0.."):
+                p.send(topic, b"v", timestamp=ts)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="timestamp"):
+            p.send(topic, b"v", timestamp="1")  # type: ignore[arg-type]
+        for hdrs in ("", b"", 0):
+            with pytest.raises(SerializationError, match="headers must be a list"):
+                p.send(topic, b"v", headers=hdrs)  # type: ignore[arg-type]
+        assert p.metrics()["records_sent"] == 0
+        md = p.send(topic, b"v", timestamp=2**63 - 1, headers=[]).result(10)
+        assert md.offset == 0
+
+
 def test_unknown_partition_is_typed_error(broker: EmbeddedBroker) -> None:
     topic = unique_name("prod-part")
     broker.create_topic(topic, partitions=2)

@@ -3,8 +3,9 @@
 * configs: random keys and values for the consumer and producer -> a settings object or ``ConfigError``
   naming a key that was given; never another exception, never a crash; clients built from random
   valid-looking configs construct or raise ``ConfigError``;
-* producer ``send()``: keys, values, headers, partitions, timestamps of random types -> accepted, or
-  ``TypeError`` / ``SerializationError`` naming the argument;
+* producer ``send()``: keys, values, headers, partitions, timestamps, topic names of random types and
+  values -> accepted, or ``TypeError`` / ``ValueError`` / ``SerializationError`` / ``KafkaError``
+  (``InvalidTopicError`` for topic names) naming the argument;
 * consumer: topic names, partitions and offsets for ``seek()``, ``commit_sync()``, ``assign()`` ->
   accepted, or ``ValueError`` / ``TypeError`` / ``IllegalStateError`` naming the problem.
 
@@ -14,7 +15,7 @@ Example counts are bounded so the module runs in well under 30 s.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,7 +25,7 @@ from kipconsumer import KafkaConsumer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.config import CONSUMER_SPECS, PRODUCER_SPECS, consumer_settings, producer_settings
 from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError, SerializationError
-from kipconsumer.producer import KafkaProducer
+from kipconsumer.producer import InvalidTopicError, KafkaProducer
 from kipconsumer.structs import OffsetAndMetadata
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
@@ -48,12 +49,12 @@ weird_values = st.one_of(
 )
 
 
-def keys(specs: dict[str, object]) -> st.SearchStrategy[str]:
+def keys(specs: Mapping[str, object]) -> st.SearchStrategy[str]:
     return st.one_of(st.sampled_from(sorted(specs)), st.sampled_from(PASSTHROUGH_SAMPLE),
                      st.text(max_size=30), st.from_regex(r"[a-z]{1,8}(\.[a-z]{1,8}){1,3}", fullmatch=True))
 
 
-def _check_config_error(e: ConfigError, conf: dict[object, object]) -> None:
+def _check_config_error(e: ConfigError, conf: Mapping[str, object]) -> None:
     msg = str(e)
     assert msg, "ConfigError without a message"
     named = [k for k in conf if isinstance(k, str) and k and k in msg]
@@ -130,7 +131,7 @@ def producer(private_broker: EmbeddedBroker) -> Iterator[KafkaProducer]:
 
 GOOD = (bytes, bytearray, memoryview, str, type(None))
 payloads = st.one_of(st.none(), st.binary(max_size=16), st.text(max_size=16),
-                     st.binary(max_size=8).map(bytearray), st.binary(max_size=8).map(memoryview),
+                     st.binary(max_size=8).map(bytearray), st.binary(max_size=8).map(lambda b: memoryview(b)),
                      st.integers(), st.floats(allow_nan=False), st.booleans(),
                      st.lists(st.integers(), max_size=2),
                      st.builds(object))
@@ -146,9 +147,7 @@ headers = st.one_of(
 
 
 def _headers_ok(h: object) -> bool:
-    if h is None or (not h and not isinstance(h, (list, dict))):
-        # KNOWN PRODUCER BUG: a falsy headers object ('', b'', 0) is taken as "no headers" instead of
-        # a SerializationError (test_known_producer_bug_falsy_headers below).
+    if h is None:
         return True
     if isinstance(h, dict):
         return all(isinstance(k, str) and isinstance(v, GOOD) for k, v in h.items())
@@ -182,8 +181,6 @@ def test_send_argument_types(producer: KafkaProducer, value: object, key: object
        timestamp=st.one_of(st.none(), st.integers(min_value=-(2**70), max_value=2**70), st.text(max_size=3),
                            st.floats(allow_nan=False)))
 def test_send_partition_and_timestamp(producer: KafkaProducer, partition: object, timestamp: object) -> None:
-    if isinstance(timestamp, (int, float)) and not -(2**63) <= timestamp < 2**63 - 1024:
-        return  # KNOWN PRODUCER BUG: OverflowError (test_known_producer_bug_timestamp_overflow)
     try:
         fut = producer.send("props", b"v", partition=partition, timestamp=timestamp)  # type: ignore[arg-type]
     except (TypeError, ValueError, KafkaError) as e:
@@ -197,20 +194,20 @@ def test_send_partition_and_timestamp(producer: KafkaProducer, partition: object
 
 @SLOW
 @given(topic=st.one_of(st.text(max_size=12), st.from_regex(r"[A-Za-z0-9._-]{1,12}", fullmatch=True),
-                       st.integers(), st.none(), st.binary(max_size=4)))
+                       st.sampled_from(["", ".", "..", "a" * 250, "a\x00b", "props\x00", "é", "a/b"]),
+                       st.integers(), st.none(), st.binary(max_size=4), st.lists(st.text(max_size=2))))
 def test_send_topic_types(producer: KafkaProducer, topic: object) -> None:
     if isinstance(topic, str) and TOPIC_RE.fullmatch(topic) and topic not in (".", ".."):
         return  # a valid name: the mock would auto-create it; nothing to check here
-    try:
+    with pytest.raises((TypeError, InvalidTopicError), match="topic") as ei:
         producer.send(topic, b"v")  # type: ignore[arg-type]
-    except (TypeError, ValueError, KafkaError) as e:
-        assert "topic" in str(e), str(e)
-        return
-    if not isinstance(topic, str) or not topic:
-        pytest.fail(f"send() accepted topic {topic!r}")
-    # An invalid (but non-empty) name: the producer does not check Kafka's rule (reported in
-    # docs/reliability.md); the mock auto-creates it. Only a NUL byte is a hard failure.
-    # (a NUL byte truncates the name: test_known_producer_bug_topic_names)
+    if isinstance(topic, str):
+        assert isinstance(ei.value, InvalidTopicError) and isinstance(ei.value, ValueError)
+        assert ei.value.code == "TOPIC_EXCEPTION" and "[a-zA-Z0-9._-]" in str(ei.value)
+        with pytest.raises(InvalidTopicError, match="topic"):
+            producer.partitions_for(topic)
+    else:
+        assert type(ei.value) is TypeError
 
 
 # -- consumer offsets, partitions, topic names -----------------------------------------------------
@@ -295,25 +292,57 @@ def test_subscribe_topic_names(private_broker: EmbeddedBroker, topics: list[str]
         assert valid, f"subscribe accepted {topics!r}"
 
 
-# -- producer bugs found by the properties above (producer files are not changed here) -------------
-@pytest.mark.xfail(strict=True, raises=OverflowError,
-                   reason="KafkaProducer.send(timestamp >= 2**63) raises OverflowError, not a typed error")
-def test_known_producer_bug_timestamp_overflow(producer: KafkaProducer) -> None:
-    with pytest.raises((TypeError, ValueError), match="timestamp"):
-        producer.send("props", b"v", timestamp=2**63)
+# -- producer bugs found by the properties above, fixed in kipconsumer/_producer.pyx ------------------
+@pytest.mark.parametrize("ts", [2**63, 2**64, 2**70, -1, -(2**63), -(2**70), float("inf"), float("-inf"),
+                                float("nan"), 1e19, -0.5e3])
+def test_timestamp_out_of_range_is_value_error(producer: KafkaProducer, ts: float) -> None:
+    # was: OverflowError for >= 2**63 (and for inf)
+    with pytest.raises(ValueError, match=r"timestamp must be epoch milliseconds in 0\.\.9223372036854775807"):
+        producer.send("props", b"v", timestamp=ts)  # type: ignore[arg-type]
+    assert producer.send("props", b"v", timestamp=2**63 - 1).result(10).topic == "props"
 
 
-@pytest.mark.xfail(strict=True, reason="KafkaProducer.send() takes a falsy headers object ('', b'', 0) "
-                                       "as no headers instead of raising SerializationError")
-@pytest.mark.parametrize("hdrs", ["", b"", 0])
-def test_known_producer_bug_falsy_headers(producer: KafkaProducer, hdrs: object) -> None:
-    with pytest.raises(SerializationError, match="headers"):
+@pytest.mark.parametrize("hdrs", ["", b"", 0, 0.0, False, "ab", b"ab", 5, ["ab"], [("a", b"1", "x")],
+                                  [b"ab"]])
+def test_headers_that_are_not_pairs_are_serialization_errors(producer: KafkaProducer, hdrs: object) -> None:
+    # was: a falsy headers object ('', b'', 0) was taken as "no headers"; ["ab"] unpacked to ("a", "b")
+    with pytest.raises(SerializationError, match="header"):
         producer.send("props", b"v", headers=hdrs)  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(strict=True, reason="KafkaProducer.send() does not check Kafka's topic name rule; "
-                                       "a NUL byte silently truncates the name (sends to another topic)")
-@pytest.mark.parametrize("topic", ["props\x00other", "a b", ".."])
-def test_known_producer_bug_topic_names(producer: KafkaProducer, topic: str) -> None:
-    with pytest.raises((ValueError, KafkaError), match="topic"):
-        producer.send(topic, b"v").result(10)
+@pytest.mark.parametrize("hdrs", [None, [], (), {}])
+def test_empty_headers_are_no_headers(producer: KafkaProducer, hdrs: object) -> None:
+    assert producer.send("props", b"v", headers=hdrs).result(10).topic == "props"  # type: ignore[arg-type]
+
+
+def test_header_str_that_is_not_utf8_is_serialization_error(producer: KafkaProducer) -> None:
+    with pytest.raises(SerializationError, match="header name"):
+        producer.send("props", b"v", headers=[("\ud800", b"x")])
+    with pytest.raises(SerializationError, match="header 'h' value"):
+        producer.send("props", b"v", headers={"h": "\udfff"})
+
+
+@pytest.mark.parametrize("partition", [2**31, 2**63, 2**70, -1, -(2**70)])
+def test_partition_out_of_any_range_is_typed(producer: KafkaProducer, partition: int) -> None:
+    with pytest.raises(KafkaError, match=f"partition {partition} of topic 'props'") as ei:
+        producer.send("props", b"v", partition=partition)
+    assert ei.value.code == "_UNKNOWN_PARTITION"
+
+
+@pytest.mark.parametrize("topic", ["props\x00other", "a b", "..", ".", "", "a" * 250, "é", "a/b", "a:b"])
+def test_topic_name_rule(producer: KafkaProducer, topic: str) -> None:
+    # was: not checked; a NUL byte truncated the name (the record went to topic "props")
+    before = producer.metrics()
+    with pytest.raises(InvalidTopicError, match="invalid topic name") as ei:
+        producer.send(topic, b"v")
+    e = ei.value
+    assert isinstance(e, KafkaError) and isinstance(e, ValueError) and e.code == "TOPIC_EXCEPTION"
+    assert repr(topic) in str(e) and "1..249" in str(e) and "[a-zA-Z0-9._-]" in str(e)
+    after = producer.metrics()
+    assert after["records_sent"] == before["records_sent"]
+    assert after["topics_known"] == before["topics_known"]  # never handed to librdkafka
+
+
+def test_topic_name_rule_limits_are_accepted(producer: KafkaProducer) -> None:
+    for topic in ("a" * 249, "a.b_c-D9", "...", "_", "-"):
+        assert producer.send(topic, b"v").result(10).topic == topic
