@@ -238,6 +238,9 @@ CONSUMER_SPECS: dict[str, Spec] = _table({
     "queued.min.messages": _int(1, 10_000_000, None,
                                 doc="Bounded prefetch of the whole consumer (librdkafka name); default "
                                 "max(4*max.poll.records, 100000)."),
+    "fetch.queue.backoff.ms": _int(0, 300_000, 10, emit_default=True,
+                                   doc="Pause before fetching again once the prefetch bound was reached "
+                                   "(librdkafka name; its default, 1000, stalls a fast consumer)."),
 })
 
 #: Producer keys (Java names).

@@ -99,6 +99,7 @@ def test_consumer_defaults() -> None:
         "partition.assignment.strategy": "range",
         "queued.max.messages.kbytes": "8192",
         "queued.min.messages": "100000",
+        "fetch.queue.backoff.ms": "10",
         "enable.auto.offset.store": "false",
         "enable.partition.eof": "false",
     }
