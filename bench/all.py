@@ -160,6 +160,16 @@ def summary_table(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 verdict(ar / rc >= 0.85 if rc == rc and ar == ar else None),
             )
         )
+        for name in ("kipconsumer-iter", "kipconsumer-arrow", "raw-c"):
+            kv, cv = med(name, "cpu_ns_per_record"), med("confluent-consume500", "cpu_ns_per_record")
+            rows.append(
+                (
+                    f"client CPU per record, {name} vs confluent consume(500)",
+                    f"{kv:,.0f} vs {cv:,.0f} ns = {cv / kv:.2f}x less",
+                    "(informative)",
+                    "-",
+                )
+            )
         for k, label in (("buffered_p50_us", "p50"), ("buffered_p99_us", "p99")):
             kv, cv = med("kipconsumer-latency", k), med("confluent-latency", k)
             rows.append(

@@ -9,8 +9,10 @@ then runs every client in its own process `--repeat` times on the same data and 
 table of records/s (median and best of the runs) with ratios to confluent-kafka's
 `consume(500)` and to a plain C consumer on librdkafka (bench/c/raw_consumer.c), and the
 per-poll latency percentiles of those runs (they include polls that wait for the broker when
-the client outruns the fetcher). The `*-latency` clients time polls of 500 buffered records
-(after 1 s pauses that let the client prefetch), the issue's latency target.
+the client outruns the fetcher), and the client process's CPU time per record (all threads,
+librdkafka's included: what the client costs, whatever the broker's speed). The `*-latency`
+clients time polls of 500 buffered records (after 1 s pauses that let the client prefetch),
+the issue's latency target.
 Results go to bench/results/<date>-consume-<broker>.json.
 Records are counted by what was produced (Tansu's high watermark is wrong).
 """
@@ -139,7 +141,7 @@ def main() -> int:
     print()
     print(
         f"{'client':24} {'median rec/s':>13} {'best rec/s':>12} {'x confluent':>12} {'x raw C':>8} "
-        f"{'poll p50 us':>12} {'poll p99 us':>12}"
+        f"{'poll p50 us':>12} {'poll p99 us':>12} {'CPU ns/rec':>11}"
     )
     summary: dict[str, dict[str, object]] = {}
     for name in clients:
@@ -158,11 +160,15 @@ def main() -> int:
             "ratio_vs_raw_c": med / base_c,
             "poll_p50_us": median(name, "poll_p50_us"),
             "poll_p99_us": median(name, "poll_p99_us"),
+            "cpu_ns_per_record": statistics.median(
+                [r["cpu_s"] / r["records"] * 1e9 for r in runs if "cpu_s" in r] or [float("nan")]
+            ),
             "runs": runs,
         }
         print(
             f"{name:24} {med:13,.0f} {best:12,.0f} {med / base_cf:12.2f} {med / base_c:8.2f} "
-            f"{summary[name]['poll_p50_us']:12.0f} {summary[name]['poll_p99_us']:12.0f}"
+            f"{summary[name]['poll_p50_us']:12.0f} {summary[name]['poll_p99_us']:12.0f} "
+            f"{summary[name]['cpu_ns_per_record']:11.0f}"
         )
     lat_clients = [n for n in clients if n.endswith("-latency")]
     if lat_clients:

@@ -19,9 +19,10 @@ import time
 from collections.abc import Callable
 
 
-def _summary(got: int, t0: float, lat: list[float]) -> dict[str, float]:
+def _summary(got: int, t0: float, cpu0: float, lat: list[float]) -> dict[str, float]:
     secs = time.perf_counter() - t0
-    out: dict[str, float] = {"records": got, "seconds": secs, "records_per_s": got / secs}
+    cpu = time.process_time() - cpu0  # every thread of the process, librdkafka's included
+    out: dict[str, float] = {"records": got, "seconds": secs, "records_per_s": got / secs, "cpu_s": cpu}
     if lat:
         lat.sort()
         out["poll_p50_us"] = lat[len(lat) // 2] * 1e6
@@ -44,7 +45,7 @@ def kipconsumer_client(mode: str) -> Callable[[str, str, int, int], dict[str, fl
         c.assign([TopicPartition(topic, p) for p in range(partitions)])
         if mode == "arrow":
             import pyarrow  # noqa: F401  (an application imports it at start, not inside the timed loop)
-        got, t0, lat = 0, 0.0, []
+        got, t0, cpu0, lat = 0, 0.0, 0.0, []
         deadline = time.monotonic() + 120
         while got < want and time.monotonic() < deadline:
             s = time.perf_counter()
@@ -53,7 +54,7 @@ def kipconsumer_client(mode: str) -> Callable[[str, str, int, int], dict[str, fl
             if not records:
                 continue
             if not t0:
-                t0 = s
+                t0, cpu0 = s, time.process_time()
             lat.append(e - s)
             if mode == "arrow":
                 batch = records.to_arrow()
@@ -63,7 +64,7 @@ def kipconsumer_client(mode: str) -> Callable[[str, str, int, int], dict[str, fl
                     _ = r.value
                     got += 1
         c.close()
-        return _summary(got, t0, lat)
+        return _summary(got, t0, cpu0, lat)
 
     return run
 
@@ -80,7 +81,7 @@ def confluent_client(bootstrap: str, topic: str, partitions: int, want: int) -> 
         }
     )
     c.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
-    got, t0, lat = 0, 0.0, []
+    got, t0, cpu0, lat = 0, 0.0, 0.0, []
     deadline = time.monotonic() + 120
     while got < want and time.monotonic() < deadline:
         s = time.perf_counter()
@@ -89,14 +90,14 @@ def confluent_client(bootstrap: str, topic: str, partitions: int, want: int) -> 
         if not msgs:
             continue
         if not t0:
-            t0 = s
+            t0, cpu0 = s, time.process_time()
         lat.append(e - s)
         for m in msgs:
             if m.error() is None:
                 _ = m.value()
                 got += 1
     c.close()
-    return _summary(got, t0, lat)
+    return _summary(got, t0, cpu0, lat)
 
 
 ROUNDS, PAUSE_S, POLLS_PER_ROUND = 10, 1.0, 100

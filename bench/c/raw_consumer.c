@@ -7,8 +7,16 @@
  *   raw_consumer BOOTSTRAP TOPIC PARTITIONS RECORDS */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <librdkafka/rdkafka.h>
+
+/* CPU seconds of the whole process (every thread, librdkafka's included). */
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -49,14 +57,16 @@ int main(int argc, char **argv) {
     rd_kafka_message_t *batch[500];
     long got = 0;
     unsigned long checksum = 0;
-    double t0 = 0, deadline = now_s() + 120;
+    double t0 = 0, cpu0 = 0, deadline = now_s() + 120;
     while (got < want && now_s() < deadline) {
         ssize_t n = rd_kafka_consume_batch_queue(q, 100, batch, 500);
         for (ssize_t i = 0; i < n; i++) {
             rd_kafka_message_t *m = batch[i];
             if (!m->err) {
-                if (!t0)
+                if (!t0) {
                     t0 = now_s();
+                    cpu0 = cpu_s();
+                }
                 got++;
                 if (m->len)
                     checksum += ((unsigned char *)m->payload)[0];
@@ -64,9 +74,9 @@ int main(int argc, char **argv) {
             rd_kafka_message_destroy(m);
         }
     }
-    double secs = now_s() - t0;
-    printf("{\"records\": %ld, \"seconds\": %.6f, \"records_per_s\": %.1f, \"checksum\": %lu}\n", got, secs,
-           got / secs, checksum);
+    double secs = now_s() - t0, cpu = cpu_s() - cpu0;
+    printf("{\"records\": %ld, \"seconds\": %.6f, \"records_per_s\": %.1f, \"cpu_s\": %.6f, \"checksum\": %lu}\n",
+           got, secs, got / secs, cpu, checksum);
     rd_kafka_queue_destroy(q);
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
