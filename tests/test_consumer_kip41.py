@@ -262,6 +262,39 @@ def test_prefetch_is_bounded_when_the_application_stops_polling(broker, topic_fa
         assert all(v == 1 for v in seen.values())
 
 
+def test_prefetch_bound_is_consumer_wide_not_per_partition(broker, topic_factory, unique_name):
+    """queued.max.messages.kbytes bounds the whole consumer: 24 partitions x 1 MB waiting, a
+    1 MiB bound and 2 MB fetch responses hold a few MB while the application stalls, where a
+    per-partition bound (each partition its own librdkafka queue) would hold all 24 MB."""
+    nparts, per_part, size = 24, 100, 10_000
+    topic = topic_factory(partitions=nparts)
+    produce(broker, topic, {p: per_part for p in range(nparts)}, value_size=size)
+    kbytes, fetch_max = 1024, 2 * 1024 * 1024
+    with consumer(broker, unique_name("g"), max_poll_records=100, queued_max_messages_kbytes=kbytes,
+                  fetch_max_bytes=fetch_max, max_partition_fetch_bytes=1024 * 1024) as c:
+        c.assign(tps(topic, range(nparts)))
+        first: list = []
+        poll_until(c, lambda: bool(first), each=lambda recs: first.extend(recs))
+        peak = 0
+        for _ in range(10):                                   # 5 s without polling
+            time.sleep(0.5)
+            m = c.metrics()
+            peak = max(peak, m["buffered_bytes"] + m["prefetched_records"] * size)
+        target = max(64, 2 * -(-100 // nparts))
+        # librdkafka's queue: the bound plus one fetch response per broker (3 here, each leads
+        # some partitions); the buffer: the bound plus less than one target (docs/consumer.md,
+        # "Prefetch and memory")
+        bound = (kbytes * 1024 + 3 * fetch_max) + (kbytes * 1024 + target * size)
+        assert peak <= bound, (peak, bound)
+        assert peak < nparts * per_part * size / 3            # far from everything (24 MB)
+        # and everything is still read, once each, in order
+        seen: Counter[tuple[int, int]] = Counter((r.partition, r.offset) for r in first)
+        del first
+        poll_until(c, lambda: len(seen) >= nparts * per_part,
+                   each=lambda recs: seen.update((r.partition, r.offset) for r in recs), timeout=60)
+        assert len(seen) == nparts * per_part and max(seen.values()) == 1
+
+
 # --------------------------------------------------------------------------------------------
 # pause / resume
 
