@@ -17,6 +17,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 def _summary(got: int, t0: float, cpu0: float, lat: list[float]) -> dict[str, float]:
@@ -30,19 +31,41 @@ def _summary(got: int, t0: float, cpu0: float, lat: list[float]) -> dict[str, fl
     return out
 
 
+def _kipconsumer(bootstrap: str, topic: str, partitions: int) -> Any:
+    """A kipconsumer consumer assigned every partition from the beginning (no group)."""
+    from kipconsumer import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "max.poll.records": 500,
+        }
+    )
+    c.assign([TopicPartition(topic, p) for p in range(partitions)])
+    return c
+
+
+def _confluent(bootstrap: str, topic: str, partitions: int) -> Any:
+    """A confluent-kafka consumer assigned every partition from the beginning (no group)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-unused",
+            "enable.partition.eof": False,
+            "enable.auto.commit": False,
+        }
+    )
+    c.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
+    return c
+
+
 def kipconsumer_client(mode: str) -> Callable[[str, str, int, int], dict[str, float]]:
     def run(bootstrap: str, topic: str, partitions: int, want: int) -> dict[str, float]:
-        from kipconsumer import KafkaConsumer, TopicPartition
-
-        c = KafkaConsumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                "max.poll.records": 500,
-            }
-        )
-        c.assign([TopicPartition(topic, p) for p in range(partitions)])
+        c = _kipconsumer(bootstrap, topic, partitions)
         if mode == "arrow":
             import pyarrow  # noqa: F401  (an application imports it at start, not inside the timed loop)
         got, t0, cpu0, lat = 0, 0.0, 0.0, []
@@ -70,17 +93,7 @@ def kipconsumer_client(mode: str) -> Callable[[str, str, int, int], dict[str, fl
 
 
 def confluent_client(bootstrap: str, topic: str, partitions: int, want: int) -> dict[str, float]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench-unused",
-            "enable.partition.eof": False,
-            "enable.auto.commit": False,
-        }
-    )
-    c.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
+    c = _confluent(bootstrap, topic, partitions)
     got, t0, cpu0, lat = 0, 0.0, 0.0, []
     deadline = time.monotonic() + 120
     while got < want and time.monotonic() < deadline:
@@ -120,17 +133,7 @@ def _buffered_summary(lat: list[float], got: int) -> dict[str, float]:
 
 
 def kipconsumer_latency(bootstrap: str, topic: str, partitions: int, want: int) -> dict[str, float]:
-    from kipconsumer import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "max.poll.records": 500,
-        }
-    )
-    c.assign([TopicPartition(topic, p) for p in range(partitions)])
+    c = _kipconsumer(bootstrap, topic, partitions)
     lat: list[float] = []
     got = 0
     records = None
@@ -150,17 +153,7 @@ def kipconsumer_latency(bootstrap: str, topic: str, partitions: int, want: int) 
 
 
 def confluent_latency(bootstrap: str, topic: str, partitions: int, want: int) -> dict[str, float]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench-unused",
-            "enable.partition.eof": False,
-            "enable.auto.commit": False,
-        }
-    )
-    c.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
+    c = _confluent(bootstrap, topic, partitions)
     lat: list[float] = []
     got = 0
     msgs: list = []
