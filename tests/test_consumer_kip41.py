@@ -289,7 +289,7 @@ def test_prefetch_bound_is_consumer_wide_not_per_partition(broker, topic_factory
         assert peak < nparts * per_part * size / 3            # far from everything (24 MB)
         # and everything is still read, once each, in order
         seen: Counter[tuple[int, int]] = Counter((r.partition, r.offset) for r in first)
-        del first
+        first.clear()
         poll_until(c, lambda: len(seen) >= nparts * per_part,
                    each=lambda recs: seen.update((r.partition, r.offset) for r in recs), timeout=60)
         assert len(seen) == nparts * per_part and max(seen.values()) == 1
