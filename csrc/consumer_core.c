@@ -44,9 +44,11 @@ kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, k
         return NULL;
     }
     kc_poll_timer_init(&c->poll_timer, max_poll_interval_ms);
-    kc_hb_init(&c->heartbeat);
-    if (kc_hb_install(conf, &c->heartbeat) != 0) {
+    c->heartbeat = kc_hb_new();
+    if (!c->heartbeat || kc_hb_install(conf, c->heartbeat) != 0) {
+        /* nothing was installed on a handle: the monitor can go now */
         snprintf(errstr, errlen, "cannot install the heartbeat interceptor");
+        kc_hb_free(c->heartbeat);
         kc_consumer_free(c);
         return NULL;
     }
@@ -228,10 +230,10 @@ static void drain_fd(int fd) {
 }
 
 int kc_consumer_rebalance_pending(kc_consumer_t *c) {
-    int64_t last_any = atomic_load(&c->heartbeat.last_any_ms);
-    int64_t last_ok = atomic_load(&c->heartbeat.last_ok_ms);
+    int64_t last_any = atomic_load(&c->heartbeat->last_any_ms);
+    int64_t last_ok = atomic_load(&c->heartbeat->last_ok_ms);
     return c->rebalance_barrier && last_any > last_ok && last_any > c->last_rebalance_ms &&
-           atomic_load(&c->heartbeat.last_error) == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS;
+           atomic_load(&c->heartbeat->last_error) == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS;
 }
 
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,

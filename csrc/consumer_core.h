@@ -47,7 +47,7 @@ typedef struct kc_consumer {
     size_t ring_max_records;       /* hard bound of the buffer (queued.min.messages) */
     size_t ring_max_bytes;         /* hard bound of the buffer (queued.max.messages.kbytes) */
     kc_poll_timer_t poll_timer;
-    kc_heartbeat_monitor_t heartbeat;
+    kc_heartbeat_monitor_t *heartbeat; /* not freed by kc_consumer_free(): see there */
     _Atomic int wakeup;
     int abort_poll;                /* set by a callback on the poll thread */
     rd_kafka_message_t *errors[KC_MAX_PENDING_ERRORS];
@@ -67,7 +67,10 @@ kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, k
                                int64_t max_poll_interval_ms, char *errstr, size_t errlen);
 /* Completes set-up once rd_kafka_new() succeeded with the conf given above. */
 int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk);
-/* Frees everything but rk (the caller closes and destroys rk after this). */
+/* Frees everything but rk and the heartbeat monitor (the caller closes and destroys rk
+ * after this; librdkafka's threads may call the monitor until rd_kafka_destroy() returns,
+ * so the caller frees c->heartbeat with kc_hb_free() then, or at once if rd_kafka_new()
+ * failed). */
 void kc_consumer_free(kc_consumer_t *c);
 
 /* Adds a newly assigned partition to the buffer and forwards its librdkafka queue to the

@@ -1,9 +1,21 @@
 #include "heartbeat_monitor.h"
 #include "poll_timer.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define KC_APIKEY_HEARTBEAT 12
+
+kc_heartbeat_monitor_t *kc_hb_new(void) {
+    kc_heartbeat_monitor_t *hb = malloc(sizeof(*hb));
+    if (hb)
+        kc_hb_init(hb);
+    return hb;
+}
+
+void kc_hb_free(kc_heartbeat_monitor_t *hb) {
+    free(hb);
+}
 
 void kc_hb_init(kc_heartbeat_monitor_t *hb) {
     atomic_store(&hb->last_ok_ms, 0);

@@ -19,6 +19,10 @@ typedef struct kc_heartbeat_monitor {
     _Atomic int32_t outstanding;     /* Heartbeat requests sent and not yet answered */
 } kc_heartbeat_monitor_t;
 
+/* A zeroed monitor; NULL on OOM. librdkafka's threads write to it until rd_kafka_destroy()
+ * of the handle it is installed on has returned: free it (kc_hb_free) only after that. */
+kc_heartbeat_monitor_t *kc_hb_new(void);
+void kc_hb_free(kc_heartbeat_monitor_t *hb);
 void kc_hb_init(kc_heartbeat_monitor_t *hb);
 /* Registers the monitor on `conf`; call before rd_kafka_new(). 0 on success. */
 int kc_hb_install(rd_kafka_conf_t *conf, kc_heartbeat_monitor_t *hb);

@@ -11,7 +11,7 @@ typed facade is kipconsumer.consumer.KafkaConsumer.
 import logging
 
 from libc.stdint cimport int32_t, int64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, strcmp
 from posix.unistd cimport usleep
 
@@ -66,6 +66,9 @@ cdef rd_kafka_topic_partition_list_t *_c_list(object tps) except NULL:
 cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                         rd_kafka_topic_partition_list_t *parts, void *opaque) noexcept with gil:
     cdef NativeConsumer self = <NativeConsumer>opaque
+    if self.core == NULL:  # not expected (callbacks are served by poll() only): answer librdkafka
+        _close_assign_call(rk, err, parts, self._cooperative_cfg)
+        return
     try:
         self._on_rebalance(err, parts)
     except BaseException as exc:  # never let an exception cross into librdkafka
@@ -74,17 +77,154 @@ cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         self.core.abort_poll = 1
 
 
+# ---------------------------------------------------------------- close: librdkafka's termination
+# The close path uses librdkafka's asynchronous close (rd_kafka_consumer_close_queue) so that close()
+# can serve the group's last rebalance events itself and stop waiting at its deadline. Declared here
+# (they are in Debian's 2.0.2 headers too) because only close() uses them.
+cdef extern from "rdk.h" nogil:
+    rd_kafka_error_t *rd_kafka_consumer_close_queue(rd_kafka_t *rk, rd_kafka_queue_t *rkqu)
+    int rd_kafka_consumer_closed(rd_kafka_t *rk)
+    void rd_kafka_destroy_flags(rd_kafka_t *rk, int flags)
+    enum:
+        RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef unsigned long pthread_t
+    ctypedef struct pthread_attr_t:
+        pass
+    int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                       void *(*start)(void *) noexcept nogil, void *arg)
+    int pthread_detach(pthread_t thread)
+
+cdef enum:
+    _REAPER_GIVE_UP_MS = 600000  # how long _reaper_main serves librdkafka's close before giving up
+
+
+cdef void _close_assign_call(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                             rd_kafka_topic_partition_list_t *parts, bint cooperative) noexcept nogil:
+    """The *assign() call librdkafka waits for after a rebalance event served during close.
+
+    Once the group handle is terminating, librdkafka turns any application *assign() call into a full
+    unassign (rdkafka_cgrp.c, rd_kafka_cgrp_handle_assign_op: "treating assign as unassign"), whatever
+    it names; the call still has to match the protocol, or it is refused before that."""
+    cdef rd_kafka_error_t *error = NULL
+    if cooperative:
+        if err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            error = rd_kafka_incremental_assign(rk, parts)
+        else:
+            error = rd_kafka_incremental_unassign(rk, parts)
+        if error != NULL:
+            rd_kafka_error_destroy(error)
+    elif err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+        rd_kafka_assign(rk, parts)
+    else:
+        rd_kafka_assign(rk, NULL)
+
+
+cdef int _close_drain_stale(rd_kafka_queue_t *q) noexcept nogil:
+    """Drops every event already on the close queue right after close's full unassign; returns the
+    number of rebalance events among them.
+
+    They were queued before that unassign (librdkafka serves the application's *assign() after the
+    TERMINATE op that close_queue posted, and posts the rebalance events of the termination while
+    handling it), so they name partitions already given back, and librdkafka does not wait for a
+    call on them: the cooperative protocol posts a "revoke all" while an assign event is still
+    pending (rdkafka_cgrp.c rd_kafka_cgrp_revoke_all_rejoin has no WAIT_ASSIGN_CALL check for
+    COOPERATIVE), and one application call answers both. Answering such an event again, or
+    committing from its listener, reaches librdkafka after the group handle may have reached its TERM
+    state: a commit then raises wait_commit_cnt and rd_kafka_cgrp_terminated() aborts the process
+    (assert !rd_kafka_assignment_in_progress); any other request can be dropped unanswered once the
+    handle is terminated (rd_kafka_cgrp_op_serve), which blocks the caller for ever."""
+    cdef rd_kafka_event_t *ev
+    cdef int n = 0
+    while True:
+        ev = rd_kafka_queue_poll(q, 0)
+        if ev == NULL:
+            return n
+        if rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE:
+            n += 1
+        rd_kafka_event_destroy(ev)
+
+
+ctypedef struct _reaper_t:
+    rd_kafka_t *rk
+    rd_kafka_queue_t *q          # the close queue; NULL: librdkafka's close is not started yet
+    kc_consumer_t *core          # freed once librdkafka is closed, before rd_kafka_destroy
+    kc_heartbeat_monitor_t *hb   # freed after rd_kafka_destroy (librdkafka's threads write to it)
+    int cooperative
+    int unassigned               # the full unassign of the close was made
+    int64_t give_up_ms
+
+
+cdef void *_reaper_main(void *arg) noexcept nogil:
+    """Finishes librdkafka's close without Python, then frees the core and destroys the handle.
+
+    Runs on its own thread for a consumer whose close() reached its deadline, or that was dropped
+    without close() (it then starts the close: commits stored offsets if auto-commit, leaves the group,
+    no listener). Rebalance events get the *assign() call librdkafka waits for; the wait is bounded by
+    librdkafka itself (session.timeout.ms for commits waiting for a coordinator, request timeouts),
+    and by _REAPER_GIVE_UP_MS."""
+    cdef _reaper_t *r = <_reaper_t *>arg
+    cdef rd_kafka_error_t *error
+    cdef rd_kafka_event_t *ev
+    r.give_up_ms = kc_now_ms() + _REAPER_GIVE_UP_MS
+    if r.q == NULL:
+        r.q = rd_kafka_queue_new(r.rk)
+        error = rd_kafka_consumer_close_queue(r.rk, r.q)
+        if error != NULL:  # already closed, or a fatal error (then destroy skips the close)
+            rd_kafka_error_destroy(error)
+            r.give_up_ms = 0
+    while kc_now_ms() < r.give_up_ms and not rd_kafka_consumer_closed(r.rk):
+        ev = rd_kafka_queue_poll(r.q, 100)
+        if ev == NULL:
+            continue
+        if rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE and not (
+                r.unassigned and rd_kafka_consumer_closed(r.rk)):
+            _close_assign_call(r.rk, rd_kafka_event_error(ev), rd_kafka_event_topic_partition_list(ev),
+                               r.cooperative)
+            if not r.unassigned:
+                r.unassigned = 1
+                _close_drain_stale(r.q)
+        rd_kafka_event_destroy(ev)
+    if r.core != NULL:
+        kc_consumer_free(r.core)
+    rd_kafka_queue_destroy(r.q)
+    rd_kafka_destroy_flags(r.rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE)
+    kc_hb_free(r.hb)
+    free(r)
+    return NULL
+
+
 cdef class _Handle:
     """Owns the rd_kafka_t; destroys it when the consumer and every batch holding its
-    messages are gone (rd_kafka_destroy blocks until all messages are released)."""
+    messages are gone (rd_kafka_destroy blocks until all messages are released).
+
+    With a `reaper` (close() timed out, or the consumer was dropped without close()), the rest of
+    librdkafka's close and the destruction run on a detached thread instead (_reaper_main)."""
 
     cdef rd_kafka_t *rk
+    cdef _reaper_t *reaper
+    cdef kc_heartbeat_monitor_t *hb  # the core's heartbeat monitor, freed after rd_kafka_destroy
 
     def __dealloc__(self):
-        if self.rk != NULL:
+        cdef pthread_t tid
+        cdef _reaper_t *r = self.reaper
+        self.reaper = NULL
+        if r != NULL:
+            self.rk = NULL
+            r.hb = self.hb
+            self.hb = NULL
+            if pthread_create(&tid, NULL, _reaper_main, r) == 0:
+                pthread_detach(tid)
+            else:
+                with nogil:
+                    _reaper_main(r)
+        elif self.rk != NULL:
             with nogil:
                 rd_kafka_destroy(self.rk)
             self.rk = NULL
+        kc_hb_free(self.hb)
+        self.hb = NULL
 
 
 cdef class NativeConsumer:
@@ -113,6 +253,9 @@ cdef class NativeConsumer:
     cdef readonly long revoked_records_dropped
     cdef int _in_rebalance
     cdef bint _cooperative_cfg      # partition.assignment.strategy is cooperative-sticky
+    cdef rd_kafka_queue_t *_close_q  # inside close(): the queue librdkafka's close posts events to
+    cdef set _stale_parts            # partitions of a discarded assignment (see _stale_assignment)
+    cdef bint _close_unassigned     # inside close(): the full unassign was made (see _close_drain_stale)
 
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
                   long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms):
@@ -121,6 +264,7 @@ cdef class NativeConsumer:
         cdef kc_fairness_t mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
         self._commit_callbacks = {}
         self._subscription = set()
+        self._stale_parts = set()
         self.max_poll_interval_ms = max_poll_interval_ms
         self.default_api_timeout_ms = default_api_timeout_ms
         self.auto_commit = auto_commit
@@ -152,17 +296,43 @@ cdef class NativeConsumer:
         self.rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr))
         if self.rk == NULL:
             rd_kafka_conf_destroy(conf)
+            kc_hb_free(self.core.heartbeat)  # no handle ever used it
             kc_consumer_free(self.core)
             self.core = NULL
             raise ConfigError(errstr.decode(errors="replace"))
         self._handle = _Handle.__new__(_Handle)
         self._handle.rk = self.rk
+        self._handle.hb = self.core.heartbeat
         if kc_consumer_attach(self.core, self.rk) != 0:
             raise KafkaError("cannot attach to librdkafka's consumer queue")
         self.commit_q = rd_kafka_queue_new(self.rk)
 
     def __dealloc__(self):
+        if self.rk != NULL and not self._closed:
+            # Dropped without close(): rd_kafka_destroy() would close the consumer itself and run the
+            # rebalance callback on this object while it is being freed (a segfault). Finish the close
+            # without Python in the background instead: auto-commit of stored offsets, LeaveGroup.
+            self._abandon(NULL)
         self._destroy()
+
+    cdef bint _abandon(self, rd_kafka_queue_t *q) noexcept:
+        """Hands the unfinished librdkafka close (started on `q`; NULL: not started), the core and the
+        handle's destruction to a background finisher (_reaper_main), which starts when the handle is
+        released: at once, or when the last batch holding messages of this consumer is freed."""
+        cdef _reaper_t *r
+        if self.rk == NULL or self._handle is None or self._handle.reaper != NULL:
+            return False
+        r = <_reaper_t *>calloc(1, sizeof(_reaper_t))
+        if r == NULL:
+            return False
+        r.rk = self.rk
+        r.q = q
+        r.core = self.core
+        r.cooperative = self._cooperative_cfg
+        r.unassigned = self._close_unassigned
+        self.core = NULL
+        self._handle.reaper = r
+        return True
 
     cdef void _destroy(self) noexcept:
         if self.commit_q != NULL:
@@ -191,16 +361,22 @@ cdef class NativeConsumer:
 
     # ---------------------------------------------------------------- rebalance
     cdef bint _cooperative(self) noexcept:
-        """The group's rebalance protocol is COOPERATIVE. librdkafka returns NULL (or "NONE") while
-        the group handle is terminating, e.g. for the rebalance callbacks served inside
-        rd_kafka_consumer_close(): then the configured assignor decides (strcmp(NULL) crashed here,
-        and an eager assign() in a cooperative group trips librdkafka's assertions)."""
+        """The group's rebalance protocol is COOPERATIVE. Inside close() the configured assignor decides
+        without asking librdkafka: rd_kafka_rebalance_protocol() is a request to the group handle,
+        which may be dropped unanswered (blocking for ever) once the handle has terminated, and it
+        returns NULL (or "NONE") while the handle terminates (strcmp(NULL) crashed here, and an eager
+        assign() in a cooperative group trips librdkafka's assertions)."""
+        if self._closing:
+            return self._cooperative_cfg
         cdef const char *proto = rd_kafka_rebalance_protocol(self.rk)
         if proto == NULL or strcmp(proto, b"NONE") == 0:
             return self._cooperative_cfg
         return strcmp(proto, b"COOPERATIVE") == 0
 
     cdef void _on_rebalance(self, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts) except *:
+        if self._closing:
+            self._on_rebalance_closing(err, parts)
+            return
         cdef bint cooperative = self._cooperative()
         cdef rd_kafka_error_t *error
         cdef kc_partition_t *p
@@ -210,7 +386,12 @@ cdef class NativeConsumer:
         self._in_rebalance = 1
         self.core.last_rebalance_ms = kc_now_ms()
         try:
-            if err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            if err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS and self._subscription and self._left_before_assign():
+                self._stale_assignment(parts, tps, cooperative)
+            elif err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+                if not cooperative:
+                    self._stale_parts.clear()
+                self._stale_parts.difference_update(tps)
                 for i in range(parts.cnt):
                     if kc_consumer_add_partition(self.core, parts.elems[i].topic,
                                                  parts.elems[i].partition) == NULL:
@@ -221,25 +402,12 @@ cdef class NativeConsumer:
                         msg = rd_kafka_error_string(error).decode()
                         rd_kafka_error_destroy(error)
                         raise KafkaError(f"incremental assign failed: {msg}")
-                    if self._closing:
-                        # Leaving: give the partitions straight back, so no committed-offset
-                        # lookup or fetch start is still in progress when librdkafka terminates
-                        # the group (rd_kafka_cgrp_terminated asserts on that).
-                        error = rd_kafka_incremental_unassign(self.rk, parts)
-                        if error != NULL:
-                            rd_kafka_error_destroy(error)
-                        for i in range(parts.cnt):
-                            kc_fb_remove(&self.core.fb, parts.elems[i].topic, parts.elems[i].partition)
                 else:
                     rd_kafka_assign(self.rk, parts)
                 self._left_group = False
                 self.rebalances += 1
                 log.info("partitions assigned: %s", tps)
-                # Inside close() the member is leaving: an assignment that completes meanwhile is not
-                # reported (as in Java). librdkafka goes on terminating the group as soon as the
-                # assign above is done, so a commit from the listener here would still be in flight
-                # when the group handle terminates (rdkafka_cgrp.c assert: assignment in progress).
-                if listener is not None and not self._closing:
+                if listener is not None:
                     listener.on_partitions_assigned(tps)
             else:
                 lost = rd_kafka_assignment_lost(self.rk)
@@ -248,14 +416,18 @@ cdef class NativeConsumer:
                     if p != NULL:
                         self.revoked_records_dropped += p.len
                         kc_fb_purge(&self.core.fb, p)
+                # partitions of a discarded assignment (_stale_assignment) were never reported, or were
+                # already reported lost
+                report = [tp for tp in tps if tp not in self._stale_parts] if self._stale_parts else tps
+                self._stale_parts.difference_update(tps)
                 try:
                     if not lost and self.auto_commit:
                         self._store_positions(tps)
-                    if listener is not None:
+                    if listener is not None and (report or not tps):
                         if lost and hasattr(listener, "on_partitions_lost"):
-                            listener.on_partitions_lost(tps)
+                            listener.on_partitions_lost(report)
                         else:
-                            listener.on_partitions_revoked(tps)
+                            listener.on_partitions_revoked(report)
                 finally:
                     if cooperative:
                         error = rd_kafka_incremental_unassign(self.rk, parts)
@@ -268,6 +440,107 @@ cdef class NativeConsumer:
                     log.info("partitions %s: %s", "lost" if lost else "revoked", tps)
         finally:
             self._in_rebalance = 0
+
+    cdef bint _left_before_assign(self) except -1:
+        """True if this member has no member id while an assignment is being served: librdkafka left the
+        group (max.poll.interval.ms expired while the application was away, or the coordinator forgot the
+        member) after the SyncGroup that produced the assignment and before the application polled. It
+        still waits for the *assign() call (rdkafka_cgrp.c rd_kafka_cgrp_max_poll_interval_check_tmr_cb
+        leaves and resets the member id, but skips the revoke while an assign call is pending), and
+        would start fetching a generation that is gone: the partitions already belong to other members."""
+        cdef char *mid = rd_kafka_memberid(self.rk)
+        if mid == NULL:
+            return False
+        empty = mid[0] == 0
+        rd_kafka_mem_free(self.rk, mid)
+        return empty
+
+    cdef _stale_assignment(self, rd_kafka_topic_partition_list_t *parts, list tps, bint cooperative):
+        """Serves an assignment of a generation this member has left (see _left_before_assign): librdkafka
+        gets its *assign() call, but nothing is fetched or handed out, the listener is not told, and the
+        partitions the member still holds are lost (on_partitions_lost, or on_partitions_revoked without
+        it): as in Java, after the poll interval expired the member gives up its assignment and rejoins
+        (librdkafka does on its next heartbeat). Without this, a member stalled past the poll interval
+        processed the partitions of the stale assignment next to their new owners (the chaos suite's
+        ownership overlap with eager assignors) and, with cooperative-sticky, went on with the partitions
+        it held before until it closed."""
+        cdef rd_kafka_error_t *error
+        cdef kc_partition_t *p
+        owned = sorted(self.assignment())
+        listener = self._listener
+        # librdkafka gets exactly the call it waits for: an unassign instead leaves it waiting for the
+        # assign call (eager), and an unassign of its own makes the call for the "lost" revoke that
+        # follows on the next heartbeat fail (cooperative: "Can't subtract from empty assignment"),
+        # which leaves it waiting for ever. Until that revoke, the records fetched for partitions that
+        # are not in the buffer are dropped.
+        if cooperative:
+            error = rd_kafka_incremental_assign(self.rk, parts)
+            if error != NULL:
+                rd_kafka_error_destroy(error)
+        else:
+            rd_kafka_assign(self.rk, parts)
+        self._stale_parts.update(tps)
+        self._stale_parts.update(owned)
+        while self.core.fb.n:
+            p = self.core.fb.parts[0]
+            self.revoked_records_dropped += p.len
+            topic = <bytes>p.topic
+            kc_fb_remove(&self.core.fb, topic, p.partition)
+        self._left_group = True
+        log.warning("assignment %s discarded: the member left the group (max.poll.interval.ms exceeded, or "
+                    "its session expired) before it was served; partitions lost: %s; rejoining", tps, owned)
+        if owned and listener is not None:
+            if hasattr(listener, "on_partitions_lost"):
+                listener.on_partitions_lost(owned)
+            else:
+                listener.on_partitions_revoked(owned)
+
+    cdef void _on_rebalance_closing(self, rd_kafka_resp_err_t err,
+                                    rd_kafka_topic_partition_list_t *parts) except *:
+        """The first rebalance event served inside close(), whatever it is (the "revoke all" of the
+        termination, or an assignment or revocation that was pending when close() began).
+
+        librdkafka turns the *assign() call that answers it into a full unassign, and nothing in the
+        group handle waits for the application after that: it commits (auto-commit), leaves the group
+        and terminates. So everything this member owns is revoked here, before that call, while
+        librdkafka still waits for it: positions stored (auto-commit), buffers dropped, and the
+        listener's on_partitions_revoked (on_partitions_lost if the assignment was lost) gets every
+        owned partition, so its commit completes before the handle can terminate. An assignment that
+        completes now is not reported (as in Java). Events still queued after the call are stale and
+        dropped (_close_drain_stale); no listener runs after it."""
+        cdef bint cooperative = self._cooperative()
+        cdef bint lost = rd_kafka_assignment_lost(self.rk)
+        cdef kc_partition_t *p
+        cdef size_t i
+        cdef int stale = 0
+        owned = sorted(self.assignment())
+        listener = self._listener
+        self._in_rebalance = 1
+        try:
+            if not lost and self.auto_commit:
+                self._store_positions(None)
+            for i in range(self.core.fb.n):
+                p = self.core.fb.parts[i]
+                self.revoked_records_dropped += p.len
+                kc_fb_purge(&self.core.fb, p)
+            if owned and listener is not None:
+                if lost and hasattr(listener, "on_partitions_lost"):
+                    listener.on_partitions_lost(owned)
+                else:
+                    listener.on_partitions_revoked(owned)
+        finally:
+            with nogil:
+                _close_assign_call(self.rk, err, parts, cooperative)
+            self._close_unassigned = True
+            while self.core.fb.n:
+                topic = <bytes>self.core.fb.parts[0].topic
+                kc_fb_remove(&self.core.fb, topic, self.core.fb.parts[0].partition)
+            if self._close_q != NULL:
+                with nogil:
+                    stale = _close_drain_stale(self._close_q)
+            self._in_rebalance = 0
+            log.info("close: partitions %s: %s%s", "lost" if lost else "revoked", owned,
+                     f" ({stale} stale rebalance event(s) dropped)" if stale else "")
 
     # ---------------------------------------------------------------- subscribe / assign
     def subscribe(self, list topics, listener):
@@ -746,26 +1019,133 @@ cdef class NativeConsumer:
         rd_kafka_mem_free(self.rk, mid)
         return s or None
 
-    def close(self):
+    def close(self, double timeout=-1.0):
+        """Commits stored positions (auto-commit), revokes the assignment (listener), leaves the group
+        and frees everything, within `timeout` seconds (< 0: default.api.timeout.ms).
+
+        Uses librdkafka's asynchronous close (rd_kafka_consumer_close_queue) and serves its events
+        here until rd_kafka_consumer_closed() or the deadline. Returns True if librdkafka completed its
+        close in time. Past the deadline the consumer is closed for the application all the same (a
+        WARNING is logged): librdkafka's remaining work (a commit or LeaveGroup waiting for an
+        unreachable coordinator) finishes on a background thread (_reaper_main), without listeners."""
+        cdef int64_t deadline
+        cdef rd_kafka_queue_t *q = NULL
+        cdef bint done = False
         if self._closed or self._closing:
-            return
-        # Not closed yet while librdkafka leaves the group: the revoke listener runs inside
-        # rd_kafka_consumer_close() and may still commit (Java allows commitSync() there).
+            return True
+        if self._in_rebalance:
+            raise IllegalStateError("close() cannot be called from a rebalance listener; leave the "
+                                    "poll loop and close the consumer after poll() returns")
+        deadline = kc_now_ms() + (<int64_t>(timeout * 1000.0) if timeout >= 0
+                                  else self.default_api_timeout_ms)
+        # Not closed yet while librdkafka leaves the group: the revoke listener runs inside and may
+        # still commit (Java allows commitSync() there).
         self._closing = True
-        cdef rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR
         try:
             if self.auto_commit and not self._left_group:
                 self._store_positions(None)
-            with nogil:
-                err = rd_kafka_consumer_close(self.rk)
-            self._serve_commit_callbacks(100)
+            q = rd_kafka_queue_new(self.rk)
+            self._close_q = q
+            done = self._close_group(q, deadline)
+            if done:
+                self._close_unreported()
+            self._finish_commit_callbacks(done)
         finally:
+            self._close_q = NULL
+            if not done and q != NULL and self._abandon(q):
+                q = NULL
+            if q != NULL:
+                rd_kafka_queue_destroy(q)
             self._closed = True
             self._closing = False
             self._destroy()
+        if not done:
+            log.warning("close() did not complete within %.3f s (librdkafka was still committing or "
+                        "leaving the group, e.g. waiting for an unreachable coordinator): the consumer is "
+                        "closed, librdkafka finishes in the background and the group may wait up to "
+                        "session.timeout.ms for this member", max(timeout, 0.0) if timeout >= 0
+                        else self.default_api_timeout_ms / 1000.0)
         self._raise_pending()
-        if err and err != RD_KAFKA_RESP_ERR__DESTROY:
-            log.warning("consumer close: %s", _err_str(err))
+        return done
+
+    cdef bint _close_group(self, rd_kafka_queue_t *q, int64_t deadline) except *:
+        """Starts librdkafka's close on `q` and serves its events until the group handle is terminated
+        (True) or the deadline (False)."""
+        cdef rd_kafka_error_t *error = rd_kafka_consumer_close_queue(self.rk, q)
+        cdef rd_kafka_resp_err_t code
+        cdef rd_kafka_event_t *ev
+        cdef int64_t left
+        if error != NULL:
+            code = rd_kafka_error_code(error)
+            msg = rd_kafka_error_string(error).decode(errors="replace")
+            rd_kafka_error_destroy(error)
+            if code != RD_KAFKA_RESP_ERR__DESTROY:  # __DESTROY: closed already
+                # a fatal error: rd_kafka_destroy() then skips the close
+                log.warning("consumer close: %s", msg)
+            return True
+        while not rd_kafka_consumer_closed(self.rk):
+            left = deadline - kc_now_ms()
+            if left <= 0:
+                return False
+            with nogil:
+                ev = rd_kafka_queue_poll(q, <int>(left if left < 100 else 100))
+            if ev == NULL:
+                continue
+            try:
+                self._close_event(ev)
+            except BaseException as exc:  # a listener's: raised once closed
+                if self._pending_exc is None:
+                    self._pending_exc = exc
+            finally:
+                rd_kafka_event_destroy(ev)
+        return True
+
+    cdef _close_event(self, rd_kafka_event_t *ev):
+        cdef int etype = rd_kafka_event_type(ev)
+        cdef rd_kafka_resp_err_t err = rd_kafka_event_error(ev)
+        if etype == RD_KAFKA_EVENT_REBALANCE:
+            if not self._close_unassigned:
+                self._on_rebalance(err, rd_kafka_event_topic_partition_list(ev))
+            elif not rd_kafka_consumer_closed(self.rk):
+                # posted after close's full unassign (the stale ones were dropped): librdkafka waits
+                # for this call
+                with nogil:
+                    _close_assign_call(self.rk, err, rd_kafka_event_topic_partition_list(ev),
+                                       self._cooperative_cfg)
+        elif etype == RD_KAFKA_EVENT_ERROR and err:
+            log.debug("consumer error during close: %s: %s", _err_name(err),
+                      rd_kafka_event_error_string(ev).decode(errors="replace"))
+
+    cdef _close_unreported(self):
+        """After librdkafka's close: partitions never revoked by an event (librdkafka sends none when
+        the assignment was lost, e.g. after max.poll.interval.ms) go to on_partitions_lost. The group
+        handle is terminated, so a commit from the listener fails instead of racing it."""
+        listener = self._listener
+        owned = sorted(self.assignment())
+        if not owned or listener is None or not self._subscription:
+            return
+        try:
+            if rd_kafka_assignment_lost(self.rk) and hasattr(listener, "on_partitions_lost"):
+                listener.on_partitions_lost(owned)
+            else:
+                listener.on_partitions_revoked(owned)
+        except BaseException as exc:
+            if self._pending_exc is None:
+                self._pending_exc = exc
+
+    cdef _finish_commit_callbacks(self, bint done):
+        """Runs the callbacks of commit_async() calls: their results are all in once librdkafka's close
+        is done (it waits for commits in flight); after a timed-out close, the ones still missing get
+        a KafkaTimeoutError, so every callback runs once."""
+        self._serve_commit_callbacks(0)
+        for key in list(self._commit_callbacks):
+            cb, offsets, _ = self._commit_callbacks.pop(key)
+            if cb is not None:
+                try:
+                    cb(offsets, KafkaTimeoutError("the commit did not complete before close() returned"))
+                except BaseException as exc:
+                    if self._pending_exc is None:
+                        self._pending_exc = exc
 
     @property
     def closed(self):

@@ -46,6 +46,7 @@ cdef extern from "heartbeat_monitor.h" nogil:
         uint64_t ok
         uint64_t errors
         int32_t last_error
+    void kc_hb_free(kc_heartbeat_monitor_t *hb)
 
 
 cdef extern from "consumer_core.h" nogil:
@@ -62,7 +63,7 @@ cdef extern from "consumer_core.h" nogil:
         kc_fetch_buffer_t fb
         size_t max_poll_records
         kc_poll_timer_t poll_timer
-        kc_heartbeat_monitor_t heartbeat
+        kc_heartbeat_monitor_t *heartbeat
         int abort_poll
         uint64_t records_returned
         uint64_t polls

@@ -306,12 +306,18 @@ class KafkaConsumer:
         return result
 
     def close(self, timeout: float | None = None) -> None:
-        """Commits returned positions if auto-commit is on, leaves the group at once (so
-        the others rebalance without waiting for the session timeout) and frees
-        everything. Idempotent. ``timeout`` is accepted for API compatibility; librdkafka
-        bounds the close by its own request timeouts."""
-        _seconds(timeout, self._settings.default_api_timeout_ms)
-        self._native.close()
+        """Commits returned positions if auto-commit is on, revokes the assignment (the listener's
+        ``on_partitions_revoked`` runs inside, and may commit), leaves the group at once (so the
+        others rebalance without waiting for the session timeout) and frees everything.
+        Idempotent.
+
+        Returns within ``timeout`` seconds (default ``default.api.timeout.ms``), plus the time a
+        listener running inside takes. If librdkafka has not finished by then (a commit or the
+        LeaveGroup waiting for an unreachable coordinator), the consumer is closed all the same: a
+        WARNING is logged on ``kipconsumer.consumer``, librdkafka finishes on a background thread
+        (without listeners), and the group may wait up to ``session.timeout.ms`` for this member.
+        Callbacks of ``commit_async()`` calls still pending then get a ``KafkaTimeoutError``."""
+        self._native.close(_seconds(timeout, self._settings.default_api_timeout_ms))
 
     @property
     def closed(self) -> bool:

@@ -4,17 +4,20 @@ subscription, metrics(), headers and timestamps."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer
 from kc_testing import make_consumer as make
 
 from kipconsumer import KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError, WakeupError
 
 
@@ -117,7 +120,8 @@ _AFTER_CLOSE = textwrap.dedent("""
 """)
 
 
-def test_calls_after_close_raise_illegal_state(broker, topic_factory):
+def test_calls_after_close_raise_illegal_state(broker: EmbeddedBroker,
+                                               topic_factory: Callable[..., str]) -> None:
     # in a child process, so that a crash is reported as a failure of this test
     topic = topic_factory(partitions=1)
     produce(broker, topic, 5)
@@ -127,6 +131,222 @@ def test_calls_after_close_raise_illegal_state(broker, topic_factory):
         last = proc.stdout.strip().splitlines()[-1:]
         pytest.fail(f"the consumer crashed (signal {-proc.returncode}) on {last} after close()")
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+
+
+_PENDING_ASSIGN_AT_CLOSE = textwrap.dedent("""
+    # close() while the rebalance that follows an incremental revoke is waiting to be served: the
+    # "assign" event is still queued when librdkafka starts terminating, which then also queues a
+    # "revoke all". Before the fix, the listener's commit for that second event reached librdkafka
+    # after the group handle's TERM state and the process aborted in rd_kafka_cgrp_terminated().
+    import json, logging, sys, time
+    from kipconsumer import KafkaConsumer
+    bootstrap, topic, group, strategy = sys.argv[1:5]
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 200,
+            "partition.assignment.strategy": strategy, "max.poll.records": 10}
+    events = []
+    class Listener:
+        def __init__(self, c): self.c = c
+        def on_partitions_assigned(self, parts):
+            events.append(["assigned", sorted(p.partition for p in parts)])
+        def on_partitions_revoked(self, parts):
+            events.append(["revoked", sorted(p.partition for p in parts)])
+            try:
+                self.c.commit_sync(timeout=5)
+                events.append(["commit", "ok"])
+            except Exception as e:
+                events.append(["commit", repr(e)])
+    a = KafkaConsumer(conf)
+    a.subscribe([topic], listener=Listener(a))
+    t0 = time.monotonic()
+    while len(a.assignment()) < 6 and time.monotonic() - t0 < 20:
+        a.poll(0.1)
+    for _ in range(5):
+        a.poll(0.05)
+    b = KafkaConsumer(conf)
+    b.subscribe([topic])
+    n0 = len(events)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 20 and not any(e[0] == "revoked" for e in events[n0:]):
+        a.poll(0.05)
+        b.poll(0.05)
+    # a stops polling: the assignment completing the rebalance stays queued
+    t0 = time.monotonic()
+    while not b.assignment() and time.monotonic() - t0 < 20:
+        b.poll(0.05)
+    b.poll(0.3)
+    owned = sorted(p.partition for p in a.assignment())
+    n_before = len(events)
+    t0 = time.monotonic()
+    a.close(10)
+    took = time.monotonic() - t0
+    b.close(10)
+    print("RESULT " + json.dumps({"owned": owned, "in_close": events[n_before:], "events": events,
+                                  "took": took}), flush=True)
+""")
+
+
+@pytest.mark.parametrize("strategy", ["cooperative-sticky", "range"])
+def test_close_with_a_pending_rebalance_event_revokes_and_commits(
+    broker: EmbeddedBroker, topic_factory: Callable[..., str], unique_name: Callable[[str], str],
+    strategy: str,
+) -> None:
+    # in a child process: the bug aborted the interpreter
+    topic = topic_factory(partitions=6)
+    for p in range(6):
+        produce(broker, topic, 50, partition=p)
+    proc = subprocess.run([sys.executable, "-c", _PENDING_ASSIGN_AT_CLOSE, broker.bootstrap_servers, topic,
+                           unique_name("g-pending"), strategy], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
+    result = json.loads(proc.stdout.split("RESULT ", 1)[1])
+    assert result["took"] < 5.0, result
+    if strategy == "cooperative-sticky":
+        # it kept half of the partitions after the incremental revoke; close() revokes exactly those
+        # (once: the "revoke all" queued behind the pending assignment is stale) and the listener's
+        # commit succeeds
+        assert result["owned"] and len(result["owned"]) < 6, result
+        assert result["in_close"] == [["revoked", result["owned"]], ["commit", "ok"]], result
+        assert "1 stale rebalance event(s) dropped" in proc.stdout, proc.stdout[-3000:]
+    else:
+        # eager: everything was revoked before the assignment that is pending; nothing to report
+        assert result["owned"] == [] and result["in_close"] == [], result
+
+
+def _threads() -> int:
+    import os
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_close_timeout_bounds_close_when_the_coordinator_is_down(
+    unique_name: Callable[[str], str], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """close(timeout) returns within the bound while librdkafka waits for an unreachable coordinator
+    (an auto-commit and the LeaveGroup): a WARNING, commit_async callbacks still pending get a
+    KafkaTimeoutError, and librdkafka finishes in the background (its threads go away)."""
+    with EmbeddedBroker(num_brokers=3) as own:
+        own.create_topic("t", 4)
+        group = unique_name("g-close-down")
+        own.set_coordinator(group, 2)
+        produce(own, "t", 200, partition=0)
+        threads_before = _threads()
+        c = make(own, group, enable_auto_commit=True, session_timeout_ms=6000)
+        c.subscribe(["t"])
+        got = read(c, 50)
+        assert got
+        done: list[object] = []
+        own.set_down(2)
+        c.commit_async(callback=lambda offsets, exc: done.append(exc))
+        t0 = time.monotonic()
+        with caplog.at_level("WARNING", logger="kipconsumer.consumer"):
+            c.close(timeout=1.0)
+        took = time.monotonic() - t0
+        assert took < 1.5, took
+        assert c.closed
+        assert any("did not complete within 1.000 s" in r.getMessage() for r in caplog.records), caplog.text
+        # the commit waits for the coordinator: its callback gets the timeout (or, if librdkafka
+        # gave up on it first, its error), exactly once
+        assert len(done) == 1 and isinstance(done[0], KafkaError), done
+        with pytest.raises(IllegalStateError):
+            c.poll(0)
+        del c, got  # the records hold the handle (the finisher starts when they are freed)
+        own.set_up(2)
+        # the background finisher completes once librdkafka is done (its deferred commit times out
+        # after session.timeout.ms at the latest) and destroys the handle: its threads are gone
+        deadline = time.monotonic() + 30
+        while _threads() > threads_before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _threads() <= threads_before, (_threads(), threads_before)
+
+
+def test_close_commits_auto_commit_positions_and_returns_at_once(
+    broker: EmbeddedBroker, topic_factory: Callable[..., str], unique_name: Callable[[str], str],
+) -> None:
+    topic = topic_factory(partitions=2)
+    produce(broker, topic, 40, partition=0)
+    produce(broker, topic, 40, partition=1)
+    group = unique_name("g-close-auto")
+    c = make(broker, group, enable_auto_commit=True, auto_commit_interval_ms=60000, max_poll_records=15)
+    c.subscribe([topic])
+    got = read(c, 30)
+    positions = {}
+    for r in got:
+        positions[TopicPartition(r.topic, r.partition)] = r.offset + 1
+    t0 = time.monotonic()
+    c.close(timeout=10)
+    assert time.monotonic() - t0 < 2.0
+    with make(broker, group) as other:
+        committed = other.committed(list(positions), timeout=10)
+    assert {tp: om.offset for tp, om in committed.items() if om} == positions
+
+
+_DROPPED = textwrap.dedent("""
+    import gc, sys, time
+    from kipconsumer import KafkaConsumer, TopicPartition
+    bootstrap, topic, group, strategy = sys.argv[1:5]
+    class Listener:
+        def on_partitions_assigned(self, parts): pass
+        def on_partitions_revoked(self, parts): print("listener called on drop", flush=True)
+    c = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                       "enable.auto.commit": True, "auto.commit.interval.ms": 60000,
+                       "partition.assignment.strategy": strategy, "max.poll.records": 7})
+    c.subscribe([topic], listener=Listener())
+    n = 0
+    t0 = time.monotonic()
+    while n < 14 and time.monotonic() - t0 < 20:
+        n += len(c.poll(0.2))
+    c.poll(0.1)  # stores the positions of the records returned so far
+    del c      # no close(): the offsets stored are committed and the group is left in the background
+    gc.collect()
+    with KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": group}) as other:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 20:
+            got = other.committed([TopicPartition(topic, 0)], timeout=5)[TopicPartition(topic, 0)]
+            if got is not None:
+                break
+            time.sleep(0.2)
+    print("COMMITTED", None if got is None else got.offset, n, flush=True)
+""")
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_consumer_dropped_without_close_finishes_in_the_background(
+    broker: EmbeddedBroker, topic_factory: Callable[..., str], unique_name: Callable[[str], str],
+    strategy: str,
+) -> None:
+    # it segfaulted: rd_kafka_destroy() closed the consumer and ran the rebalance callback on the
+    # object being freed
+    topic = topic_factory(partitions=1)
+    produce(broker, topic, 30)
+    proc = subprocess.run([sys.executable, "-c", _DROPPED, broker.bootstrap_servers, topic,
+                           unique_name("g-drop"), strategy], capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert "listener called on drop" not in proc.stdout
+    line = proc.stdout.split("COMMITTED ", 1)[1].split()
+    assert line[0] != "None" and int(line[0]) >= 14, proc.stdout
+
+
+def test_close_from_a_rebalance_listener_is_illegal(
+    broker: EmbeddedBroker, topic_factory: Callable[..., str], unique_name: Callable[[str], str],
+) -> None:
+    topic = topic_factory(partitions=1)
+    c = make(broker, unique_name("g-close-in-listener"))
+
+    class Listener:
+        def on_partitions_assigned(self, parts: list[TopicPartition]) -> None:
+            c.close()
+
+        def on_partitions_revoked(self, parts: list[TopicPartition]) -> None:
+            pass
+
+    c.subscribe([topic], listener=Listener())
+    with pytest.raises(IllegalStateError, match="rebalance listener"):
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            c.poll(0.2)
+    assert not c.closed
+    c.close()
+    assert c.closed
 
 
 # ------------------------------------------------------------------------------ wakeup / GIL

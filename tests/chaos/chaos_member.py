@@ -16,8 +16,9 @@ Processes records (a record's value is its unique id) and writes one JSON line p
 
 Signals: SIGTERM -> leave the loop and ``close()`` (graceful, commits in on_partitions_revoked);
 SIGUSR1 -> sleep --long-stall-ms before the next poll (past max.poll.interval.ms); SIGUSR2 -> sleep
---short-stall-ms (below it). The log is flushed before every commit, so a record whose offset was
-committed is always in the log, even after SIGKILL.
+--short-stall-ms (below it); --close-delay-ms N: after SIGTERM, stop polling for a random 0..N ms before
+close(), so that rebalance events are pending when it starts. The log is flushed before every commit, so a
+record whose offset was committed is always in the log, even after SIGKILL.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import sys
 import time
@@ -61,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--long-stall-ms", type=int, default=5500)
     ap.add_argument("--short-stall-ms", type=int, default=1500)
     ap.add_argument("--work-us", type=int, default=20, help="busy work per record (microseconds)")
+    ap.add_argument("--close-delay-ms", type=int, default=0,
+                    help="on SIGTERM, stop polling and wait a random 0..N ms before close(), so that "
+                         "rebalance events are pending when close() starts")
     args = ap.parse_args(argv)
 
     log = Log(args.log, args.run_id)
@@ -93,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         "max.poll.interval.ms": args.max_poll_interval_ms,
         "partition.assignment.strategy": args.strategy,
     }
+    if os.environ.get("KIP_CHAOS_RDKAFKA_DEBUG"):  # e.g. "cgrp,consumer": librdkafka logs on stderr
+        conf["debug"] = os.environ["KIP_CHAOS_RDKAFKA_DEBUG"]
     if args.client == "kip":
         return run_kip(args, conf, log, state)
     return run_confluent(args, conf, log, state)
@@ -167,12 +174,14 @@ def run_kip(args: argparse.Namespace, conf: dict[str, Any], log: Log, state: dic
             continue
         for r in records:
             _work(args.work_us)
-            log.write("rec", p=r.partition, o=r.offset, id=r.value.decode(), own=own["n"])
+            log.write("rec", p=r.partition, o=r.offset, id=(r.value or b"").decode(), own=own["n"])
         if len(records):
             log.flush()
         if state.get("retry_commit") or time.monotonic() - last_commit >= args.commit_interval:
             commit("retry" if state.get("retry_commit") else "periodic")
             last_commit = time.monotonic()
+    if args.close_delay_ms:
+        time.sleep(random.uniform(0, args.close_delay_ms) / 1000.0)
     log.write("closing")
     log.flush()
     consumer.close()  # on_partitions_revoked commits
@@ -190,7 +199,8 @@ def consumer_metrics_safe(consumer: Any) -> dict[str, Any]:
 
 def _mid(consumer: Any) -> str | None:
     try:
-        return consumer.member_id()
+        mid: str | None = consumer.member_id()
+        return mid
     except Exception:
         return None
 
@@ -256,8 +266,10 @@ def run_confluent(args: argparse.Namespace, conf: dict[str, Any], log: Log, stat
             if m.error():
                 continue
             _work(args.work_us)
-            log.write("rec", p=m.partition(), o=m.offset(), id=m.value().decode(), own=own["n"])
-            positions[m.partition()] = m.offset() + 1
+            part, offset = m.partition(), m.offset()
+            assert part is not None and offset is not None
+            log.write("rec", p=part, o=offset, id=(m.value() or b"").decode(), own=own["n"])
+            positions[part] = offset + 1
             n += 1
         if n:
             log.flush()
