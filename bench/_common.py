@@ -226,3 +226,10 @@ def stats(values: Sequence[float]) -> dict[str, float]:
     if not vals:
         return {"n": 0}
     return {"n": len(vals), "min": min(vals), "median": statistics.median(vals), "max": max(vals)}
+
+
+def fmt_stats(s: dict[str, float] | None, missing: str = "-") -> str:
+    """A stats() summary as "median [min-max]" (whole numbers), or `missing` if it has no values."""
+    if not s or not s.get("n"):
+        return missing
+    return f"{s['median']:.0f} [{s['min']:.0f}-{s['max']:.0f}]"

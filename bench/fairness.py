@@ -328,9 +328,7 @@ def print_table(result: dict[str, Any]) -> None:
     )
 
     def fmt(s: dict[str, float]) -> str:
-        if not s.get("n"):
-            return "never"
-        return f"{s['median']:.0f} [{s['min']:.0f}-{s['max']:.0f}]"
+        return _common.fmt_stats(s, "never")
 
     for name, s in result["summary"].items():
         print(

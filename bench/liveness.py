@@ -444,11 +444,8 @@ def print_table(result: dict[str, Any]) -> None:
         f"median [min-max] over {cfg['repeat']} run(s))"
     )
     print(f"{'client':18} {'unwanted rebalances':>22} {'busy member lost/revoked':>26}")
+    f = _common.fmt_stats
     for name, s in result["summary"].items():
-
-        def f(x: dict[str, float]) -> str:
-            return f"{x['median']:.0f} [{x['min']:.0f}-{x['max']:.0f}]"
-
         print(f"{name:18} {f(s['rebalances']):>22} {f(s['busy_member_lost_or_revoked']):>26}")
     for name, why in result["skipped"].items():
         print(f"{name:18} skipped: {why}")

@@ -277,11 +277,7 @@ def print_table(result: dict[str, Any]) -> None:
         f"{'buffered at end':>16}"
     )
 
-    def f(s: dict[str, Any] | None) -> str:
-        if not s or not s.get("n"):
-            return "-"
-        return f"{s['median']:.0f} [{s['min']:.0f}-{s['max']:.0f}]"
-
+    f = _common.fmt_stats
     for name, s in result["summary"].items():
         print(
             f"{name:18} {f(s.get('peak_rss_mb')):>20} {f(s.get('consume_delta_mb')):>20} "
