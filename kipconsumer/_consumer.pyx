@@ -195,6 +195,10 @@ cdef void *_reaper_main(void *arg) noexcept nogil:
     return NULL
 
 
+cdef inline bint _seek_again(rd_kafka_resp_err_t err) noexcept:
+    return err == RD_KAFKA_RESP_ERR__STATE or err == RD_KAFKA_RESP_ERR__OUTDATED
+
+
 cdef class _Handle:
     """Owns the rd_kafka_t; destroys it when the consumer and every batch holding its
     messages are gone (rd_kafka_destroy blocks until all messages are released).
@@ -905,14 +909,15 @@ cdef class NativeConsumer:
                 error = rd_kafka_seek_partitions(self.rk, lst, tmo)
             # Right after assign() (or in on_partitions_assigned) librdkafka has not started
             # the partition's fetcher yet (it first looks up the committed offset) and
-            # refuses the seek with _STATE: retry until it has started.
-            if (error == NULL and lst.elems[0].err == RD_KAFKA_RESP_ERR__STATE
+            # refuses the seek with _STATE, or the fetcher's start overtakes the seek, which
+            # then fails with _OUTDATED: retry until the seek is applied.
+            if (error == NULL and _seek_again(lst.elems[0].err)
                     and kc_now_ms() < seek_deadline):
                 lst.elems[0].err = RD_KAFKA_RESP_ERR_NO_ERROR
                 with nogil:
                     usleep(5000)
                 continue
-            if (error != NULL and rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__STATE
+            if (error != NULL and _seek_again(rd_kafka_error_code(error))
                     and kc_now_ms() < seek_deadline):
                 rd_kafka_error_destroy(error)
                 with nogil:
