@@ -250,6 +250,7 @@ cdef class NativeConsumer:
     cdef long _commit_seq
     cdef bint _closed
     cdef bint _closing              # inside close(): listeners may still commit
+    cdef int64_t _close_deadline_ms  # inside close(): when close() must return (kc_now_ms clock)
     cdef bint _left_group
     cdef set _subscription
     cdef readonly long rebalances
@@ -744,14 +745,24 @@ cdef class NativeConsumer:
         cdef rd_kafka_queue_t *q = rd_kafka_queue_new(self.rk)
         cdef rd_kafka_event_t *ev = NULL
         cdef rd_kafka_resp_err_t err
-        cdef int tmo = <int>(timeout * 1000)
+        cdef int64_t tmo = <int64_t>(timeout * 1000)
+        cdef bint capped = False
+        if self._closing and self._close_deadline_ms - kc_now_ms() < tmo:
+            # a listener inside close(): close(timeout) bounds the commit too
+            tmo = max(<int64_t>0, self._close_deadline_ms - kc_now_ms())
+            capped = True
         try:
             err = rd_kafka_commit_queue(self.rk, lst, q, NULL, NULL)
             if err:
                 self._commit_error(err, "commit")
             with nogil:
-                ev = rd_kafka_queue_poll(q, tmo)
+                ev = rd_kafka_queue_poll(q, <int>tmo)
             if ev == NULL:
+                if capped:
+                    raise KafkaTimeoutError(
+                        f"commit_sync() inside close() did not complete before close()'s deadline "
+                        f"({tmo / 1000.0:.3f} s were left of its timeout); the commit is still sent and "
+                        f"librdkafka's close waits for it in the background")
                 raise KafkaTimeoutError(f"commit_sync() did not complete within {timeout:.3f} s")
             self._commit_result(ev, "commit_sync")
             return offsets
@@ -1043,6 +1054,7 @@ cdef class NativeConsumer:
                                     "poll loop and close the consumer after poll() returns")
         deadline = kc_now_ms() + (<int64_t>(timeout * 1000.0) if timeout >= 0
                                   else self.default_api_timeout_ms)
+        self._close_deadline_ms = deadline
         # Not closed yet while librdkafka leaves the group: the revoke listener runs inside and may
         # still commit (Java allows commitSync() there).
         self._closing = True

@@ -312,10 +312,13 @@ class KafkaConsumer:
         Idempotent.
 
         Returns within ``timeout`` seconds (default ``default.api.timeout.ms``), plus the time a
-        listener running inside takes. If librdkafka has not finished by then (a commit or the
-        LeaveGroup waiting for an unreachable coordinator), the consumer is closed all the same: a
-        WARNING is logged on ``kipconsumer.consumer``, librdkafka finishes on a background thread
-        (without listeners), and the group may wait up to ``session.timeout.ms`` for this member.
+        listener running inside takes for work of its own: a ``commit_sync()`` it makes waits at most
+        what is left of ``timeout`` (then raises ``KafkaTimeoutError``; the commit is still sent and
+        librdkafka's close waits for it in the background). If librdkafka has not finished by then
+        (a commit or the LeaveGroup waiting for an unreachable coordinator), the consumer is closed
+        all the same: a WARNING is logged on ``kipconsumer.consumer``, librdkafka finishes on a
+        background thread (without listeners), and the group may wait up to ``session.timeout.ms``
+        for this member.
         Callbacks of ``commit_async()`` calls still pending then get a ``KafkaTimeoutError``."""
         self._native.close(_seconds(timeout, self._settings.default_api_timeout_ms))
 

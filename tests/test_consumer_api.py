@@ -18,7 +18,7 @@ from kc_testing import make_consumer as make
 
 from kipconsumer import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
-from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError, WakeupError
+from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError, WakeupError
 
 
 def produce(broker, topic, n, partition=0, **kw):
@@ -257,6 +257,46 @@ def test_close_timeout_bounds_close_when_the_coordinator_is_down(
         while _threads() > threads_before and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _threads() <= threads_before, (_threads(), threads_before)
+
+
+def test_commit_sync_in_the_revoke_listener_is_bounded_by_close_timeout(
+    unique_name: Callable[[str], str],
+) -> None:
+    """A listener's commit_sync() inside close(timeout) gets at most what is left of close()'s
+    timeout, whatever timeout it asks for: with the coordinator down, close(1.0) returns in about a
+    second and the listener sees a KafkaTimeoutError that names close()'s deadline."""
+    with EmbeddedBroker(num_brokers=3) as own:
+        own.create_topic("t", 2)
+        group = unique_name("g-close-commit")
+        own.set_coordinator(group, 2)
+        produce(own, "t", 100, partition=0)
+        c = make(own, group, session_timeout_ms=6000)
+        seen: list[object] = []
+
+        class CommitOnRevoke:
+            def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+                t = time.monotonic()
+                try:
+                    seen.append(c.commit_sync(timeout=20.0))
+                except KafkaError as exc:
+                    seen.append(exc)
+                seen.append(time.monotonic() - t)
+
+            def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+                pass
+
+        c.subscribe(["t"], listener=CommitOnRevoke())
+        assert read(c, 20)
+        own.set_down(2)
+        t0 = time.monotonic()
+        c.close(timeout=1.0)
+        took = time.monotonic() - t0
+        assert took < 1.6, (took, seen)
+        assert len(seen) == 2, seen
+        assert isinstance(seen[0], KafkaTimeoutError), seen
+        assert "close()'s deadline" in str(seen[0]), seen
+        assert isinstance(seen[1], float) and seen[1] < 1.1, seen
+        own.set_up(2)
 
 
 def test_close_commits_auto_commit_positions_and_returns_at_once(

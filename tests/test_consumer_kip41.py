@@ -474,17 +474,28 @@ class Recorder:
         self.revoked: list[list[TopicPartition]] = []
         self.assigned: list[list[TopicPartition]] = []
         self.commits: list[object] = []      # committed dict, or the exception raised
+        self.revoke_commits: list[object] = []  # per revoke: its commit's outcome (None: nothing revoked)
 
     def on_partitions_revoked(self, partitions):
         self.revoked.append(sorted(partitions))
+        res: object = None
         if partitions:
             try:
-                self.commits.append(self.c_ref[0].commit_sync())
+                res = self.c_ref[0].commit_sync()
             except CommitFailedError as exc:
-                self.commits.append(exc)
+                res = exc
+            self.commits.append(res)
+        self.revoke_commits.append(res)
 
     def on_partitions_assigned(self, partitions):
         self.assigned.append(sorted(partitions))
+
+    def refused_revoke_after(self, n_revokes: int, partition: int) -> bool:
+        """True if a revoke later than the first `n_revokes` took `partition` away while its
+        commit was refused: what was returned since the last good commit comes again."""
+        later = zip(self.revoked[n_revokes:], self.revoke_commits[n_revokes:], strict=True)
+        return any(isinstance(res, CommitFailedError) and any(tp.partition == partition for tp in tps)
+                   for tps, res in later)
 
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
@@ -501,6 +512,7 @@ def test_revoke_drops_buffered_records_and_commit_in_listener(broker, topic_fact
     ref_a.append(a)
     b = None
     violations: list[tuple[str, int, int]] = []
+    takers: dict[tuple[int, int], list[str]] = {}
 
     def take(c: KafkaConsumer, who: str, recs) -> None:
         assigned = c.assignment()
@@ -508,6 +520,8 @@ def test_revoke_drops_buffered_records_and_commit_in_listener(broker, topic_fact
             if TopicPartition(r.topic, r.partition) not in assigned:
                 violations.append((who, r.partition, r.offset))
             seen[(r.partition, r.offset)] += 1
+            lst = la if who == "a" else lb
+            takers.setdefault((r.partition, r.offset), []).append((who, len(lst.revoked)))
 
     try:
         a.subscribe([topic], listener=la)
@@ -550,7 +564,7 @@ def test_revoke_drops_buffered_records_and_commit_in_listener(broker, topic_fact
             assert a.paused() == set()            # the new assignment starts unpaused
         # finish reading everything, committing as we go
         deadline = time.monotonic() + 30
-        while sum(seen.values()) < nparts * per:
+        while len(seen) < nparts * per:
             if time.monotonic() > deadline:
                 missing = Counter(p for p in range(nparts) for o in range(per) if (p, o) not in seen)
                 raise AssertionError(f"missing {dict(missing)}; a={sorted(a.assignment())} "
@@ -574,16 +588,22 @@ def test_revoke_drops_buffered_records_and_commit_in_listener(broker, topic_fact
         # although it held buffered records of every partition
         assert not violations, violations[:5]
         # commit_sync() inside on_partitions_revoked
+        # (works on Kafka; the mock refuses commits while the group is joining: always the case
+        # for an eager revoke, and for a cooperative one if the group has started another round,
+        # which happens under CPU load)
         assert la.commits
         for res in la.commits:
-            if strategy == "cooperative-sticky":
-                assert isinstance(res, dict) and res, res       # it worked
-            else:
-                # eager: works on Kafka; the mock refuses commits during the join
-                assert isinstance(res, dict) or isinstance(res, RebalanceInProgressError), res
-        # nothing lost, nothing twice
+            assert isinstance(res, dict) or isinstance(res, RebalanceInProgressError), res
+        if strategy == "cooperative-sticky":
+            assert any(isinstance(res, dict) and res for res in la.commits), la.commits
+        # nothing lost; nothing twice, except what a member returned after its last good commit
+        # when a later revoke's commit was refused
+        listeners = {"a": la, "b": lb}
         dup = [k for k, v in seen.items() if v > 1]
-        assert not dup, dup[:5]
+        unexplained = [k for k in dup
+                       if not listeners[takers[k][0][0]].refused_revoke_after(takers[k][0][1], k[0])]
+        assert not unexplained, ([(k, takers[k]) for k in unexplained[:3]], len(unexplained),
+                                 la.revoked, la.revoke_commits, lb.revoked, lb.revoke_commits)
         assert len(seen) == nparts * per
     finally:
         a.close()

@@ -49,6 +49,8 @@ REQUEST_ERRORS = ["REBALANCE_IN_PROGRESS", "NOT_COORDINATOR", "UNKNOWN_MEMBER_ID
 MIN_MEMBERS, MAX_MEMBERS = 3, 5
 #: mean seconds between two faults (a rebalance on the mock takes session.timeout.ms - 1 s = 2 s)
 FAULT_GAP_S = float(os.environ.get("KIP_CHAOS_FAULT_GAP", "2.0"))
+#: seconds between a member's periodic commits (every client variant uses the same policy)
+COMMIT_INTERVAL_S = float(os.environ.get("KIP_CHAOS_COMMIT_INTERVAL", "1.0"))
 
 VARIANTS = [
     pytest.param("kip", "range", id="kip-eager-range"),
@@ -577,7 +579,8 @@ def test_chaos(tmp_path: Path, client: str, strategy: str) -> None:
     with EmbeddedBroker(num_brokers=3) as broker:
         topic, gid = f"chaos-{os.getpid()}-{seed}", f"chaos-g-{client}-{strategy}-{os.getpid()}"
         broker.create_topic(topic, PARTITIONS)
-        group = Group(tmp_path, broker.bootstrap_servers, topic, gid, client, strategy)
+        group = Group(tmp_path, broker.bootstrap_servers, topic, gid, client, strategy,
+                      ["--commit-interval", str(COMMIT_INTERVAL_S)])
         for _ in range(MIN_MEMBERS):
             group.start()
         driver = Driver(rng, broker, group)
@@ -625,6 +628,7 @@ def test_chaos(tmp_path: Path, client: str, strategy: str) -> None:
     result = analyse(group.logs(), group.events, produced)
     result.update({
         "variant": f"{client}/{strategy}", "seed": seed, "chaos_seconds": CHAOS_SECONDS,
+        "commit_interval_s": COMMIT_INTERVAL_S,
         "faults": dict(sorted(driver.faults.items())), "faults_total": sum(driver.faults.values()),
         "producer_acked": len(produced), "producer_failed": len(failed),
         "producer_unresolved": unresolved, "records_in_topic": in_topic, "drained": drained,
@@ -661,7 +665,7 @@ def test_chaos(tmp_path: Path, client: str, strategy: str) -> None:
 
 def print_summary(r: dict[str, Any]) -> None:
     print(f"\n=== chaos summary: {r['variant']} (seed {r['seed']}, {r['chaos_seconds']} s of faults, "
-          f"{r['wall_s']} s wall) ===")
+          f"commits every {r['commit_interval_s']} s, {r['wall_s']} s wall) ===")
     print(f"faults ({r['faults_total']}):")
     for k, v in r["faults"].items():
         print(f"  {k:45s} {v}")
