@@ -49,6 +49,8 @@ REQUEST_ERRORS = ["REBALANCE_IN_PROGRESS", "NOT_COORDINATOR", "UNKNOWN_MEMBER_ID
 MIN_MEMBERS, MAX_MEMBERS = 3, 5
 #: mean seconds between two faults (a rebalance on the mock takes session.timeout.ms - 1 s = 2 s)
 FAULT_GAP_S = float(os.environ.get("KIP_CHAOS_FAULT_GAP", "2.0"))
+#: fault kinds to draw from (comma-separated, e.g. "replace"); default: every kind but "replace"
+FAULT_KINDS = [k for k in os.environ.get("KIP_CHAOS_FAULTS", "").split(",") if k] or None
 #: seconds between a member's periodic commits (every client variant uses the same policy)
 COMMIT_INTERVAL_S = float(os.environ.get("KIP_CHAOS_COMMIT_INTERVAL", "1.0"))
 
@@ -151,9 +153,18 @@ class Driver:
 
     KINDS = ["kill", "close", "start", "stall_long", "stall_short", "rtt", "broker_down",
              "move_coordinator", "request_error", "request_error"]
+    #: "replace": close a member gracefully and start a new one (issue 7's churn reference: confluent-kafka
+    #: measured with 10 member replacements); only when chosen with KIP_CHAOS_FAULTS
+    ALL_KINDS = {*KINDS, "replace"}
 
-    def __init__(self, rng: random.Random, broker: EmbeddedBroker, group: Group) -> None:
+    def __init__(self, rng: random.Random, broker: EmbeddedBroker, group: Group,
+                 kinds: list[str] | None = None) -> None:
         self.rng, self.broker, self.group = rng, broker, group
+        self.kinds = kinds or self.KINDS
+        unknown = set(self.kinds) - self.ALL_KINDS
+        if unknown:
+            raise ValueError(f"KIP_CHAOS_FAULTS: unknown fault kinds {sorted(unknown)}; "
+                             f"allowed: {sorted(self.ALL_KINDS)}")
         self.faults: collections.Counter[str] = collections.Counter()
         self.reverts: list[tuple[float, str, Any]] = []
 
@@ -166,10 +177,15 @@ class Driver:
                     self.broker.set_rtt(arg, 0)
                 else:
                     self.broker.set_up(arg)
-        kind = self.rng.choice(self.KINDS)
+        kind = self.rng.choice(self.kinds)
         g, b = self.group, self.broker
         live = g.live()
-        if kind in ("kill", "close"):
+        if kind == "replace":
+            if not live:
+                return
+            g.signal(self.rng.choice(live), signal.SIGTERM, "close")
+            g.start()
+        elif kind in ("kill", "close"):
             if not live:
                 return
             victim = self.rng.choice(live)
@@ -583,7 +599,7 @@ def test_chaos(tmp_path: Path, client: str, strategy: str) -> None:
                       ["--commit-interval", str(COMMIT_INTERVAL_S)])
         for _ in range(MIN_MEMBERS):
             group.start()
-        driver = Driver(rng, broker, group)
+        driver = Driver(rng, broker, group, FAULT_KINDS)
         producer = Producer(broker.bootstrap_servers, topic, records, CHAOS_SECONDS * 0.8)
         time.sleep(2.0)  # let the first members join before faults start
         producer.start()
@@ -640,6 +656,8 @@ def test_chaos(tmp_path: Path, client: str, strategy: str) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"chaos-{client}-{strategy}.json").write_text(json.dumps(result, indent=1, default=str))
     print_summary(result)
+    _DUPLICATES[result["variant"]] = result["duplicate_records"]
+    print_comparison(_DUPLICATES, out_dir)
 
     assert unresolved == 0, "producer futures left unresolved"
     assert not failed, f"producer failures: {failed[:3]}"
@@ -661,6 +679,26 @@ def test_chaos(tmp_path: Path, client: str, strategy: str) -> None:
     killed = {e["run"] for e in group.events if e["ev"] in ("kill", "kill_at_end")}
     bad_exits = {run: rc for run, rc in result["member_exit_codes"].items() if run not in killed and rc != 0}
     assert not bad_exits, f"members crashed or failed (exit codes; stderr in {tmp_path}): {bad_exits}"
+
+
+#: duplicate records per variant run in this session, for the eager / cooperative / confluent comparison
+_DUPLICATES: dict[str, int] = {}
+
+
+def print_comparison(dups: dict[str, int], out_dir: Path) -> None:
+    """Duplicates of every variant run so far (same seed, faults and commit policy), as ratios to
+    confluent-kafka's eager run when it ran (issue 7 aims at 5x fewer for cooperative-sticky)."""
+    if len(dups) < 2:
+        return
+    base = dups.get("confluent/range")
+
+    def ratio(variant: str, n: int) -> str:
+        if not base or not n or variant == "confluent/range":
+            return ""
+        return f" ({base / n:.1f}x fewer than confluent eager)"
+
+    print("duplicates by variant: " + "  ".join(f"{v} {n}{ratio(v, n)}" for v, n in dups.items()))
+    (out_dir / "chaos-comparison.json").write_text(json.dumps(dups, indent=1))
 
 
 def print_summary(r: dict[str, Any]) -> None:
