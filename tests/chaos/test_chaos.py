@@ -54,8 +54,14 @@ FAULT_KINDS = [k for k in os.environ.get("KIP_CHAOS_FAULTS", "").split(",") if k
 #: seconds between a member's periodic commits (every client variant uses the same policy)
 COMMIT_INTERVAL_S = float(os.environ.get("KIP_CHAOS_COMMIT_INTERVAL", "1.0"))
 
+# The CI-sized cooperative-sticky run (the protocol recommended for churn) runs by default; the eager
+# run is opt-in: one unexplained eager failure (docs/reliability.md, "Open") is still to be chased, and
+# CI must stay deterministic.
+OPT_IN = pytest.mark.skipif(os.environ.get("KIP_CHAOS") != "1",
+                            reason="the eager chaos run is opt-in: KIP_CHAOS=1 (see tests/chaos/README.md)")
+
 VARIANTS = [
-    pytest.param("kip", "range", id="kip-eager-range"),
+    pytest.param("kip", "range", id="kip-eager-range", marks=OPT_IN),
     pytest.param("kip", "cooperative-sticky", id="kip-cooperative-sticky"),
     pytest.param("confluent", "range", id="confluent-eager-range",
                  marks=pytest.mark.skipif(os.environ.get("KIP_CHAOS_CONFLUENT") != "1",
@@ -578,14 +584,6 @@ def _committed_all(bootstrap: str, group: str, topic: str, ends: dict[TopicParti
     return all((om := got.get(tp)) is not None and om.offset >= end for tp, end in ends.items())
 
 
-# Opt-in for now: under CPU load the suite has shown two open problems (librdkafka's
-# rd_kafka_cgrp_terminated assertion when a cooperative member closes mid-rebalance, and an
-# ownership-overlap report still to be classified), and CI must stay deterministic.
-OPT_IN = pytest.mark.skipif(os.environ.get("KIP_CHAOS") != "1",
-                            reason="chaos runs are opt-in: KIP_CHAOS=1 (see tests/chaos/README.md)")
-
-
-@OPT_IN
 @pytest.mark.parametrize("client,strategy", VARIANTS)
 def test_chaos(tmp_path: Path, client: str, strategy: str) -> None:
     seed = SEED
