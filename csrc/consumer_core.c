@@ -157,20 +157,29 @@ size_t kc_consumer_budget(const kc_consumer_t *c) {
 }
 
 /* Buffers one run of messages of the same partition (in offset order), dropping those of
- * partitions no longer assigned and those older than what poll() already returned. */
+ * partitions no longer assigned and copies of offsets already returned or buffered
+ * (kc_fb_next_offset). */
 static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
     kc_partition_t *p = kc_fb_find(&c->fb, rd_kafka_topic_name(msgs[0]->rkt), msgs[0]->partition);
-    size_t stale = 0;
-    if (!p)
-        stale = n;
-    else if (p->position != KC_POSITION_UNKNOWN)
-        while (stale < n && msgs[stale]->offset < p->position)
-            stale++;
-    for (size_t i = 0; i < stale; i++)
-        rd_kafka_message_destroy(msgs[i]);
-    c->dropped_foreign += stale;
-    if (n > stale)
-        kc_fb_push(&c->fb, p, msgs + stale, n - stale);
+    if (!p) {
+        for (size_t i = 0; i < n; i++)
+            rd_kafka_message_destroy(msgs[i]);
+        c->dropped_foreign += n;
+        return;
+    }
+    int64_t next = kc_fb_next_offset(p);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (next != KC_POSITION_UNKNOWN && msgs[i]->offset < next) {
+            rd_kafka_message_destroy(msgs[i]);
+            c->dropped_refetched++;
+            continue;
+        }
+        next = msgs[i]->offset + 1;
+        msgs[kept++] = msgs[i];
+    }
+    if (kept)
+        kc_fb_push(&c->fb, p, msgs, kept);
 }
 
 /* True while an unpaused partition holds less than `target` records. */

@@ -148,6 +148,13 @@ int64_t kc_fb_first_offset(const kc_partition_t *p) {
     return p->len ? p->ring[p->head]->offset : KC_POSITION_UNKNOWN;
 }
 
+int64_t kc_fb_next_offset(const kc_partition_t *p) {
+    if (!p->len)
+        return p->position;
+    int64_t next = p->ring[(p->head + p->len - 1) % p->ring_cap]->offset + 1;
+    return next > p->position ? next : p->position; /* KC_POSITION_UNKNOWN is INT64_MIN */
+}
+
 size_t kc_fb_drainable(const kc_fetch_buffer_t *fb) {
     size_t total = 0;
     for (size_t i = 0; i < fb->n; i++)

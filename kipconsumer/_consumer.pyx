@@ -1020,6 +1020,7 @@ cdef class NativeConsumer:
             "polls": self.core.polls,
             "poll_interval_expiries": self.poll_interval_expiries,
             "revoked_records_dropped": self.revoked_records_dropped,
+            "refetched_records_dropped": self.core.dropped_refetched,
             "max_poll_interval_ms": self.max_poll_interval_ms,
             "rebalance_barrier_polls": self.core.barrier_polls,
             "prefetched_records": rd_kafka_queue_length(self.core.fetchq) if self.core.fetchq != NULL else 0,

@@ -68,6 +68,7 @@ cdef extern from "consumer_core.h" nogil:
         uint64_t records_returned
         uint64_t polls
         uint64_t dropped_foreign
+        uint64_t dropped_refetched
         int64_t last_rebalance_ms
         int rebalance_barrier
         uint64_t barrier_polls

@@ -178,6 +178,29 @@ static void test_pause_keeps_records(void) {
     CHECK(g_live == 0);
 }
 
+static void test_next_offset(void) {
+    kc_fetch_buffer_t fb;
+    kc_fb_init(&fb);
+    kc_partition_t *a = kc_fb_add(&fb, "t", 0);
+    CHECK(kc_fb_next_offset(a) == KC_POSITION_UNKNOWN); /* nothing known: take anything */
+    fill(&fb, a, 64, 100);                               /* wraps nothing yet: ring of 64 */
+    CHECK(kc_fb_next_offset(a) == 164);                  /* past the buffered tail */
+    rd_kafka_message_t *out[64];
+    size_t n = kc_fb_drain(&fb, 10, KC_FAIRNESS_GREEDY, out);
+    release(out, n);
+    fill(&fb, a, 5, 164);                                /* tail now sits after the wrap point */
+    CHECK(a->position == 110 && kc_fb_next_offset(a) == 169);
+    n = kc_fb_drain(&fb, 64, KC_FAIRNESS_GREEDY, out);
+    release(out, n);
+    n = kc_fb_drain(&fb, 64, KC_FAIRNESS_GREEDY, out);
+    release(out, n);
+    CHECK(a->len == 0 && kc_fb_next_offset(a) == 169);  /* empty: the position */
+    a->position = 50;                                    /* a seek back: purge + new position */
+    CHECK(kc_fb_next_offset(a) == 50);
+    kc_fb_destroy(&fb);
+    CHECK(g_live == 0);
+}
+
 static void test_remove_and_purge(void) {
     kc_fetch_buffer_t fb;
     kc_fb_init(&fb);
@@ -230,6 +253,7 @@ int main(void) {
     run("proportional_remainder_rotates", test_proportional_remainder_rotates);
     run("greedy_round_robin", test_greedy_round_robin);
     run("pause_keeps_records", test_pause_keeps_records);
+    run("next_offset", test_next_offset);
     run("remove_and_purge", test_remove_and_purge);
     run("target_is_twice_the_share", test_target_is_twice_the_share);
     printf("%d passed, %d failed\n", g_passed, g_failed);
