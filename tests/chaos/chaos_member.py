@@ -182,7 +182,7 @@ def run_kip(args: argparse.Namespace, conf: dict[str, Any], log: Log, state: dic
             last_commit = time.monotonic()
     if args.close_delay_ms:
         time.sleep(random.uniform(0, args.close_delay_ms) / 1000.0)
-    log.write("closing")
+    log.write("closing", metrics=consumer_metrics_safe(consumer))
     log.flush()
     consumer.close()  # on_partitions_revoked commits
     log.write("closed", metrics=consumer_metrics_safe(consumer))
