@@ -73,10 +73,10 @@ size_t kc_fb_drain(kc_fetch_buffer_t *fb, size_t max, kc_fairness_t mode, rd_kaf
 /* Offset of the oldest buffered record of p, or KC_POSITION_UNKNOWN if none. */
 int64_t kc_fb_first_offset(const kc_partition_t *p);
 /* Lowest offset p takes next: past what poll() returned and past what is buffered, or
- * KC_POSITION_UNKNOWN if neither is known. librdkafka fetches a range again when it restarts
- * a partition's fetcher at an older offset (a version barrier from resume, or a committed
- * offset that arrives after a fetch started); the copies below this are dropped, so a
- * partition's records stay strictly increasing within an assignment. */
+ * KC_POSITION_UNKNOWN if neither is known. librdkafka now and then restarts a partition's
+ * fetcher at an older offset and fetches a range again that is still buffered here (seen
+ * under chaos faults); the copies below this are dropped, so a partition's records stay
+ * strictly increasing within an assignment. */
 int64_t kc_fb_next_offset(const kc_partition_t *p);
 
 /* Records buffered in unpaused partitions (what a drain could return now). */

@@ -746,11 +746,10 @@ cdef class NativeConsumer:
         cdef rd_kafka_event_t *ev = NULL
         cdef rd_kafka_resp_err_t err
         cdef int64_t tmo = <int64_t>(timeout * 1000)
-        cdef bint capped = False
-        if self._closing and self._close_deadline_ms - kc_now_ms() < tmo:
-            # a listener inside close(): close(timeout) bounds the commit too
-            tmo = max(<int64_t>0, self._close_deadline_ms - kc_now_ms())
-            capped = True
+        cdef int64_t close_left = self._close_deadline_ms - kc_now_ms()
+        cdef bint capped = self._closing and close_left < tmo
+        if capped:  # a listener inside close(): close(timeout) bounds the commit too
+            tmo = max(<int64_t>0, close_left)
         try:
             err = rd_kafka_commit_queue(self.rk, lst, q, NULL, NULL)
             if err:
