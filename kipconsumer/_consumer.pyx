@@ -407,6 +407,8 @@ cdef class NativeConsumer:
                         msg = rd_kafka_error_string(error).decode()
                         rd_kafka_error_destroy(error)
                         raise KafkaError(f"incremental assign failed: {msg}")
+                    if self._stale_parts:
+                        tps = tps + self._adopt_kept_stale_parts()
                 else:
                     rd_kafka_assign(self.rk, parts)
                 self._left_group = False
@@ -499,6 +501,45 @@ cdef class NativeConsumer:
                 listener.on_partitions_lost(owned)
             else:
                 listener.on_partitions_revoked(owned)
+
+    cdef list _adopt_kept_stale_parts(self):
+        """Cooperative: partitions dropped by _stale_assignment that librdkafka still holds once a new
+        generation is assigned. librdkafka's "lost" revoke for them does not always come (answering the
+        stale assignment clears its lost flag), it rejoins owning them, and the sticky assignor gives them
+        back: the group says this member owns them, but nothing would ever fetch them for the application
+        (their records were dropped as foreign; the partitions stalled for good in a chaos run). They are
+        taken back like new ones: buffered again, restarted from the committed offset (unassigned and
+        assigned again, so nothing fetched at the stale position is returned) and reported as assigned."""
+        cdef rd_kafka_topic_partition_list_t *held = NULL
+        cdef rd_kafka_topic_partition_list_t *lst
+        cdef rd_kafka_error_t *error
+        cdef int i
+        if rd_kafka_assignment(self.rk, &held) != RD_KAFKA_RESP_ERR_NO_ERROR or held == NULL:
+            return []
+        try:
+            kept = sorted(tp for tp in _tp_list(held) if tp in self._stale_parts)
+        finally:
+            rd_kafka_topic_partition_list_destroy(held)
+        if not kept:
+            return []
+        lst = _c_list(kept)
+        try:
+            for i in range(lst.cnt):
+                if kc_consumer_add_partition(self.core, lst.elems[i].topic, lst.elems[i].partition) == NULL:
+                    raise MemoryError()
+            for i in range(2):
+                error = (rd_kafka_incremental_unassign(self.rk, lst) if i == 0
+                         else rd_kafka_incremental_assign(self.rk, lst))
+                if error != NULL:
+                    msg = rd_kafka_error_string(error).decode()
+                    rd_kafka_error_destroy(error)
+                    raise KafkaError(f"restarting partitions kept from a discarded assignment failed: {msg}")
+        finally:
+            rd_kafka_topic_partition_list_destroy(lst)
+        self._stale_parts.difference_update(kept)
+        log.warning("partitions %s were kept by the group for this member after a discarded assignment: "
+                    "taken back, from the committed offsets", kept)
+        return kept
 
     cdef void _on_rebalance_closing(self, rd_kafka_resp_err_t err,
                                     rd_kafka_topic_partition_list_t *parts) except *:
