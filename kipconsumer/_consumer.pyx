@@ -63,6 +63,15 @@ cdef rd_kafka_topic_partition_list_t *_c_list(object tps) except NULL:
     return lst
 
 
+cdef int _raise_error(rd_kafka_error_t *error, str what) except -1:
+    """Raises KafkaError("<what> failed: ...") for a non-NULL librdkafka error object (destroying it)."""
+    if error == NULL:
+        return 0
+    msg = rd_kafka_error_string(error).decode()
+    rd_kafka_error_destroy(error)
+    raise KafkaError(f"{what} failed: {msg}")
+
+
 cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                         rd_kafka_topic_partition_list_t *parts, void *opaque) noexcept with gil:
     cdef NativeConsumer self = <NativeConsumer>opaque
@@ -397,16 +406,9 @@ cdef class NativeConsumer:
                 if not cooperative:
                     self._stale_parts.clear()
                 self._stale_parts.difference_update(tps)
-                for i in range(parts.cnt):
-                    if kc_consumer_add_partition(self.core, parts.elems[i].topic,
-                                                 parts.elems[i].partition) == NULL:
-                        raise MemoryError()
+                self._buffer_partitions(parts)
                 if cooperative:
-                    error = rd_kafka_incremental_assign(self.rk, parts)
-                    if error != NULL:
-                        msg = rd_kafka_error_string(error).decode()
-                        rd_kafka_error_destroy(error)
-                        raise KafkaError(f"incremental assign failed: {msg}")
+                    _raise_error(rd_kafka_incremental_assign(self.rk, parts), "incremental assign")
                     if self._stale_parts:
                         tps = tps + self._adopt_kept_stale_parts()
                 else:
@@ -502,6 +504,14 @@ cdef class NativeConsumer:
             else:
                 listener.on_partitions_revoked(owned)
 
+    cdef int _buffer_partitions(self, const rd_kafka_topic_partition_list_t *lst) except -1:
+        """Adds lst's partitions to the fetch buffer (see kc_consumer_add_partition)."""
+        cdef int i
+        for i in range(lst.cnt):
+            if kc_consumer_add_partition(self.core, lst.elems[i].topic, lst.elems[i].partition) == NULL:
+                raise MemoryError()
+        return 0
+
     cdef list _adopt_kept_stale_parts(self):
         """Cooperative: partitions dropped by _stale_assignment that librdkafka still holds once a new
         generation is assigned. librdkafka's "lost" revoke for them does not always come (answering the
@@ -512,8 +522,6 @@ cdef class NativeConsumer:
         assigned again, so nothing fetched at the stale position is returned) and reported as assigned."""
         cdef rd_kafka_topic_partition_list_t *held = NULL
         cdef rd_kafka_topic_partition_list_t *lst
-        cdef rd_kafka_error_t *error
-        cdef int i
         if rd_kafka_assignment(self.rk, &held) != RD_KAFKA_RESP_ERR_NO_ERROR or held == NULL:
             return []
         try:
@@ -524,16 +532,10 @@ cdef class NativeConsumer:
             return []
         lst = _c_list(kept)
         try:
-            for i in range(lst.cnt):
-                if kc_consumer_add_partition(self.core, lst.elems[i].topic, lst.elems[i].partition) == NULL:
-                    raise MemoryError()
-            for i in range(2):
-                error = (rd_kafka_incremental_unassign(self.rk, lst) if i == 0
-                         else rd_kafka_incremental_assign(self.rk, lst))
-                if error != NULL:
-                    msg = rd_kafka_error_string(error).decode()
-                    rd_kafka_error_destroy(error)
-                    raise KafkaError(f"restarting partitions kept from a discarded assignment failed: {msg}")
+            self._buffer_partitions(lst)
+            what = "restarting partitions kept from a discarded assignment"
+            _raise_error(rd_kafka_incremental_unassign(self.rk, lst), what)
+            _raise_error(rd_kafka_incremental_assign(self.rk, lst), what)
         finally:
             rd_kafka_topic_partition_list_destroy(lst)
         self._stale_parts.difference_update(kept)
@@ -631,9 +633,11 @@ cdef class NativeConsumer:
             kc_fb_remove(&self.core.fb, tp.topic.encode(), tp.partition)
         for i in range(lst.cnt):
             lst.elems[i].offset = RD_KAFKA_OFFSET_STORED
-            if kc_consumer_add_partition(self.core, lst.elems[i].topic, lst.elems[i].partition) == NULL:
-                rd_kafka_topic_partition_list_destroy(lst)
-                raise MemoryError()
+        try:
+            self._buffer_partitions(lst)
+        except MemoryError:
+            rd_kafka_topic_partition_list_destroy(lst)
+            raise
         with nogil:
             err = rd_kafka_assign(self.rk, lst if lst.cnt else NULL)
         rd_kafka_topic_partition_list_destroy(lst)
