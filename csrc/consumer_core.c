@@ -239,10 +239,17 @@ static void drain_fd(int fd) {
 }
 
 int kc_consumer_rebalance_pending(kc_consumer_t *c) {
+    if (!c->rebalance_barrier)
+        return 0;
     int64_t last_any = atomic_load(&c->heartbeat->last_any_ms);
     int64_t last_ok = atomic_load(&c->heartbeat->last_ok_ms);
-    return c->rebalance_barrier && last_any > last_ok && last_any > c->last_rebalance_ms &&
-           atomic_load(&c->heartbeat->last_error) == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS;
+    int64_t since = last_ok > c->last_rebalance_ms ? last_ok : c->last_rebalance_ms;
+    /* a heartbeat learned that the group is joining */
+    if (last_any > since &&
+        atomic_load(&c->heartbeat->last_error) == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS)
+        return 1;
+    /* a commit learned it first (heartbeats are seconds apart; commits often are not) */
+    return c->commit_refused_ms > since;
 }
 
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,

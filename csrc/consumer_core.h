@@ -59,6 +59,8 @@ typedef struct kc_consumer {
     int64_t last_rebalance_ms;     /* monotonic ms of the last assign/revoke callback */
     int rebalance_barrier;         /* hold records back while the group rebalances (Java's rule) */
     uint64_t barrier_polls;        /* polls that returned nothing because of the barrier */
+    int64_t commit_refused_ms;     /* monotonic ms a commit was last refused because the group is
+                                      rebalancing or moved on (kc_consumer_rebalance_pending) */
     rd_kafka_message_t **scratch;
     size_t scratch_cap;
 } kc_consumer_t;
@@ -87,9 +89,10 @@ size_t kc_consumer_budget(const kc_consumer_t *c);
 
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
                                   size_t *n_out);
-/* True while a Heartbeat answered REBALANCE_IN_PROGRESS after the last rebalance callback
- * and no successful Heartbeat followed: the member must rejoin before it processes more,
- * as the Java consumer does, so records of partitions about to move are not handed out. */
+/* True while a Heartbeat answered REBALANCE_IN_PROGRESS, or a commit was refused because the
+ * group is rebalancing or has moved on (commit_refused_ms), after the last rebalance callback
+ * and no successful Heartbeat followed: the member must rejoin before it processes more, as
+ * the Java consumer does, so records of partitions about to move are not handed out. */
 int kc_consumer_rebalance_pending(kc_consumer_t *c);
 /* Pops the oldest pending consumer error (caller destroys it), or NULL. */
 rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c);

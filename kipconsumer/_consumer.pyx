@@ -817,6 +817,14 @@ cdef class NativeConsumer:
             rd_kafka_queue_destroy(q)
 
     cdef _commit_error(self, rd_kafka_resp_err_t err, str what):
+        if (err in (RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
+                    RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID)
+                and self._subscription and not self._closing):
+            # The group is rebalancing, or has moved on without this member: hold records back
+            # until the rebalance is served (kc_consumer_rebalance_pending), as when a heartbeat
+            # learns it. Records handed out now could not be committed, and partitions about to
+            # move would be processed again by their next owner.
+            self.core.commit_refused_ms = kc_now_ms()
         if (err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION and self._subscription and not self._left_group
                 and self._cooperative()
                 and not rd_kafka_assignment_lost(self.rk)):

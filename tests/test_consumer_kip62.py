@@ -41,7 +41,7 @@ from confluent_kafka import Producer
 
 from kipconsumer import KafkaConsumer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
-from kipconsumer.errors import CommitFailedError, ConfigError, IllegalStateError
+from kipconsumer.errors import CommitFailedError, ConfigError, IllegalStateError, RebalanceInProgressError
 
 SESSION_MS = 3000
 HEARTBEAT_MS = 500
@@ -867,3 +867,41 @@ def test_kicked_out_member_without_lost_method_gets_revoked_and_drops_its_buffer
         for p, o in poll(c, 0.1):
             resumed.setdefault(TopicPartition(topic, p), o)
     assert {tp: resumed.get(tp) for tp in committed} == committed
+
+
+def test_a_commit_refused_by_a_rebalance_holds_records_back_until_it_is_served(
+    unique_name: Callable[[str], str], consumers: list[KafkaConsumer],
+) -> None:
+    """A commit the coordinator refuses because the group is rebalancing tells the member before
+    its next heartbeat does (heartbeats are seconds apart): poll() returns nothing more, although
+    records are buffered, until the rebalance is served or a heartbeat succeeds again. Records
+    handed out in between could not be committed, and those of partitions about to move would be
+    processed again by their next owner. Nothing is skipped: everything is read exactly once."""
+    with EmbeddedBroker(num_brokers=1) as b:
+        topic = unique_name("t-refused")
+        b.create_topic(topic, partitions=2)
+        produce(b.bootstrap_servers, topic, 2, 1000)
+        # heartbeats 3 s apart: the refusal, not a heartbeat, engages the hold
+        c = make_consumer(b.bootstrap_servers, unique_name("g-refused"),
+                          **{"session.timeout.ms": 10_000, "heartbeat.interval.ms": 3000})
+        consumers.append(c)
+        c.subscribe([topic])
+        got: list[Key] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (got and c.metrics()["buffered_records"] > 20):
+            got += poll(c, 0.1)
+        assert c.metrics()["buffered_records"] > 20
+        c.commit_sync(timeout=10)
+        b.push_request_errors("OffsetCommit", "REBALANCE_IN_PROGRESS")
+        with pytest.raises(RebalanceInProgressError):
+            c.commit_sync(timeout=10)
+        held = c.metrics()["rebalance_barrier_polls"]
+        assert poll(c, 0) == []
+        assert c.metrics()["buffered_records"] > 0
+        assert c.metrics()["rebalance_barrier_polls"] > held
+        # the next successful heartbeat (no rebalance is actually running) releases the hold
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(got) < 2000:
+            got += poll(c, 0.1)
+        assert sorted(got) == [(p, o) for p in range(2) for o in range(1000)]
+        c.commit_sync(timeout=10)
