@@ -156,9 +156,29 @@ size_t kc_consumer_budget(const kc_consumer_t *c) {
     return unpaused * kc_fb_target(&c->fb, c->max_poll_records, c->prefetch_floor) + c->max_poll_records;
 }
 
+/* True if m, below p's floor (the committed offset when p was assigned), must not be taken:
+ * a fetch that started below the committed offset (seen under chaos faults: a newly assigned
+ * partition's first records came from offset 0 although its committed offset was in the
+ * thousands, and the fetch restarted at the committed offset later). Java starts a newly
+ * assigned partition at its committed offset and discards fetched data of other positions.
+ * The floor is given up if the log no longer reaches it (the high watermark is below it:
+ * the commit points past a truncated or recreated log, or past its end): librdkafka then
+ * resets the position by auto.offset.reset, and those records are the ones to read. */
+static int below_committed(kc_consumer_t *c, kc_partition_t *p) {
+    int64_t lo = -1, hi = -1;
+    if (rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR &&
+        hi >= 0 && hi < p->floor) {
+        p->floor = KC_POSITION_UNKNOWN;
+        return 0;
+    }
+    return 1;
+}
+
 /* Buffers one run of messages of the same partition (in offset order), dropping those of
- * partitions no longer assigned and copies of offsets already returned or buffered
- * (kc_fb_next_offset). */
+ * partitions no longer assigned, copies of offsets already returned or buffered
+ * (kc_fb_next_offset) and records below the committed offset the partition was assigned
+ * at (below_committed). */
 static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
     kc_partition_t *p = kc_fb_find(&c->fb, rd_kafka_topic_name(msgs[0]->rkt), msgs[0]->partition);
     if (!p) {
@@ -173,6 +193,11 @@ static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
         if (next != KC_POSITION_UNKNOWN && msgs[i]->offset < next) {
             rd_kafka_message_destroy(msgs[i]);
             c->dropped_refetched++;
+            continue;
+        }
+        if (p->floor != KC_POSITION_UNKNOWN && msgs[i]->offset < p->floor && below_committed(c, p)) {
+            rd_kafka_message_destroy(msgs[i]);
+            c->dropped_below_committed++;
             continue;
         }
         next = msgs[i]->offset + 1;

@@ -56,6 +56,7 @@ typedef struct kc_consumer {
     uint64_t polls;
     uint64_t dropped_foreign;      /* messages of partitions no longer assigned */
     uint64_t dropped_refetched;    /* copies of offsets already returned or buffered */
+    uint64_t dropped_below_committed; /* records below the committed offset a partition started from */
     int64_t last_rebalance_ms;     /* monotonic ms of the last assign/revoke callback */
     int rebalance_barrier;         /* hold records back while the group rebalances (Java's rule) */
     uint64_t barrier_polls;        /* polls that returned nothing because of the barrier */

@@ -30,6 +30,9 @@ typedef struct kc_partition {
     int paused;
     int64_t position;          /* next offset poll() will return; KC_POSITION_UNKNOWN if none returned */
     int64_t stored;            /* last position handed to offset storage */
+    int64_t floor;             /* committed offset when the partition was assigned (Java's starting
+                                  position): records below it are not taken (kc_consumer's route_run);
+                                  KC_POSITION_UNKNOWN if none was committed or it no longer applies */
     rd_kafka_queue_t *queue;   /* librdkafka partition queue (forwarded to the consumer's fetch queue) */
     size_t take;               /* scratch: records to take in the current drain */
 } kc_partition_t;

@@ -407,6 +407,7 @@ cdef class NativeConsumer:
                     self._stale_parts.clear()
                 self._stale_parts.difference_update(tps)
                 self._buffer_partitions(parts)
+                self._start_at_committed(parts)
                 if cooperative:
                     _raise_error(rd_kafka_incremental_assign(self.rk, parts), "incremental assign")
                     if self._stale_parts:
@@ -512,6 +513,43 @@ cdef class NativeConsumer:
                 raise MemoryError()
         return 0
 
+    cdef int _start_at_committed(self, const rd_kafka_topic_partition_list_t *lst) except -1:
+        """Sets the floor of lst's newly assigned partitions to their committed offsets (see
+        below_committed in consumer_core.c): as in Java, where a new assignment starts at the
+        committed offsets and fetched data of other positions is discarded, records below the
+        committed offset are not taken, whatever librdkafka's fetcher delivers. librdkafka still
+        looks the offsets up itself to start its fetchers; this lookup costs one more round trip
+        to the coordinator per assignment, bounded by a quarter of max.poll.interval.ms (at most
+        2 s): without an answer, nothing is filtered."""
+        cdef rd_kafka_topic_partition_list_t *q
+        cdef rd_kafka_resp_err_t err
+        cdef kc_partition_t *p
+        cdef int i
+        cdef int tmo = <int>min(2000, max(100, self.max_poll_interval_ms // 4))
+        if lst.cnt == 0:
+            return 0
+        q = rd_kafka_topic_partition_list_copy(lst)
+        if q == NULL:
+            raise MemoryError()
+        try:
+            for i in range(q.cnt):
+                q.elems[i].offset = RD_KAFKA_OFFSET_INVALID
+            with nogil:
+                err = rd_kafka_committed(self.rk, q, tmo)
+            if err:
+                log.debug("committed offsets of the new assignment not known (%s): not filtered",
+                          _err_name(err))
+                return 0
+            for i in range(q.cnt):
+                if q.elems[i].err or q.elems[i].offset < 0:
+                    continue
+                p = kc_fb_find(&self.core.fb, q.elems[i].topic, q.elems[i].partition)
+                if p != NULL and p.position == KC_POSITION_UNKNOWN and p.len == 0:
+                    p.floor = q.elems[i].offset
+        finally:
+            rd_kafka_topic_partition_list_destroy(q)
+        return 0
+
     cdef list _adopt_kept_stale_parts(self):
         """Cooperative: partitions dropped by _stale_assignment that librdkafka still holds once a new
         generation is assigned. librdkafka's "lost" revoke for them does not always come (answering the
@@ -533,6 +571,7 @@ cdef class NativeConsumer:
         lst = _c_list(kept)
         try:
             self._buffer_partitions(lst)
+            self._start_at_committed(lst)
             what = "restarting partitions kept from a discarded assignment"
             _raise_error(rd_kafka_incremental_unassign(self.rk, lst), what)
             _raise_error(rd_kafka_incremental_assign(self.rk, lst), what)
@@ -956,16 +995,20 @@ cdef class NativeConsumer:
             raise IllegalStateError(f"No current assignment for partition {tp.topic}-{tp.partition}")
         return p
 
-    def seek(self, tp, int64_t offset, double timeout):
-        """Next poll() returns records of tp from `offset` (or BEGINNING/END sentinels)."""
+    def seek(self, tp, int64_t offset, double timeout, bint _fetcher_only=False):
+        """Next poll() returns records of tp from `offset` (or BEGINNING/END sentinels).
+        `_fetcher_only` (tests) moves librdkafka's fetcher and leaves the fetch buffer, position
+        and floor alone, as when librdkafka restarts a fetcher by itself."""
         self._check_open()
         cdef kc_partition_t *p = self._assigned(tp)
         cdef rd_kafka_topic_partition_list_t *lst = _c_list([tp])
         cdef rd_kafka_error_t *error
         cdef int tmo = <int>(timeout * 1000)
         lst.elems[0].offset = offset
-        kc_fb_purge(&self.core.fb, p)
-        p.position = offset if offset >= 0 else KC_POSITION_UNKNOWN
+        if not _fetcher_only:
+            kc_fb_purge(&self.core.fb, p)
+            p.position = offset if offset >= 0 else KC_POSITION_UNKNOWN
+            p.floor = KC_POSITION_UNKNOWN  # the application chose where to read from
         cdef int64_t seek_deadline = kc_now_ms() + tmo
         while True:
             with nogil:
@@ -1073,6 +1116,7 @@ cdef class NativeConsumer:
             "poll_interval_expiries": self.poll_interval_expiries,
             "revoked_records_dropped": self.revoked_records_dropped,
             "refetched_records_dropped": self.core.dropped_refetched,
+            "below_committed_records_dropped": self.core.dropped_below_committed,
             "max_poll_interval_ms": self.max_poll_interval_ms,
             "rebalance_barrier_polls": self.core.barrier_polls,
             "prefetched_records": rd_kafka_queue_length(self.core.fetchq) if self.core.fetchq != NULL else 0,

@@ -18,6 +18,7 @@ cdef extern from "fetch_buffer.h" nogil:
         int paused
         int64_t position
         int64_t stored
+        int64_t floor
         rd_kafka_queue_t *queue
     ctypedef struct kc_fetch_buffer_t:
         kc_partition_t **parts
@@ -69,6 +70,7 @@ cdef extern from "consumer_core.h" nogil:
         uint64_t polls
         uint64_t dropped_foreign
         uint64_t dropped_refetched
+        uint64_t dropped_below_committed
         int64_t last_rebalance_ms
         int rebalance_barrier
         uint64_t barrier_polls

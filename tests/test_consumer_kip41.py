@@ -636,6 +636,64 @@ def test_commit_in_listener_on_unsubscribe(broker, topic_factory, unique_name):
 # to_arrow
 
 
+def test_a_new_assignment_never_returns_records_below_its_committed_offset(broker, topic_factory,
+                                                                          unique_name):
+    """A partition assigned by the group starts at its committed offset, as in Java: if
+    librdkafka's fetcher delivers records below it (seen under chaos faults: a newly assigned
+    partition's first fetch started at offset 0 although thousands were committed), they are
+    dropped and counted. Simulated by moving librdkafka's fetcher to offset 0 inside
+    on_partitions_assigned, behind the fetch buffer's back."""
+    topic = topic_factory(partitions=1)
+    produce(broker, topic, {0: 1000})
+    tp = TopicPartition(topic, 0)
+    group = unique_name("g")
+    with consumer(broker, group) as c0:
+        c0.assign([tp])
+        c0.commit_sync({tp: OffsetAndMetadata(600)})
+
+    class Restart:
+        def __init__(self) -> None:
+            self.c: KafkaConsumer | None = None
+
+        def on_partitions_assigned(self, parts: list[TopicPartition]) -> None:
+            assert self.c is not None
+            if tp in parts:
+                self.c._native.seek(tp, 0, 10.0, _fetcher_only=True)
+
+        def on_partitions_revoked(self, parts: list[TopicPartition]) -> None:
+            pass
+
+    with consumer(broker, group, max_poll_records=50) as c:
+        listener = Restart()
+        listener.c = c
+        c.subscribe([topic], listener=listener)
+        got: list[int] = []
+        poll_until(c, lambda: len(got) >= 400,
+                   each=lambda recs: got.extend(r.offset for r in recs))
+        assert got == list(range(600, 600 + len(got)))
+        assert c.metrics()["below_committed_records_dropped"] == 600
+
+
+def test_a_committed_offset_past_the_log_end_is_not_a_floor(broker, topic_factory, unique_name):
+    """A committed offset the log no longer reaches (past its end: a recreated or truncated
+    topic) does not hide records: librdkafka resets the position by auto.offset.reset
+    (earliest here) and those records are returned, as in Java."""
+    topic = topic_factory(partitions=1)
+    produce(broker, topic, {0: 300})
+    tp = TopicPartition(topic, 0)
+    group = unique_name("g")
+    with consumer(broker, group) as c0:
+        c0.assign([tp])
+        c0.commit_sync({tp: OffsetAndMetadata(10_000)})
+    with consumer(broker, group, max_poll_records=50) as c:
+        c.subscribe([topic])
+        got: list[int] = []
+        poll_until(c, lambda: len(got) >= 300,
+                   each=lambda recs: got.extend(r.offset for r in recs))
+        assert got == list(range(300))
+        assert c.metrics()["below_committed_records_dropped"] == 0
+
+
 def test_to_arrow_matches_iterated_records(broker, topic_factory, unique_name):
     pa = pytest.importorskip("pyarrow")
     topic = topic_factory(partitions=3)

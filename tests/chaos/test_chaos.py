@@ -644,9 +644,10 @@ def test_chaos(tmp_path: Path, client: str, strategy: str) -> None:
     result = analyse(logs, group.events, produced)
     # copies of already buffered/returned offsets that librdkafka fetched again and the consumer
     # dropped (members that closed gracefully report it; SIGKILLed ones cannot)
-    result["refetched_records_dropped"] = sum(
-        e.get("metrics", {}).get("refetched_records_dropped", 0)
-        for events in logs.values() for e in events if e["ev"] == "closing")
+    # (and records below the committed offset a partition was assigned at, likewise)
+    for key in ("refetched_records_dropped", "below_committed_records_dropped"):
+        result[key] = sum(e.get("metrics", {}).get(key, 0)
+                          for events in logs.values() for e in events if e["ev"] == "closing")
     result.update({
         "variant": f"{client}/{strategy}", "seed": seed, "chaos_seconds": CHAOS_SECONDS,
         "commit_interval_s": COMMIT_INTERVAL_S,
@@ -718,7 +719,8 @@ def print_summary(r: dict[str, Any]) -> None:
     print(f"losses {r['losses']}  duplicate records {r['duplicate_records']}  "
           f"(extra processings {r['duplicate_processings']}; unjustified {r['unjustified_count']})")
     print(f"duplicate causes: {r['duplicate_reasons']}")
-    print(f"refetched copies dropped by the consumers {r.get('refetched_records_dropped', 0)}")
+    print(f"refetched copies dropped by the consumers {r.get('refetched_records_dropped', 0)}; records below "
+          f"the committed offset of a new assignment dropped {r.get('below_committed_records_dropped', 0)}")
     print(f"order violations {r['order_violation_count']}  interleaved processing {r['overlap_count']}  "
           f"ownership overlaps {r['ownership_overlap_count']} (of {r['ownership_intervals']} intervals; "
           f"{r['stale_assignment_overlaps']} assignment overlaps without concurrent processing)")
