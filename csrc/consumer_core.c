@@ -294,7 +294,9 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
         }
         refill(c);
         size_t n = 0;
-        if (kc_consumer_rebalance_pending(c))
+        if (c->hold_records)
+            ;
+        else if (kc_consumer_rebalance_pending(c))
             c->barrier_polls++;
         else
             n = kc_fb_drain(&c->fb, c->max_poll_records, c->fairness, out);

@@ -60,6 +60,7 @@ typedef struct kc_consumer {
     int64_t last_rebalance_ms;     /* monotonic ms of the last assign/revoke callback */
     int rebalance_barrier;         /* hold records back while the group rebalances (Java's rule) */
     uint64_t barrier_polls;        /* polls that returned nothing because of the barrier */
+    int hold_records;              /* poll serves events but hands out no records (close/unsubscribe) */
     int64_t commit_refused_ms;     /* monotonic ms a commit was last refused because the group is
                                       rebalancing or moved on (kc_consumer_rebalance_pending) */
     rd_kafka_message_t **scratch;

@@ -269,6 +269,7 @@ cdef class NativeConsumer:
     cdef bint _cooperative_cfg      # partition.assignment.strategy is cooperative-sticky
     cdef rd_kafka_queue_t *_close_q  # inside close(): the queue librdkafka's close posts events to
     cdef set _stale_parts            # partitions of a discarded assignment (see _stale_assignment)
+    cdef dict _last_committed        # {TopicPartition: offset} of this member's last accepted commits
     cdef bint _close_unassigned     # inside close(): the full unassign was made (see _close_drain_stale)
 
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
@@ -279,6 +280,7 @@ cdef class NativeConsumer:
         self._commit_callbacks = {}
         self._subscription = set()
         self._stale_parts = set()
+        self._last_committed = {}
         self.max_poll_interval_ms = max_poll_interval_ms
         self.default_api_timeout_ms = default_api_timeout_ms
         self.auto_commit = auto_commit
@@ -656,10 +658,15 @@ cdef class NativeConsumer:
         self._subscription = set()
         if err:
             self._raise(err, "unsubscribe")
-        # Serve the revoke now, so the listener runs inside this call as in Java.
+        # Serve the revoke now, so the listener runs inside this call as in Java. No record is
+        # handed out meanwhile (it would be lost to the application, its position advanced past).
         deadline = kc_now_ms() + self.default_api_timeout_ms
-        while self.core.fb.n and kc_now_ms() < deadline:
-            self._poll_core(100)
+        self.core.hold_records = 1
+        try:
+            while self.core.fb.n and kc_now_ms() < deadline:
+                self._poll_core(100)
+        finally:
+            self.core.hold_records = 0
 
     def assign(self, list tps):
         self._check_open()
@@ -908,6 +915,10 @@ cdef class NativeConsumer:
                 if res.elems[i].err:
                     self._commit_error(res.elems[i].err,
                                        f"{what} of {res.elems[i].topic.decode()}-{res.elems[i].partition}")
+            for i in range(res.cnt):
+                if res.elems[i].offset >= 0:
+                    self._last_committed[TopicPartition(res.elems[i].topic.decode(),
+                                                        res.elems[i].partition)] = res.elems[i].offset
 
     def commit_async(self, dict offsets, callback):
         self._check_open()
@@ -1152,6 +1163,8 @@ cdef class NativeConsumer:
         deadline = kc_now_ms() + (<int64_t>(timeout * 1000.0) if timeout >= 0
                                   else self.default_api_timeout_ms)
         self._close_deadline_ms = deadline
+        if self._subscription and not self._left_group and self.core.fb.n and self._cooperative():
+            self._settle_rebalance(kc_now_ms() + min((deadline - kc_now_ms()) // 2, 10_000))
         # Not closed yet while librdkafka leaves the group: the revoke listener runs inside and may
         # still commit (Java allows commitSync() there).
         self._closing = True
@@ -1181,6 +1194,78 @@ cdef class NativeConsumer:
                         else self.default_api_timeout_ms / 1000.0)
         self._raise_pending()
         return done
+
+    cdef _settle_rebalance(self, int64_t until):
+        """Cooperative close: lets a rebalance that is under way complete before the final revoke,
+        so that the listener's commit in on_partitions_revoked reaches a group that accepts it. A
+        broker that refuses commits while a group joins (the embedded broker refuses every commit
+        then; Kafka refuses them while the group completes a rebalance) otherwise refuses the
+        closing member's last commit whenever another member has just joined, and its partitions'
+        next owners process again what it did since its previous commit. Until `until`: while the
+        group is known to rebalance (kc_consumer_rebalance_pending), the rebalance events are
+        served (listeners run; no record is handed out); otherwise a probe re-commits the offsets
+        this member last committed (no change to what the group has) and, if that is refused
+        because the group rebalances, waits again. Returns once the probe is accepted, there is
+        nothing to probe, or another error or the deadline stops it: close goes on regardless."""
+        cdef int64_t now
+        self.core.hold_records = 1
+        try:
+            while True:
+                now = kc_now_ms()
+                if now >= until or not self.core.fb.n:
+                    return
+                if kc_consumer_rebalance_pending(self.core):
+                    self._poll_core(<int>min(100, until - now))
+                elif not self._probe_rebalance(until):
+                    return
+        finally:
+            self.core.hold_records = 0
+
+    cdef bint _probe_rebalance(self, int64_t until) except -1:
+        """Re-commits the offsets this member last committed for the partitions it holds; True if
+        the coordinator refused it because the group rebalances (the barrier is then engaged)."""
+        cdef rd_kafka_topic_partition_list_t *lst
+        cdef rd_kafka_queue_t *q
+        cdef rd_kafka_event_t *ev = NULL
+        cdef rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR
+        cdef rd_kafka_topic_partition_list_t *res
+        cdef int i
+        # The answer can take a whole join round: the coordinator (the embedded broker at least)
+        # serves this member's requests in order, after its pending JoinGroup.
+        cdef int tmo = <int>max(0, until - kc_now_ms())
+        held = {tp: off for tp, off in self._last_committed.items()
+                if kc_fb_find(&self.core.fb, tp.topic.encode(), tp.partition) != NULL}
+        if not held or tmo <= 0:
+            return False
+        lst = _c_list(list(held))
+        for i, off in enumerate(held.values()):
+            lst.elems[i].offset = off
+        q = rd_kafka_queue_new(self.rk)
+        try:
+            err = rd_kafka_commit_queue(self.rk, lst, q, NULL, NULL)
+            if not err:
+                with nogil:
+                    ev = rd_kafka_queue_poll(q, tmo)
+                if ev == NULL:
+                    return False
+                err = rd_kafka_event_error(ev)
+                res = rd_kafka_event_topic_partition_list(ev)
+                if not err and res != NULL:
+                    for i in range(res.cnt):
+                        if res.elems[i].err:
+                            err = res.elems[i].err
+                            break
+        finally:
+            if ev != NULL:
+                rd_kafka_event_destroy(ev)
+            rd_kafka_topic_partition_list_destroy(lst)
+            rd_kafka_queue_destroy(q)
+        if err in (RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION):
+            self.core.commit_refused_ms = kc_now_ms()
+            log.debug("close(): the group is rebalancing (%s); completing it before the final revoke",
+                      _err_name(err))
+            return True
+        return False
 
     cdef bint _close_group(self, rd_kafka_queue_t *q, int64_t deadline) except *:
         """Starts librdkafka's close on `q` and serves its events until the group handle is terminated

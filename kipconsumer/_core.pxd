@@ -75,6 +75,7 @@ cdef extern from "consumer_core.h" nogil:
         int rebalance_barrier
         uint64_t barrier_polls
         int64_t commit_refused_ms
+        int hold_records
         size_t n_errors
     kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records,
                                    kc_fairness_t fairness, int64_t max_poll_interval_ms,

@@ -41,7 +41,13 @@ from confluent_kafka import Producer
 
 from kipconsumer import KafkaConsumer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
-from kipconsumer.errors import CommitFailedError, ConfigError, IllegalStateError, RebalanceInProgressError
+from kipconsumer.errors import (
+    CommitFailedError,
+    ConfigError,
+    IllegalStateError,
+    KafkaTimeoutError,
+    RebalanceInProgressError,
+)
 
 SESSION_MS = 3000
 HEARTBEAT_MS = 500
@@ -905,3 +911,68 @@ def test_a_commit_refused_by_a_rebalance_holds_records_back_until_it_is_served(
             got += poll(c, 0.1)
         assert sorted(got) == [(p, o) for p in range(2) for o in range(1000)]
         c.commit_sync(timeout=10)
+
+
+def test_cooperative_close_while_a_member_joins_completes_the_rebalance_and_commits(
+    broker: EmbeddedBroker, topic_factory: Callable[..., str], unique_name: Callable[[str], str],
+    consumers: list[KafkaConsumer],
+) -> None:
+    """A cooperative member that closes just after another member joined: the embedded broker
+    refuses every commit while the group joins, so the commit in on_partitions_revoked would fail
+    and the next owner would process again what the member did since its previous commit.
+    close() first lets the rebalance complete (no record is handed out meanwhile), then revokes:
+    the final commit is accepted and nothing the closing member returned is delivered again."""
+    topic = topic_factory(4)
+    produce(broker.bootstrap_servers, topic, 4, 300)
+    group = unique_name("g-coop-close")
+    coop = {"partition.assignment.strategy": "cooperative-sticky"}
+    a = make_consumer(broker.bootstrap_servers, group, **coop)
+    consumers.append(a)
+    la = Recorder(a, commit_on_revoke=True)
+    a.subscribe([topic], listener=la)
+    got_a: list[Key] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(got_a) < 100:
+        got_a += poll(a, 0.1, la)
+    a.commit_sync(timeout=10)
+    while time.monotonic() < deadline and len(got_a) < 200:  # more, not committed yet
+        got_a += poll(a, 0.1, la)
+    assert len(got_a) >= 200
+
+    c = make_consumer(broker.bootstrap_servers, group, **coop)
+    consumers.append(c)
+    c.subscribe([topic])
+    got_c: list[Key] = []
+    stop = threading.Event()
+
+    def run_c() -> None:
+        while not stop.is_set():
+            got_c.extend(poll(c, 0.1))
+
+    t = threading.Thread(target=run_c)
+    t.start()
+    try:
+        # until c's JoinGroup has started a join round (2 s on the mock): a's commits are then
+        # refused, or wait behind a's own JoinGroup (the mock answers a member in order)
+        deadline = time.monotonic() + 15
+        while True:
+            assert time.monotonic() < deadline
+            got_a += poll(a, 0.05, la)
+            try:
+                a.commit_sync(timeout=0.3)
+            except (RebalanceInProgressError, KafkaTimeoutError):
+                break
+        got_a += poll(a, 0.05, la)  # held back while the group rebalances
+        la.in_poll = True
+        a.close()
+        assert la.revoke_commits, la.events
+        final = la.revoke_commits[-1]
+        assert isinstance(final, dict), final  # accepted, not RebalanceInProgressError
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(set(got_a) | set(got_c)) < 4 * 300:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        t.join()
+    assert not set(got_a) & set(got_c), sorted(set(got_a) & set(got_c))[:5]
+    assert set(got_a) | set(got_c) == {(p, o) for p in range(4) for o in range(300)}
