@@ -65,14 +65,16 @@ def main() -> None:
     ap.add_argument("--variants", default="kip,confluent",
                     help="pytest -k words: kip (both kipconsumer variants), kip-eager, kip-coop, confluent")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="keep each run's member logs and summaries under this directory")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s]
     per_seed: dict[int, dict[str, int]] = {}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kip-churn-") as tmp:
         for seed in seeds:
-            out = Path(tmp) / f"seed{seed}"
-            out.mkdir()
+            out = (args.keep or Path(tmp)) / f"seed{seed}"
+            out.mkdir(parents=True, exist_ok=True)
             per_seed[seed] = run_seed(seed, args, out)
             print(f"seed {seed}: " + "  ".join(f"{v} {n}" for v, n in per_seed[seed].items()), flush=True)
     variants = sorted({v for d in per_seed.values() for v in d})
