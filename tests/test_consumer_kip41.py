@@ -636,6 +636,19 @@ def test_commit_in_listener_on_unsubscribe(broker, topic_factory, unique_name):
 # to_arrow
 
 
+def _one_partition_committed(broker, topic_factory, unique_name, records: int,
+                             committed: int) -> tuple[str, TopicPartition, str]:
+    """A 1-partition topic with `records` records and a new group that committed `committed`."""
+    topic = topic_factory(partitions=1)
+    produce(broker, topic, {0: records})
+    tp = TopicPartition(topic, 0)
+    group = unique_name("g")
+    with consumer(broker, group) as c0:
+        c0.assign([tp])
+        c0.commit_sync({tp: OffsetAndMetadata(committed)})
+    return topic, tp, group
+
+
 def test_a_new_assignment_never_returns_records_below_its_committed_offset(broker, topic_factory,
                                                                           unique_name):
     """A partition assigned by the group starts at its committed offset, as in Java: if
@@ -643,13 +656,7 @@ def test_a_new_assignment_never_returns_records_below_its_committed_offset(broke
     partition's first fetch started at offset 0 although thousands were committed), they are
     dropped and counted. Simulated by moving librdkafka's fetcher to offset 0 inside
     on_partitions_assigned, behind the fetch buffer's back."""
-    topic = topic_factory(partitions=1)
-    produce(broker, topic, {0: 1000})
-    tp = TopicPartition(topic, 0)
-    group = unique_name("g")
-    with consumer(broker, group) as c0:
-        c0.assign([tp])
-        c0.commit_sync({tp: OffsetAndMetadata(600)})
+    topic, tp, group = _one_partition_committed(broker, topic_factory, unique_name, 1000, 600)
 
     class Restart:
         def __init__(self) -> None:
@@ -678,13 +685,7 @@ def test_a_committed_offset_past_the_log_end_is_not_a_floor(broker, topic_factor
     """A committed offset the log no longer reaches (past its end: a recreated or truncated
     topic) does not hide records: librdkafka resets the position by auto.offset.reset
     (earliest here) and those records are returned, as in Java."""
-    topic = topic_factory(partitions=1)
-    produce(broker, topic, {0: 300})
-    tp = TopicPartition(topic, 0)
-    group = unique_name("g")
-    with consumer(broker, group) as c0:
-        c0.assign([tp])
-        c0.commit_sync({tp: OffsetAndMetadata(10_000)})
+    topic, _, group = _one_partition_committed(broker, topic_factory, unique_name, 300, 10_000)
     with consumer(broker, group, max_poll_records=50) as c:
         c.subscribe([topic])
         got: list[int] = []
