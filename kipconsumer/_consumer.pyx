@@ -270,6 +270,7 @@ cdef class NativeConsumer:
     cdef rd_kafka_queue_t *_close_q  # inside close(): the queue librdkafka's close posts events to
     cdef set _stale_parts            # partitions of a discarded assignment (see _stale_assignment)
     cdef dict _last_committed        # {TopicPartition: offset} of this member's last accepted commits
+    cdef bint _rejoin_pending        # leave and join again at the next poll() (_rejoin_if_stale_parts_kept)
     cdef bint _close_unassigned     # inside close(): the full unassign was made (see _close_drain_stale)
 
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
@@ -413,7 +414,7 @@ cdef class NativeConsumer:
                 if cooperative:
                     _raise_error(rd_kafka_incremental_assign(self.rk, parts), "incremental assign")
                     if self._stale_parts:
-                        tps = tps + self._adopt_kept_stale_parts()
+                        self._rejoin_if_stale_parts_kept()
                 else:
                     rd_kafka_assign(self.rk, parts)
                 self._left_group = False
@@ -552,37 +553,59 @@ cdef class NativeConsumer:
             rd_kafka_topic_partition_list_destroy(q)
         return 0
 
-    cdef list _adopt_kept_stale_parts(self):
+    cdef _rejoin_if_stale_parts_kept(self):
         """Cooperative: partitions dropped by _stale_assignment that librdkafka still holds once a new
         generation is assigned. librdkafka's "lost" revoke for them does not always come (answering the
         stale assignment clears its lost flag), it rejoins owning them, and the sticky assignor gives them
         back: the group says this member owns them, but nothing would ever fetch them for the application
-        (their records were dropped as foreign; the partitions stalled for good in a chaos run). They are
-        taken back like new ones: buffered again, restarted from the committed offset (unassigned and
-        assigned again, so nothing fetched at the stale position is returned) and reported as assigned."""
+        (their records were dropped as foreign; the partitions stalled for good in chaos runs).
+        Restarting them in place (incremental unassign + assign inside the callback) left them
+        unfetched in a chaos run, so the member rejoins instead, from the next poll() (_rejoin): a
+        clean leave and join through librdkafka's ordinary paths, the partitions go to whoever the
+        assignor picks and start from the committed offsets."""
         cdef rd_kafka_topic_partition_list_t *held = NULL
-        cdef rd_kafka_topic_partition_list_t *lst
         if rd_kafka_assignment(self.rk, &held) != RD_KAFKA_RESP_ERR_NO_ERROR or held == NULL:
-            return []
+            return
         try:
             kept = sorted(tp for tp in _tp_list(held) if tp in self._stale_parts)
         finally:
             rd_kafka_topic_partition_list_destroy(held)
-        if not kept:
-            return []
-        lst = _c_list(kept)
+        if kept:
+            self._rejoin_pending = True
+            log.warning("partitions %s were kept by the group for this member after a discarded "
+                        "assignment, but are not fetched: rejoining the group", kept)
+
+    cdef _rejoin(self):
+        """Leaves the group and joins it again with the same subscription (see
+        _rejoin_if_stale_parts_kept): the listener gets on_partitions_revoked for what the member
+        holds (it may commit), no record is handed out meanwhile, and the next poll()s join."""
+        cdef rd_kafka_topic_partition_list_t *lst
+        cdef rd_kafka_resp_err_t err
+        self._rejoin_pending = False
+        topics = sorted(self._subscription)
+        if not topics:
+            return
+        if self.auto_commit:
+            self._store_positions(None)
+        with nogil:
+            err = rd_kafka_unsubscribe(self.rk)
+        if err:
+            self._raise(err, "rejoin (unsubscribe)")
+        deadline = kc_now_ms() + self.default_api_timeout_ms
+        self.core.hold_records = 1
         try:
-            self._buffer_partitions(lst)
-            self._start_at_committed(lst)
-            what = "restarting partitions kept from a discarded assignment"
-            _raise_error(rd_kafka_incremental_unassign(self.rk, lst), what)
-            _raise_error(rd_kafka_incremental_assign(self.rk, lst), what)
+            while self.core.fb.n and kc_now_ms() < deadline:
+                self._poll_core(100)
         finally:
-            rd_kafka_topic_partition_list_destroy(lst)
-        self._stale_parts.difference_update(kept)
-        log.warning("partitions %s were kept by the group for this member after a discarded assignment: "
-                    "taken back, from the committed offsets", kept)
-        return kept
+            self.core.hold_records = 0
+        lst = rd_kafka_topic_partition_list_new(len(topics))
+        for t in topics:
+            rd_kafka_topic_partition_list_add(lst, t.encode(), RD_KAFKA_PARTITION_UA)
+        err = rd_kafka_subscribe(self.rk, lst)
+        rd_kafka_topic_partition_list_destroy(lst)
+        if err:
+            self._raise(err, "rejoin (subscribe)")
+        self._stale_parts.clear()
 
     cdef void _on_rebalance_closing(self, rd_kafka_resp_err_t err,
                                     rd_kafka_topic_partition_list_t *parts) except *:
@@ -715,6 +738,8 @@ cdef class NativeConsumer:
         cdef size_t n = 0
         cdef int64_t deadline = kc_now_ms() + <int64_t>(max(timeout, 0.0) * 1000.0)
         cdef int64_t remaining
+        if self._rejoin_pending:
+            self._rejoin()
         if self.auto_commit:
             self._store_positions(None)
         self._serve_commit_callbacks()
@@ -1203,11 +1228,12 @@ cdef class NativeConsumer:
         closing member's last commit whenever another member has just joined, and its partitions'
         next owners process again what it did since its previous commit. Until `until`: while the
         group is known to rebalance (kc_consumer_rebalance_pending), the rebalance events are
-        served (listeners run; no record is handed out); otherwise a probe re-commits the offsets
-        this member last committed (no change to what the group has) and, if that is refused
-        because the group rebalances, waits again. Returns once the probe is accepted, there is
-        nothing to probe, or another error or the deadline stops it: close goes on regardless."""
+        served (listeners run; no record is handed out); otherwise a probe re-commits offsets the
+        group already has (_probe_rebalance) and, if that is refused because the group
+        rebalances, waits again. Returns once the probe is accepted, there is nothing to probe,
+        or another error or the deadline stops it: close goes on regardless."""
         cdef int64_t now
+        cdef rd_kafka_message_t *m
         self.core.hold_records = 1
         try:
             while True:
@@ -1215,15 +1241,25 @@ cdef class NativeConsumer:
                 if now >= until or not self.core.fb.n:
                     return
                 if kc_consumer_rebalance_pending(self.core):
-                    self._poll_core(<int>min(100, until - now))
+                    if self._poll_core(<int>min(100, until - now)) == KC_POLL_EVENT:
+                        # consumer errors are not raised from close(); without this, poll would
+                        # return at once for as long as they are pending
+                        while True:
+                            m = kc_consumer_take_error(self.core)
+                            if m == NULL:
+                                break
+                            log.debug("close(): %s", rd_kafka_err2str(m.err).decode(errors="replace"))
+                            rd_kafka_message_destroy(m)
                 elif not self._probe_rebalance(until):
                     return
         finally:
             self.core.hold_records = 0
 
     cdef bint _probe_rebalance(self, int64_t until) except -1:
-        """Re-commits the offsets this member last committed for the partitions it holds; True if
-        the coordinator refused it because the group rebalances (the barrier is then engaged)."""
+        """Re-commits, for the partitions this member holds, the offsets it last committed, or
+        else those committed when the partition was assigned (its floor): nothing changes for the
+        group. True if the coordinator refused it because the group rebalances (the barrier is
+        then engaged)."""
         cdef rd_kafka_topic_partition_list_t *lst
         cdef rd_kafka_queue_t *q
         cdef rd_kafka_event_t *ev = NULL
@@ -1233,8 +1269,16 @@ cdef class NativeConsumer:
         # The answer can take a whole join round: the coordinator (the embedded broker at least)
         # serves this member's requests in order, after its pending JoinGroup.
         cdef int tmo = <int>max(0, until - kc_now_ms())
-        held = {tp: off for tp, off in self._last_committed.items()
-                if kc_fb_find(&self.core.fb, tp.topic.encode(), tp.partition) != NULL}
+        cdef kc_partition_t *p
+        held = {}
+        for i in range(self.core.fb.n):
+            p = self.core.fb.parts[i]
+            tp = TopicPartition(p.topic.decode(), p.partition)
+            off = self._last_committed.get(tp)
+            if off is None and p.floor != KC_POSITION_UNKNOWN:
+                off = p.floor  # committed when the partition was assigned; none of ours since
+            if off is not None:
+                held[tp] = off
         if not held or tmo <= 0:
             return False
         lst = _c_list(list(held))
