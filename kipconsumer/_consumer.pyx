@@ -269,7 +269,6 @@ cdef class NativeConsumer:
     cdef bint _cooperative_cfg      # partition.assignment.strategy is cooperative-sticky
     cdef rd_kafka_queue_t *_close_q  # inside close(): the queue librdkafka's close posts events to
     cdef set _stale_parts            # partitions of a discarded assignment (see _stale_assignment)
-    cdef dict _last_committed        # {TopicPartition: offset} of this member's last accepted commits
     cdef bint _rejoin_pending        # leave and join again at the next poll() (_rejoin_if_stale_parts_kept)
     cdef bint _close_unassigned     # inside close(): the full unassign was made (see _close_drain_stale)
 
@@ -281,7 +280,6 @@ cdef class NativeConsumer:
         self._commit_callbacks = {}
         self._subscription = set()
         self._stale_parts = set()
-        self._last_committed = {}
         self.max_poll_interval_ms = max_poll_interval_ms
         self.default_api_timeout_ms = default_api_timeout_ms
         self.auto_commit = auto_commit
@@ -579,7 +577,6 @@ cdef class NativeConsumer:
         """Leaves the group and joins it again with the same subscription (see
         _rejoin_if_stale_parts_kept): the listener gets on_partitions_revoked for what the member
         holds (it may commit), no record is handed out meanwhile, and the next poll()s join."""
-        cdef rd_kafka_topic_partition_list_t *lst
         cdef rd_kafka_resp_err_t err
         self._rejoin_pending = False
         topics = sorted(self._subscription)
@@ -591,6 +588,14 @@ cdef class NativeConsumer:
             err = rd_kafka_unsubscribe(self.rk)
         if err:
             self._raise(err, "rejoin (unsubscribe)")
+        self._serve_revoke_held()
+        self._rdk_subscribe(topics, "rejoin (subscribe)")
+        self._stale_parts.clear()
+
+    cdef _serve_revoke_held(self):
+        """After rd_kafka_unsubscribe(): serves the revoke now (the listener runs inside the caller,
+        as in Java), handing out no record meanwhile (it would be lost to the application, its
+        position advanced past)."""
         deadline = kc_now_ms() + self.default_api_timeout_ms
         self.core.hold_records = 1
         try:
@@ -598,14 +603,16 @@ cdef class NativeConsumer:
                 self._poll_core(100)
         finally:
             self.core.hold_records = 0
-        lst = rd_kafka_topic_partition_list_new(len(topics))
+
+    cdef _rdk_subscribe(self, list topics, str what):
+        cdef rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new(len(topics))
+        cdef rd_kafka_resp_err_t err
         for t in topics:
             rd_kafka_topic_partition_list_add(lst, t.encode(), RD_KAFKA_PARTITION_UA)
         err = rd_kafka_subscribe(self.rk, lst)
         rd_kafka_topic_partition_list_destroy(lst)
         if err:
-            self._raise(err, "rejoin (subscribe)")
-        self._stale_parts.clear()
+            self._raise(err, what)
 
     cdef void _on_rebalance_closing(self, rd_kafka_resp_err_t err,
                                     rd_kafka_topic_partition_list_t *parts) except *:
@@ -657,14 +664,7 @@ cdef class NativeConsumer:
     # ---------------------------------------------------------------- subscribe / assign
     def subscribe(self, list topics, listener):
         self._check_open()
-        cdef rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new(len(topics))
-        cdef rd_kafka_resp_err_t err
-        for t in topics:
-            rd_kafka_topic_partition_list_add(lst, t.encode(), RD_KAFKA_PARTITION_UA)
-        err = rd_kafka_subscribe(self.rk, lst)
-        rd_kafka_topic_partition_list_destroy(lst)
-        if err:
-            self._raise(err, "subscribe")
+        self._rdk_subscribe(topics, "subscribe")
         self._listener = listener
         self._subscription = set(topics)
 
@@ -681,15 +681,7 @@ cdef class NativeConsumer:
         self._subscription = set()
         if err:
             self._raise(err, "unsubscribe")
-        # Serve the revoke now, so the listener runs inside this call as in Java. No record is
-        # handed out meanwhile (it would be lost to the application, its position advanced past).
-        deadline = kc_now_ms() + self.default_api_timeout_ms
-        self.core.hold_records = 1
-        try:
-            while self.core.fb.n and kc_now_ms() < deadline:
-                self._poll_core(100)
-        finally:
-            self.core.hold_records = 0
+        self._serve_revoke_held()
 
     def assign(self, list tps):
         self._check_open()
@@ -940,10 +932,6 @@ cdef class NativeConsumer:
                 if res.elems[i].err:
                     self._commit_error(res.elems[i].err,
                                        f"{what} of {res.elems[i].topic.decode()}-{res.elems[i].partition}")
-            for i in range(res.cnt):
-                if res.elems[i].offset >= 0:
-                    self._last_committed[TopicPartition(res.elems[i].topic.decode(),
-                                                        res.elems[i].partition)] = res.elems[i].offset
 
     def commit_async(self, dict offsets, callback):
         self._check_open()
@@ -1256,10 +1244,11 @@ cdef class NativeConsumer:
             self.core.hold_records = 0
 
     cdef bint _probe_rebalance(self, int64_t until) except -1:
-        """Re-commits, for the partitions this member holds, the offsets it last committed, or
-        else those committed when the partition was assigned (its floor): nothing changes for the
-        group. True if the coordinator refused it because the group rebalances (the barrier is
-        then engaged)."""
+        """Looks up the offsets the group has committed for the partitions this member holds and
+        commits exactly those again: nothing changes for the group (offsets this member remembers
+        could be older than the group's: it may have lost a partition and got it back, or
+        auto-commit committed without it). True if the coordinator refused the commit because the
+        group rebalances (the barrier is then engaged)."""
         cdef rd_kafka_topic_partition_list_t *lst
         cdef rd_kafka_queue_t *q
         cdef rd_kafka_event_t *ev = NULL
@@ -1269,21 +1258,28 @@ cdef class NativeConsumer:
         # The answer can take a whole join round: the coordinator (the embedded broker at least)
         # serves this member's requests in order, after its pending JoinGroup.
         cdef int tmo = <int>max(0, until - kc_now_ms())
-        cdef kc_partition_t *p
-        held = {}
-        for i in range(self.core.fb.n):
-            p = self.core.fb.parts[i]
-            tp = TopicPartition(p.topic.decode(), p.partition)
-            off = self._last_committed.get(tp)
-            if off is None and p.floor != KC_POSITION_UNKNOWN:
-                off = p.floor  # committed when the partition was assigned; none of ours since
-            if off is not None:
-                held[tp] = off
+        cdef rd_kafka_topic_partition_list_t *mine
+        if self.core.fb.n == 0 or tmo <= 0:
+            return False
+        mine = rd_kafka_topic_partition_list_new(<int>self.core.fb.n)
+        try:
+            for i in range(self.core.fb.n):
+                rd_kafka_topic_partition_list_add(mine, self.core.fb.parts[i].topic,
+                                                  self.core.fb.parts[i].partition)
+            with nogil:
+                err = rd_kafka_committed(self.rk, mine, tmo)
+            if err:
+                return False
+            held = {(<bytes>mine.elems[i].topic, mine.elems[i].partition): mine.elems[i].offset
+                    for i in range(mine.cnt) if not mine.elems[i].err and mine.elems[i].offset >= 0}
+        finally:
+            rd_kafka_topic_partition_list_destroy(mine)
+        tmo = <int>max(0, until - kc_now_ms())
         if not held or tmo <= 0:
             return False
-        lst = _c_list(list(held))
-        for i, off in enumerate(held.values()):
-            lst.elems[i].offset = off
+        lst = rd_kafka_topic_partition_list_new(len(held))
+        for (topic, partition), off in held.items():
+            rd_kafka_topic_partition_list_add(lst, topic, partition).offset = off
         q = rd_kafka_queue_new(self.rk)
         try:
             err = rd_kafka_commit_queue(self.rk, lst, q, NULL, NULL)
