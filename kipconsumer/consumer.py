@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from kipconsumer._consumer import NativeConsumer
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
+from kipconsumer._timeouts import timeout_seconds
 from kipconsumer.config import ConsumerSettings, consumer_settings
 from kipconsumer.errors import IllegalStateError, InvalidTopicError
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
@@ -93,11 +94,7 @@ def _as_offsets(offsets: Mapping[Any, Any]) -> dict[TopicPartition, OffsetAndMet
 
 
 def _seconds(timeout: float | None, default_ms: int, arg: str = "timeout") -> float:
-    if timeout is None:
-        return default_ms / 1000.0
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
-        raise ValueError(f"{arg} must be a number of seconds >= 0 or None, got {timeout!r}")
-    return float(timeout)
+    return timeout_seconds(timeout, default_ms, arg)
 
 
 class KafkaConsumer:
