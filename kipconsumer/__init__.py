@@ -5,6 +5,7 @@ KIP-19 producer timeouts; KIP-572 task timeouts.
 """
 
 from kipconsumer import _loader
+from kipconsumer._version import __version__
 
 _loader.load()
 
@@ -25,5 +26,5 @@ __all__ = [
     "RecordMetadata",
     "ConsumerRebalanceListener",
     "librdkafka_version",
+    "__version__",
 ]
-__version__ = "0.1.0"
