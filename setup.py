@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent
 
 def extensions() -> list[Extension]:
     csources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc").glob("*.c"))
+    headers = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc").glob("*.h"))
     debug = os.environ.get("KIPCONSUMER_DEBUG_BUILD") == "1"
     cflags = ["-O0", "-g", "-fno-omit-frame-pointer"] if debug else ["-O2", "-g0"]
     sanitize = os.environ.get("KIPCONSUMER_SANITIZE", "")
@@ -37,6 +38,7 @@ def extensions() -> list[Extension]:
                 name,
                 sources=[str(pyx.relative_to(ROOT))] + csources,
                 include_dirs=["csrc"],
+                depends=headers,
                 extra_compile_args=cflags + ["-std=gnu11", "-Wall", "-Wno-unused-function"],
                 extra_link_args=[f"-fsanitize={sanitize}"] if sanitize else [],
             )
