@@ -10,7 +10,7 @@ typed facade is kipconsumer.consumer.KafkaConsumer.
 
 import logging
 
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, strcmp
 from posix.unistd cimport usleep
@@ -204,6 +204,10 @@ cdef void *_reaper_main(void *arg) noexcept nogil:
     return NULL
 
 
+# What librdkafka writes to the consumer's eventfd when a commit result arrives (see __cinit__).
+cdef uint64_t _COMMIT_EVENT = 1
+
+
 cdef inline bint _seek_again(rd_kafka_resp_err_t err) noexcept:
     return err == RD_KAFKA_RESP_ERR__STATE or err == RD_KAFKA_RESP_ERR__OUTDATED
 
@@ -321,6 +325,9 @@ cdef class NativeConsumer:
         if kc_consumer_attach(self.core, self.rk) != 0:
             raise KafkaError("cannot attach to librdkafka's consumer queue")
         self.commit_q = rd_kafka_queue_new(self.rk)
+        # commit results wake the eventfd too, so an event loop waiting on it (kipconsumer.aio)
+        # learns of them without polling
+        rd_kafka_queue_io_event_enable(self.commit_q, self.core.wake_fd, &_COMMIT_EVENT, sizeof(_COMMIT_EVENT))
 
     def __dealloc__(self):
         if self.rk != NULL and not self._closed:
@@ -340,6 +347,7 @@ cdef class NativeConsumer:
         r = <_reaper_t *>calloc(1, sizeof(_reaper_t))
         if r == NULL:
             return False
+        self._detach_commit_queue()
         r.rk = self.rk
         r.q = q
         r.core = self.core
@@ -349,7 +357,13 @@ cdef class NativeConsumer:
         self._handle.reaper = r
         return True
 
+    cdef void _detach_commit_queue(self) noexcept:
+        """Stops commit results from writing to the eventfd, which the core closes when freed."""
+        if self.commit_q != NULL:
+            rd_kafka_queue_io_event_enable(self.commit_q, -1, NULL, 0)
+
     cdef void _destroy(self) noexcept:
+        self._detach_commit_queue()
         if self.commit_q != NULL:
             rd_kafka_queue_destroy(self.commit_q)
             self.commit_q = NULL
@@ -1120,6 +1134,17 @@ cdef class NativeConsumer:
     def wakeup(self):
         if self.core != NULL:
             kc_consumer_wakeup(self.core)
+
+    @property
+    def wake_fd(self):
+        """The eventfd that becomes readable when records, rebalance or error events, commit results
+        or a wakeup() arrive; -1 once closed. poll() (any timeout) and serve_commits() consume it."""
+        return self.core.wake_fd if self.core != NULL and not self._closed else -1
+
+    def serve_commits(self):
+        """Runs the callbacks of completed commit_async() calls, without waiting (any poll() does too)."""
+        self._check_open()
+        self._serve_commit_callbacks(0)
 
     def metrics(self):
         cdef int64_t now = kc_now_ms()

@@ -59,6 +59,7 @@ cdef extern from "consumer_core.h" nogil:
     ctypedef struct kc_consumer_t:
         rd_kafka_t *rk
         rd_kafka_queue_t *fetchq
+        int wake_fd
         size_t ring_max_records
         size_t ring_max_bytes
         kc_fetch_buffer_t fb

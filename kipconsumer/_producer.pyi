@@ -38,6 +38,7 @@ class ProducerCore:
         headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None = None,
         timestamp: int | None = None,
         callback: Callable[[RecordMetadata | None, Exception | None], object] | None = None,
+        block_ms: int = -1,
     ) -> ProduceFuture: ...
     def partitions_for(self, topic: str) -> list[int]: ...
     def flush(self, timeout_s: float = -1.0) -> int:

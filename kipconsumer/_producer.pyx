@@ -625,8 +625,11 @@ cdef class ProducerCore:
 
     # -- send -----------------------------------------------------------------------------------
     def send(self, topic, value=None, key=None, partition=None, headers=None, timestamp=None,
-             callback=None):
-        """Enqueue one record; returns a ProduceFuture. See KafkaProducer.send()."""
+             callback=None, int block_ms=-1):
+        """Enqueue one record; returns a ProduceFuture. See KafkaProducer.send().
+
+        ``block_ms`` >= 0 replaces max.block.ms for this call (0: never wait; kipconsumer.aio waits
+        without blocking its event loop instead)."""
         cdef _Topic t
         cdef int64_t deadline_us = 0, start_us = 0, ts = 0
         cdef const char *vptr = NULL
@@ -638,6 +641,7 @@ cdef class ProducerCore:
         cdef _FutureCore fut
         cdef int err
         cdef long long pnum
+        cdef int64_t max_block_us = <int64_t>(self.max_block_ms if block_ms < 0 else block_ms) * 1000
         if self._closed:
             raise IllegalStateError("send() called after close()")
         if self._key_serializer is not None and key is not None:
@@ -652,7 +656,7 @@ cdef class ProducerCore:
             if t is None:
                 # first send to this name: checked against Kafka's rule once, then cached
                 start_us = kc_producer_now_us()
-                deadline_us = start_us + <int64_t>self.max_block_ms * 1000
+                deadline_us = start_us + max_block_us
                 t = self._await_topic(topic, deadline_us, "send()")
             t.name = topic  # same value; any thread may set it (one store, atomic under the GIL)
             self._last_topic = t
@@ -704,7 +708,7 @@ cdef class ProducerCore:
         elif err == ERR__QUEUE_FULL:
             if deadline_us == 0:
                 start_us = kc_producer_now_us()
-                deadline_us = start_us + <int64_t>self.max_block_ms * 1000
+                deadline_us = start_us + max_block_us
             self._active += 1
             with nogil:
                 err = kc_producer_produce_wait(self.p, t.rkt, part, vptr, vlen, kptr, klen, ts,
