@@ -541,3 +541,10 @@ def produce_second_half(broker: EmbeddedBroker, nparts: int, half: int) -> None:
         for i in range(half, 2 * half):
             p.send("mixed", value=b"%d" % i, partition=i % nparts)
         p.flush()
+
+
+def test_example_service_runs() -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "aio_service.py")], capture_output=True,
+                         text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "enriched 3000 records" in out.stdout
