@@ -309,6 +309,7 @@ cdef class NativeConsumer:
     cdef bint _rejoin_pending        # leave and join again at the next poll() (_rejoin_if_stale_parts_kept)
     cdef bint _close_unassigned     # inside close(): the full unassign was made (see _close_drain_stale)
     cdef int _in_callback            # inside a commit_async() callback
+    cdef bytes _group_id             # group.id (or the private one of an assign-only consumer)
     cdef bint _close_requested       # close() from another thread waits for the running call (request_close)
 
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
@@ -336,6 +337,7 @@ cdef class NativeConsumer:
                                  sizeof(errstr)) != RD_KAFKA_CONF_OK:
                 rd_kafka_conf_destroy(conf)
                 raise ConfigError(f"librdkafka rejected {key!r}: {errstr.decode(errors='replace')}")
+        self._group_id = str(rdkafka["group.id"]).encode()
         rd_kafka_conf_set_rebalance_cb(conf, _rebalance_cb)
         rd_kafka_conf_set_opaque(conf, <void *>self)
         self.core = kc_consumer_new(conf, max_poll_records, mode, max_poll_interval_ms,
@@ -1066,26 +1068,74 @@ cdef class NativeConsumer:
             self._in_callback -= 1
 
     def committed(self, list tps, double timeout):
+        """The group's committed offsets of `tps` (None where nothing is committed), within `timeout`
+        seconds (inf: no bound). Asked with librdkafka's ListConsumerGroupOffsets on a queue of its
+        own (the group's OffsetFetch, as rd_kafka_committed() sends), so that the wait goes in slices
+        and a signal interrupts it."""
         self._check_open()
-        cdef rd_kafka_topic_partition_list_t *lst = _c_list(tps)
+        cdef rd_kafka_topic_partition_list_t *lst
+        cdef rd_kafka_ListConsumerGroupOffsets_t *req = NULL
+        cdef rd_kafka_AdminOptions_t *opts = NULL
+        cdef rd_kafka_queue_t *q = NULL
+        cdef rd_kafka_event_t *ev = NULL
+        cdef const rd_kafka_group_result_t **groups
+        cdef const rd_kafka_topic_partition_list_t *res
+        cdef const rd_kafka_error_t *gerr
         cdef rd_kafka_resp_err_t err
+        cdef int64_t deadline = _deadline_ms(timeout)
         cdef int tmo = _ms(timeout)
+        cdef size_t cnt = 0
+        cdef char errstr[256]
         cdef int i
-        with nogil:
-            err = rd_kafka_committed(self.rk, lst, tmo)
+        unique = list(dict.fromkeys(tps))  # the request refuses duplicates
+        out = dict.fromkeys(tps)
+        if not unique:
+            return out
+        lst = _c_list(unique)
         try:
+            req = rd_kafka_ListConsumerGroupOffsets_new(self._group_id, lst)
+            opts = rd_kafka_AdminOptions_new(self.rk, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS)
+            if req == NULL or opts == NULL:
+                raise MemoryError()
+            # librdkafka's bound on the request is at most an hour; the wait below is ours
+            rd_kafka_AdminOptions_set_request_timeout(opts, 3600000 if tmo < 0 or tmo > 3600000 else tmo,
+                                                      errstr, sizeof(errstr))
+            q = rd_kafka_queue_new(self.rk)
+            rd_kafka_ListConsumerGroupOffsets(self.rk, &req, 1, opts, q)
+            while True:  # in slices, checking for signals
+                with nogil:
+                    ev = rd_kafka_queue_poll(q, _slice(deadline))
+                if ev != NULL or kc_now_ms() >= deadline:
+                    break
+                PyErr_CheckSignals()
+            if ev == NULL:
+                self._raise(RD_KAFKA_RESP_ERR__TIMED_OUT, "committed")
+            err = rd_kafka_event_error(ev)
             if err:
                 self._raise(err, "committed")
-            out = {}
-            for i in range(lst.cnt):
-                tp = TopicPartition(lst.elems[i].topic.decode(), lst.elems[i].partition)
-                if lst.elems[i].offset >= 0:
-                    md = b"" if lst.elems[i].metadata == NULL else (<char *>lst.elems[i].metadata)[:lst.elems[i].metadata_size]
-                    out[tp] = OffsetAndMetadata(lst.elems[i].offset, md.decode(errors="replace"))
-                else:
-                    out[tp] = None
+            groups = rd_kafka_ListConsumerGroupOffsets_result_groups(
+                rd_kafka_event_ListConsumerGroupOffsets_result(ev), &cnt)
+            if cnt < 1:
+                raise KafkaError("committed: librdkafka returned no result for the group")
+            gerr = rd_kafka_group_result_error(groups[0])
+            if gerr != NULL:
+                self._raise(rd_kafka_error_code(gerr), "committed")
+            res = rd_kafka_group_result_partitions(groups[0])
+            for i in range(res.cnt if res != NULL else 0):
+                tp = TopicPartition(res.elems[i].topic.decode(), res.elems[i].partition)
+                if tp in out and res.elems[i].offset >= 0:
+                    md = b"" if res.elems[i].metadata == NULL else (<char *>res.elems[i].metadata)[:res.elems[i].metadata_size]
+                    out[tp] = OffsetAndMetadata(res.elems[i].offset, md.decode(errors="replace"))
             return out
         finally:
+            if ev != NULL:
+                rd_kafka_event_destroy(ev)
+            if q != NULL:
+                rd_kafka_queue_destroy(q)
+            if opts != NULL:
+                rd_kafka_AdminOptions_destroy(opts)
+            if req != NULL:
+                rd_kafka_ListConsumerGroupOffsets_destroy(req)
             rd_kafka_topic_partition_list_destroy(lst)
 
     def watermarks(self, str topic, int partition, double timeout):

@@ -340,3 +340,24 @@ def test_poll_inf_waits_until_wakeup_or_records(
         assert c.committed([tp], timeout=3e6) == {tp: None}
         assert c.commit_sync({tp: 1}, timeout=1e9)[tp].offset == 1
         assert c.end_offsets([tp], timeout=math.inf) == {tp: 2}
+
+
+def test_sigint_interrupts_committed() -> None:
+    r = _run("""
+        c.assign([tp])
+        c.commit_sync({tp: 4}, timeout=10)
+        b.set_rtt(1, 5000)        # every answer takes 5 s
+        sigint_in(0.3)
+        t0 = time.monotonic()
+        try:
+            c.committed([tp], timeout=8)
+            interrupted = None
+        except KeyboardInterrupt:
+            interrupted = time.monotonic() - t0
+        b.set_rtt(1, 0)
+        again = c.committed([tp, tp], timeout=10)
+        c.close()
+        result(interrupted=interrupted, again=[[k.partition, v.offset] for k, v in again.items()])
+    """)
+    assert r["interrupted"] is not None and r["interrupted"] < 1.3, r
+    assert r["again"] == [[0, 4]], r
