@@ -652,7 +652,8 @@ cdef class NativeConsumer:
         self.core.hold_records = 1
         try:
             while self.core.fb.n and kc_now_ms() < deadline:
-                self._poll_core(100)
+                self._poll_core(_SIGNAL_SLICE_MS)
+                PyErr_CheckSignals()  # interrupted, the revoke is served by the next poll()
         finally:
             self.core.hold_records = 0
 
