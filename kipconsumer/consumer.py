@@ -106,6 +106,7 @@ def _seconds(timeout: float | None, default_ms: int, arg: str = "timeout") -> fl
 
 
 log = logging.getLogger("kipconsumer.consumer")
+_get_ident = threading.get_ident
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -160,7 +161,8 @@ class KafkaConsumer:
         # The thread contract (_enter/_leave/close): which thread is in a call, how deep (callbacks
         # re-enter on that thread), which method it started with, and a close() of another thread
         # waiting for that call or left for it to do (_close_after: close()'s timeout).
-        self._guard = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._guard = threading.Condition(self._lock)  # close() of another thread waits on it
         self._owner: int | None = None
         self._depth = 0
         self._method = ""
@@ -169,8 +171,8 @@ class KafkaConsumer:
 
     # -- thread contract ---------------------------------------------------------------
     def _enter(self, method: str) -> None:
-        me = threading.get_ident()
-        with self._guard:
+        me = _get_ident()
+        with self._lock:
             if self._owner == me:
                 self._depth += 1
                 return
@@ -186,14 +188,15 @@ class KafkaConsumer:
             self._owner, self._depth, self._method = me, 1, method
 
     def _leave(self) -> None:
-        with self._guard:
+        with self._lock:
             self._depth -= 1
             if self._depth:
                 return
             timeout, self._close_after = self._close_after, None
             if timeout is None:
                 self._owner = None
-                self._guard.notify_all()
+                if self._closer is not None:
+                    self._guard.notify_all()
                 return
         try:  # close() of another thread gave up waiting for this call: close now, still the owner
             self._native.close(timeout)
