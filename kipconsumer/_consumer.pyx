@@ -309,6 +309,7 @@ cdef class NativeConsumer:
     cdef bint _rejoin_pending        # leave and join again at the next poll() (_rejoin_if_stale_parts_kept)
     cdef bint _close_unassigned     # inside close(): the full unassign was made (see _close_drain_stale)
     cdef int _in_callback            # inside a commit_async() callback
+    cdef bint _in_poll               # inside poll()'s wait loop (a signal handler may run there)
     cdef bytes _group_id             # group.id (or the private one of an assign-only consumer)
     cdef bint _close_requested       # close() from another thread waits for the running call (request_close)
 
@@ -787,6 +788,16 @@ cdef class NativeConsumer:
             raise IllegalStateError("poll() cannot be called while close() is in progress "
                                     "(e.g. from a rebalance listener)")
         self._check_not_in_callback("poll")
+        if self._in_poll:
+            raise IllegalStateError("poll() cannot be called while poll() runs on this thread (e.g. "
+                                    "from a signal handler); call wakeup() there instead")
+        self._in_poll = True
+        try:
+            return self._poll(timeout)
+        finally:
+            self._in_poll = False
+
+    cdef _poll(self, double timeout):
         cdef kc_poll_status_t st
         cdef size_t n = 0
         cdef int64_t deadline = _deadline_ms(timeout)
@@ -826,6 +837,11 @@ cdef class NativeConsumer:
             if kc_now_ms() >= deadline:
                 return records_take(self.out, 0, None)
             PyErr_CheckSignals()
+
+    @property
+    def in_callback(self):
+        """True inside a rebalance listener or a commit_async() callback."""
+        return bool(self._in_rebalance or self._in_callback)
 
     def request_close(self):
         """close() was called from another thread while this consumer's owner thread is in a call: a

@@ -463,7 +463,15 @@ class KafkaConsumer:
                         return
                 self._owner, self._depth, self._method = me, 1, "close"
         if nested:
-            self._native.close(seconds)
+            if self._native.in_callback:
+                self._native.close(seconds)  # raises (does nothing inside close()'s own callbacks)
+            elif self._method != "close":
+                # e.g. a signal handler running inside a call of this thread (Python runs handlers
+                # between poll()'s waits): close once that call returns; a poll() returns at once
+                with self._guard:
+                    if self._close_after is None:
+                        self._close_after = seconds
+                self._native.request_close()
             return
         try:
             self._native.close(seconds)

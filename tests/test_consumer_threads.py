@@ -361,3 +361,28 @@ def test_sigint_interrupts_committed() -> None:
     """)
     assert r["interrupted"] is not None and r["interrupted"] < 1.3, r
     assert r["again"] == [[0, 4]], r
+
+
+def test_close_from_a_signal_handler_during_poll() -> None:
+    # Python runs signal handlers between poll()'s waits: a handler that closes the consumer (the
+    # usual SIGTERM shutdown) makes that poll() return at once, and the consumer closes after it.
+    r = _run("""
+        c.assign([tp])
+        n = 0
+        while n < 10:
+            n += len(c.poll(1))
+        signal.signal(signal.SIGTERM, lambda *_: c.close(timeout=10))
+        main = threading.main_thread().ident
+        threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGTERM)).start()
+        t0 = time.monotonic()
+        got = c.poll(8.0)
+        took = time.monotonic() - t0
+        try:
+            c.poll(0)
+            after = "no error"
+        except Exception as e:
+            after = type(e).__name__
+        result(took=took, got=len(got), closed=c.closed, after=after)
+    """)
+    assert r["got"] == 0 and r["took"] < 3.0, r
+    assert r["closed"] is True and r["after"] == "IllegalStateError", r
