@@ -161,7 +161,8 @@ class KafkaConsumer:
         # The thread contract (_enter/_leave/close): which thread is in a call, how deep (callbacks
         # re-enter on that thread), which method it started with, and a close() of another thread
         # waiting for that call or left for it to do (_close_after: close()'s timeout).
-        self._lock = threading.Lock()
+        # reentrant: a signal handler calling close() may run while this thread holds it
+        self._lock = threading.RLock()
         self._guard = threading.Condition(self._lock)  # close() of another thread waits on it
         self._owner: int | None = None
         self._depth = 0
