@@ -429,7 +429,9 @@ class KafkaConsumer:
         all within ``timeout``; if that call has not returned by then, ``close()`` logs a WARNING and
         returns, and the consumer closes (with this timeout) when that call returns. Calls made after
         ``close()`` began raise ``IllegalStateError``. From a rebalance listener or a ``commit_async()``
-        callback it raises ``IllegalStateError`` (inside ``close()``'s own, it does nothing).
+        callback it raises ``IllegalStateError`` (inside ``close()``'s own, it does nothing); from a
+        signal handler running inside a call of this thread, it closes once that call returns (a
+        ``poll()`` returns an empty batch at once).
         A signal's exception (``KeyboardInterrupt``) ends the wait like the timeout does: the consumer
         is closed, librdkafka finishes in the background, and the exception propagates."""
         seconds = _seconds(timeout, self._settings.default_api_timeout_ms)
