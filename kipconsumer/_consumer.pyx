@@ -121,6 +121,8 @@ cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         if self._pending_exc is None:
             self._pending_exc = exc
         self.core.abort_poll = 1
+    if self._close_requested:  # close() was called meanwhile: hand out no record (see request_close)
+        self.core.abort_poll = 1
 
 
 # ---------------------------------------------------------------- close: librdkafka's termination
@@ -816,16 +818,15 @@ cdef class NativeConsumer:
                 self.core.polls -= 1  # a slice that continues this poll() is not another poll
             again = True
             if st == KC_POLL_OK:
-                if n:
+                if n or self._pending_exc is not None:
                     batch = records_take(self.out, n, self._handle)
                     self._raise_pending()
                     return batch
-                if self._pending_exc is None:
-                    self._serve_commit_callbacks()
-                    if kc_now_ms() >= deadline or self._close_requested:
-                        return records_take(self.out, 0, None)
-                    PyErr_CheckSignals()
-                    continue
+                self._serve_commit_callbacks()
+                if kc_now_ms() >= deadline or self._close_requested:
+                    return records_take(self.out, 0, None)
+                PyErr_CheckSignals()
+                continue
             if st == KC_POLL_WAKEUP:
                 if self._close_requested:
                     return records_take(self.out, 0, None)
