@@ -145,7 +145,7 @@ def test_close_from_another_thread_waits_for_a_long_call_then_it_closes() -> Non
         n = 0
         while n < 10:
             n += len(c.poll(1))
-        b.set_rtt(1, 2000)
+        b.set_rtt(1, 3000)
         timings = {}
         def close_soon():
             time.sleep(0.3)
@@ -333,8 +333,13 @@ def test_poll_inf_waits_until_wakeup_or_records(
             c.poll(math.inf)
         assert time.monotonic() - t0 >= 0.4
         threading.Timer(0.5, _produce, (broker, topic, 2)).start()
+        guard = threading.Timer(30, c.wakeup)  # a failure, not a hang, if no record comes
+        guard.start()
         t0 = time.monotonic()
-        got = c.poll(math.inf)
+        try:
+            got = c.poll(math.inf)
+        finally:
+            guard.cancel()
         assert len(got) >= 1 and time.monotonic() - t0 >= 0.4
         # huge timeouts are clamped, never an overflow
         assert c.committed([tp], timeout=3e6) == {tp: None}
