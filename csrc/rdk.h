@@ -386,6 +386,29 @@ rd_kafka_resp_err_t rd_kafka_interceptor_add_on_response_received(
     rd_kafka_t *rk, const char *ic_name, rd_kafka_interceptor_f_on_response_received_t *on_response_received,
     void *ic_opaque);
 
+/* ---- admin: a group's committed offsets, answered on a queue ------------------- */
+typedef struct rd_kafka_AdminOptions_s rd_kafka_AdminOptions_t;
+typedef struct rd_kafka_ListConsumerGroupOffsets_s rd_kafka_ListConsumerGroupOffsets_t;
+typedef struct rd_kafka_group_result_s rd_kafka_group_result_t;
+typedef rd_kafka_event_t rd_kafka_ListConsumerGroupOffsets_result_t;
+typedef enum { RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS = 14 } rd_kafka_admin_op_t;
+rd_kafka_AdminOptions_t *rd_kafka_AdminOptions_new(rd_kafka_t *rk, rd_kafka_admin_op_t for_api);
+void rd_kafka_AdminOptions_destroy(rd_kafka_AdminOptions_t *options);
+rd_kafka_resp_err_t rd_kafka_AdminOptions_set_request_timeout(rd_kafka_AdminOptions_t *options, int timeout_ms,
+                                                              char *errstr, size_t errstr_size);
+rd_kafka_ListConsumerGroupOffsets_t *rd_kafka_ListConsumerGroupOffsets_new(
+    const char *group_id, const rd_kafka_topic_partition_list_t *partitions);
+void rd_kafka_ListConsumerGroupOffsets_destroy(rd_kafka_ListConsumerGroupOffsets_t *list_grpoffsets);
+void rd_kafka_ListConsumerGroupOffsets(rd_kafka_t *rk, rd_kafka_ListConsumerGroupOffsets_t **list_grpoffsets,
+                                       size_t list_grpoffsets_cnt, const rd_kafka_AdminOptions_t *options,
+                                       rd_kafka_queue_t *rkqu);
+const rd_kafka_ListConsumerGroupOffsets_result_t *rd_kafka_event_ListConsumerGroupOffsets_result(
+    rd_kafka_event_t *rkev);
+const rd_kafka_group_result_t **rd_kafka_ListConsumerGroupOffsets_result_groups(
+    const rd_kafka_ListConsumerGroupOffsets_result_t *result, size_t *cntp);
+const rd_kafka_error_t *rd_kafka_group_result_error(const rd_kafka_group_result_t *groupres);
+const rd_kafka_topic_partition_list_t *rd_kafka_group_result_partitions(const rd_kafka_group_result_t *groupres);
+
 /* ---- mock cluster (the embedded broker) ----------------------------------------- */
 rd_kafka_mock_cluster_t *rd_kafka_mock_cluster_new(rd_kafka_t *rk, int broker_cnt);
 void rd_kafka_mock_cluster_destroy(rd_kafka_mock_cluster_t *mcluster);

@@ -10,6 +10,8 @@ typed facade is kipconsumer.consumer.KafkaConsumer.
 
 import logging
 
+from cpython.exc cimport PyErr_CheckSignals
+from libc.math cimport ceil, isinf
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, strcmp
@@ -39,6 +41,41 @@ _GROUP_GONE_ERRORS = frozenset([
     RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID,
     RD_KAFKA_RESP_ERR__ASSIGNMENT_LOST,
 ])
+
+
+cdef enum:
+    # Longest wait without the GIL in a call that may block for long (poll, commit_sync, close):
+    # between two waits the call checks for signals, so Ctrl+C interrupts it within this bound.
+    _SIGNAL_SLICE_MS = 50
+    _MAX_FINITE_MS = 2147483646  # kipconsumer._timeouts.MAX_FINITE_MS
+
+
+cdef int _ms(double seconds) noexcept nogil:
+    """Milliseconds for a checked timeout in seconds (kipconsumer._timeouts): -1 (librdkafka's
+    infinite) for inf, else rounded up and clamped below C int overflow."""
+    if isinf(seconds):
+        return -1
+    if seconds <= 0:
+        return 0
+    if seconds * 1000.0 >= _MAX_FINITE_MS:
+        return _MAX_FINITE_MS
+    return <int>ceil(seconds * 1000.0)
+
+
+cdef int64_t _deadline_ms(double seconds) noexcept nogil:
+    """kc_now_ms() deadline for a checked timeout in seconds; INT64 max for inf."""
+    cdef int ms = _ms(seconds)
+    if ms < 0:
+        return 0x7FFFFFFFFFFFFFFF
+    return kc_now_ms() + ms
+
+
+cdef int _slice(int64_t deadline) noexcept nogil:
+    """The next wait in ms towards `deadline`: at most _SIGNAL_SLICE_MS, 0 once it has passed."""
+    cdef int64_t left = deadline - kc_now_ms()
+    if left <= 0:
+        return 0
+    return <int>(left if left < _SIGNAL_SLICE_MS else _SIGNAL_SLICE_MS)
 
 
 cdef str _err_name(rd_kafka_resp_err_t err):
@@ -83,6 +120,8 @@ cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     except BaseException as exc:  # never let an exception cross into librdkafka
         if self._pending_exc is None:
             self._pending_exc = exc
+        self.core.abort_poll = 1
+    if self._close_requested:  # close() was called meanwhile: hand out no record (see request_close)
         self.core.abort_poll = 1
 
 
@@ -275,6 +314,10 @@ cdef class NativeConsumer:
     cdef set _stale_parts            # partitions of a discarded assignment (see _stale_assignment)
     cdef bint _rejoin_pending        # leave and join again at the next poll() (_rejoin_if_stale_parts_kept)
     cdef bint _close_unassigned     # inside close(): the full unassign was made (see _close_drain_stale)
+    cdef int _in_callback            # inside a commit_async() callback
+    cdef bint _in_poll               # inside poll()'s wait loop (a signal handler may run there)
+    cdef bytes _group_id             # group.id (or the private one of an assign-only consumer)
+    cdef bint _close_requested       # close() from another thread waits for the running call (request_close)
 
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
                   long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms):
@@ -301,6 +344,7 @@ cdef class NativeConsumer:
                                  sizeof(errstr)) != RD_KAFKA_CONF_OK:
                 rd_kafka_conf_destroy(conf)
                 raise ConfigError(f"librdkafka rejected {key!r}: {errstr.decode(errors='replace')}")
+        self._group_id = str(rdkafka["group.id"]).encode()
         rd_kafka_conf_set_rebalance_cb(conf, _rebalance_cb)
         rd_kafka_conf_set_opaque(conf, <void *>self)
         self.core = kc_consumer_new(conf, max_poll_records, mode, max_poll_interval_ms,
@@ -381,6 +425,17 @@ cdef class NativeConsumer:
     cdef int _check_open(self) except -1:
         if self._closed:
             raise IllegalStateError("This consumer has already been closed.")
+        return 0
+
+    cdef int _check_not_in_callback(self, str method) except -1:
+        """poll(), subscribe(), unsubscribe(), assign() and close() serve or change what the callbacks run
+        inside of: not allowed from a rebalance listener or a commit_async() callback."""
+        if self._in_rebalance or self._in_callback:
+            where = "a rebalance listener" if self._in_rebalance else "a commit_async() callback"
+            raise IllegalStateError(
+                f"{method}() cannot be called from {where}: listeners and commit callbacks run inside "
+                f"poll() (or close()), and may call the consumer's other methods, but not poll(), "
+                f"subscribe(), unsubscribe(), assign() or close(); call it after poll() returns")
         return 0
 
     cdef object _raise(self, rd_kafka_resp_err_t err, str what):
@@ -614,7 +669,8 @@ cdef class NativeConsumer:
         self.core.hold_records = 1
         try:
             while self.core.fb.n and kc_now_ms() < deadline:
-                self._poll_core(100)
+                self._poll_core(_SIGNAL_SLICE_MS)
+                PyErr_CheckSignals()  # interrupted, the revoke is served by the next poll()
         finally:
             self.core.hold_records = 0
 
@@ -678,6 +734,7 @@ cdef class NativeConsumer:
     # ---------------------------------------------------------------- subscribe / assign
     def subscribe(self, list topics, listener):
         self._check_open()
+        self._check_not_in_callback("subscribe")
         self._rdk_subscribe(topics, "subscribe")
         self._listener = listener
         self._subscription = set(topics)
@@ -687,6 +744,7 @@ cdef class NativeConsumer:
 
     def unsubscribe(self):
         self._check_open()
+        self._check_not_in_callback("unsubscribe")
         cdef rd_kafka_resp_err_t err
         if self.auto_commit:
             self._store_positions(None)
@@ -699,6 +757,7 @@ cdef class NativeConsumer:
 
     def assign(self, list tps):
         self._check_open()
+        self._check_not_in_callback("assign")
         cdef rd_kafka_topic_partition_list_t *lst = _c_list(tps)
         cdef rd_kafka_resp_err_t err
         cdef int i
@@ -735,33 +794,56 @@ cdef class NativeConsumer:
         return st
 
     def poll(self, double timeout):
-        """Up to max.poll.records records; waits up to `timeout` seconds for some."""
+        """Up to max.poll.records records; waits up to `timeout` seconds (inf: no bound) for some.
+
+        Waits in slices of _SIGNAL_SLICE_MS and checks for signals between them: a KeyboardInterrupt
+        raised there leaves every record not yet returned buffered. Returns an empty batch at once
+        when close() is requested from another thread (request_close)."""
         self._check_open()
         if self._closing:
             raise IllegalStateError("poll() cannot be called while close() is in progress "
                                     "(e.g. from a rebalance listener)")
+        self._check_not_in_callback("poll")
+        if self._in_poll:
+            raise IllegalStateError("poll() cannot be called while poll() runs on this thread (e.g. "
+                                    "from a signal handler); call wakeup() there instead")
+        self._in_poll = True
+        try:
+            return self._poll(timeout)
+        finally:
+            self._in_poll = False
+
+    cdef _poll(self, double timeout):
         cdef kc_poll_status_t st
         cdef size_t n = 0
-        cdef int64_t deadline = kc_now_ms() + <int64_t>(max(timeout, 0.0) * 1000.0)
-        cdef int64_t remaining
+        cdef int64_t deadline = _deadline_ms(timeout)
+        cdef bint again = False
         if self._rejoin_pending:
             self._rejoin()
         if self.auto_commit:
             self._store_positions(None)
         self._serve_commit_callbacks()
         while True:
-            remaining = deadline - kc_now_ms()
+            if self._close_requested:
+                return records_take(self.out, 0, None)
             with nogil:
-                st = kc_consumer_poll(self.core, <int>(remaining if remaining > 0 else 0),
-                                      self.out, &n)
+                st = kc_consumer_poll(self.core, _slice(deadline), self.out, &n)
+            if again:
+                self.core.polls -= 1  # a slice that continues this poll() is not another poll
+            again = True
             if st == KC_POLL_OK:
-                if n == 0 and self._pending_exc is None:
-                    self._serve_commit_callbacks()
+                if n or self._pending_exc is not None:
+                    batch = records_take(self.out, n, self._handle)
+                    self._raise_pending()
+                    return batch
+                self._serve_commit_callbacks()
+                if kc_now_ms() >= deadline or self._close_requested:
                     return records_take(self.out, 0, None)
-                batch = records_take(self.out, n, self._handle)
-                self._raise_pending()
-                return batch
+                PyErr_CheckSignals()
+                continue
             if st == KC_POLL_WAKEUP:
+                if self._close_requested:
+                    return records_take(self.out, 0, None)
                 raise WakeupError("poll() interrupted by wakeup()")
             if st == KC_POLL_ABORT:
                 self._raise_pending()
@@ -769,6 +851,20 @@ cdef class NativeConsumer:
                 self._handle_errors()
             if kc_now_ms() >= deadline:
                 return records_take(self.out, 0, None)
+            PyErr_CheckSignals()
+
+    @property
+    def in_callback(self):
+        """True inside a rebalance listener or a commit_async() callback."""
+        return bool(self._in_rebalance or self._in_callback)
+
+    def request_close(self):
+        """close() was called from another thread while this consumer's owner thread is in a call: a
+        blocked or later poll() returns an empty batch at once (no WakeupError, no record handed out),
+        so that the owner's call returns and close() can run. Any thread."""
+        self._close_requested = True
+        if self.core != NULL:
+            kc_consumer_wakeup(self.core)
 
     cdef _raise_pending(self):
         exc = self._pending_exc
@@ -867,17 +963,22 @@ cdef class NativeConsumer:
         cdef rd_kafka_queue_t *q = rd_kafka_queue_new(self.rk)
         cdef rd_kafka_event_t *ev = NULL
         cdef rd_kafka_resp_err_t err
-        cdef int64_t tmo = <int64_t>(timeout * 1000)
-        cdef int64_t close_left = self._close_deadline_ms - kc_now_ms()
-        cdef bint capped = self._closing and close_left < tmo
+        cdef int64_t deadline = _deadline_ms(timeout)
+        cdef bint capped = self._closing and self._close_deadline_ms < deadline
+        cdef int64_t tmo = 0
         if capped:  # a listener inside close(): close(timeout) bounds the commit too
-            tmo = max(<int64_t>0, close_left)
+            deadline = self._close_deadline_ms
+            tmo = max(<int64_t>0, deadline - kc_now_ms())
         try:
             err = rd_kafka_commit_queue(self.rk, lst, q, NULL, NULL)
             if err:
                 self._commit_error(err, "commit")
-            with nogil:
-                ev = rd_kafka_queue_poll(q, <int>tmo)
+            while True:  # in slices, checking for signals (the commit goes on if one interrupts)
+                with nogil:
+                    ev = rd_kafka_queue_poll(q, _slice(deadline))
+                if ev != NULL or kc_now_ms() >= deadline:
+                    break
+                PyErr_CheckSignals()
             if ev == NULL:
                 if capped:
                     raise KafkaTimeoutError(
@@ -985,33 +1086,88 @@ cdef class NativeConsumer:
             finally:
                 rd_kafka_event_destroy(ev)
             if entry is not None and entry[0] is not None:
-                entry[0](entry[1], exc)
+                self._run_commit_callback(entry[0], entry[1], exc)
         # empty commits complete at once
         for key in [k for k in self._commit_callbacks if k < 0]:
             cb, offs, _ = self._commit_callbacks.pop(key)
-            cb(offs, None)
+            self._run_commit_callback(cb, offs, None)
+
+    cdef _run_commit_callback(self, cb, offsets, exc):
+        self._in_callback += 1
+        try:
+            cb(offsets, exc)
+        finally:
+            self._in_callback -= 1
 
     def committed(self, list tps, double timeout):
+        """The group's committed offsets of `tps` (None where nothing is committed), within `timeout`
+        seconds (inf: no bound). Asked with librdkafka's ListConsumerGroupOffsets on a queue of its
+        own (the group's OffsetFetch, as rd_kafka_committed() sends), so that the wait goes in slices
+        and a signal interrupts it."""
         self._check_open()
-        cdef rd_kafka_topic_partition_list_t *lst = _c_list(tps)
+        cdef rd_kafka_topic_partition_list_t *lst
+        cdef rd_kafka_ListConsumerGroupOffsets_t *req = NULL
+        cdef rd_kafka_AdminOptions_t *opts = NULL
+        cdef rd_kafka_queue_t *q = NULL
+        cdef rd_kafka_event_t *ev = NULL
+        cdef const rd_kafka_group_result_t **groups
+        cdef const rd_kafka_topic_partition_list_t *res
+        cdef const rd_kafka_error_t *gerr
         cdef rd_kafka_resp_err_t err
-        cdef int tmo = <int>(timeout * 1000)
+        cdef int64_t deadline = _deadline_ms(timeout)
+        cdef int tmo = _ms(timeout)
+        cdef size_t cnt = 0
+        cdef char errstr[256]
         cdef int i
-        with nogil:
-            err = rd_kafka_committed(self.rk, lst, tmo)
+        unique = list(dict.fromkeys(tps))  # the request refuses duplicates
+        out = dict.fromkeys(tps)
+        if not unique:
+            return out
+        lst = _c_list(unique)
         try:
+            req = rd_kafka_ListConsumerGroupOffsets_new(self._group_id, lst)
+            opts = rd_kafka_AdminOptions_new(self.rk, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS)
+            if req == NULL or opts == NULL:
+                raise MemoryError()
+            # librdkafka's bound on the request is at most an hour; the wait below is ours
+            rd_kafka_AdminOptions_set_request_timeout(opts, 3600000 if tmo < 0 or tmo > 3600000 else tmo,
+                                                      errstr, sizeof(errstr))
+            q = rd_kafka_queue_new(self.rk)
+            rd_kafka_ListConsumerGroupOffsets(self.rk, &req, 1, opts, q)
+            while True:  # in slices, checking for signals
+                with nogil:
+                    ev = rd_kafka_queue_poll(q, _slice(deadline))
+                if ev != NULL or kc_now_ms() >= deadline:
+                    break
+                PyErr_CheckSignals()
+            if ev == NULL:
+                self._raise(RD_KAFKA_RESP_ERR__TIMED_OUT, "committed")
+            err = rd_kafka_event_error(ev)
             if err:
                 self._raise(err, "committed")
-            out = {}
-            for i in range(lst.cnt):
-                tp = TopicPartition(lst.elems[i].topic.decode(), lst.elems[i].partition)
-                if lst.elems[i].offset >= 0:
-                    md = b"" if lst.elems[i].metadata == NULL else (<char *>lst.elems[i].metadata)[:lst.elems[i].metadata_size]
-                    out[tp] = OffsetAndMetadata(lst.elems[i].offset, md.decode(errors="replace"))
-                else:
-                    out[tp] = None
+            groups = rd_kafka_ListConsumerGroupOffsets_result_groups(
+                rd_kafka_event_ListConsumerGroupOffsets_result(ev), &cnt)
+            if cnt < 1:
+                raise KafkaError("committed: librdkafka returned no result for the group")
+            gerr = rd_kafka_group_result_error(groups[0])
+            if gerr != NULL:
+                self._raise(rd_kafka_error_code(gerr), "committed")
+            res = rd_kafka_group_result_partitions(groups[0])
+            for i in range(res.cnt if res != NULL else 0):
+                tp = TopicPartition(res.elems[i].topic.decode(), res.elems[i].partition)
+                if tp in out and res.elems[i].offset >= 0:
+                    md = b"" if res.elems[i].metadata == NULL else (<char *>res.elems[i].metadata)[:res.elems[i].metadata_size]
+                    out[tp] = OffsetAndMetadata(res.elems[i].offset, md.decode(errors="replace"))
             return out
         finally:
+            if ev != NULL:
+                rd_kafka_event_destroy(ev)
+            if q != NULL:
+                rd_kafka_queue_destroy(q)
+            if opts != NULL:
+                rd_kafka_AdminOptions_destroy(opts)
+            if req != NULL:
+                rd_kafka_ListConsumerGroupOffsets_destroy(req)
             rd_kafka_topic_partition_list_destroy(lst)
 
     def watermarks(self, str topic, int partition, double timeout):
@@ -1020,7 +1176,7 @@ cdef class NativeConsumer:
         cdef rd_kafka_resp_err_t err
         cdef bytes t = topic.encode()
         cdef const char *ct = t
-        cdef int tmo = <int>(timeout * 1000)
+        cdef int tmo = _ms(timeout)
         with nogil:
             err = rd_kafka_query_watermark_offsets(self.rk, ct, partition, &low, &high, tmo)
         if err:
@@ -1198,8 +1354,9 @@ cdef class NativeConsumer:
         if self._in_rebalance:
             raise IllegalStateError("close() cannot be called from a rebalance listener; leave the "
                                     "poll loop and close the consumer after poll() returns")
-        deadline = kc_now_ms() + (<int64_t>(timeout * 1000.0) if timeout >= 0
-                                  else self.default_api_timeout_ms)
+        self._check_not_in_callback("close")
+        deadline = (_deadline_ms(timeout) if timeout >= 0
+                    else kc_now_ms() + self.default_api_timeout_ms)
         self._close_deadline_ms = deadline
         if self._subscription and not self._left_group and self.core.fb.n and self._cooperative():
             self._settle_rebalance(kc_now_ms() + min((deadline - kc_now_ms()) // 2, 10_000))
@@ -1352,8 +1509,11 @@ cdef class NativeConsumer:
             if left <= 0:
                 return False
             with nogil:
-                ev = rd_kafka_queue_poll(q, <int>(left if left < 100 else 100))
+                ev = rd_kafka_queue_poll(q, _slice(deadline))
             if ev == NULL:
+                # a signal's exception ends close() as a timeout does: librdkafka finishes in the
+                # background (see close())
+                PyErr_CheckSignals()
                 continue
             try:
                 self._close_event(ev)
@@ -1406,7 +1566,8 @@ cdef class NativeConsumer:
             cb, offsets, _ = self._commit_callbacks.pop(key)
             if cb is not None:
                 try:
-                    cb(offsets, KafkaTimeoutError("the commit did not complete before close() returned"))
+                    self._run_commit_callback(
+                        cb, offsets, KafkaTimeoutError("the commit did not complete before close() returned"))
                 except BaseException as exc:
                     if self._pending_exc is None:
                         self._pending_exc = exc

@@ -335,3 +335,35 @@ cdef extern from "rdk.h" nogil:
         const char *name
         const char *desc
     void rd_kafka_get_err_descs(const rd_kafka_err_desc **errdescs, size_t *cntp)
+
+    # --- admin: committed offsets of a group, asynchronously (KafkaConsumer.committed) ---------
+    ctypedef struct rd_kafka_AdminOptions_t:
+        pass
+    ctypedef struct rd_kafka_ListConsumerGroupOffsets_t:
+        pass
+    ctypedef struct rd_kafka_group_result_t:
+        pass
+    ctypedef rd_kafka_event_t rd_kafka_ListConsumerGroupOffsets_result_t
+    ctypedef enum rd_kafka_admin_op_t:
+        RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS
+    rd_kafka_AdminOptions_t *rd_kafka_AdminOptions_new(rd_kafka_t *rk, rd_kafka_admin_op_t for_api)
+    void rd_kafka_AdminOptions_destroy(rd_kafka_AdminOptions_t *options)
+    rd_kafka_resp_err_t rd_kafka_AdminOptions_set_request_timeout(rd_kafka_AdminOptions_t *options,
+                                                                  int timeout_ms, char *errstr,
+                                                                  size_t errstr_size)
+    rd_kafka_ListConsumerGroupOffsets_t *rd_kafka_ListConsumerGroupOffsets_new(
+        const char *group_id, const rd_kafka_topic_partition_list_t *partitions)
+    void rd_kafka_ListConsumerGroupOffsets_destroy(
+        rd_kafka_ListConsumerGroupOffsets_t *list_grpoffsets)
+    void rd_kafka_ListConsumerGroupOffsets(rd_kafka_t *rk,
+                                           rd_kafka_ListConsumerGroupOffsets_t **list_grpoffsets,
+                                           size_t list_grpoffsets_cnt,
+                                           const rd_kafka_AdminOptions_t *options,
+                                           rd_kafka_queue_t *rkqu)
+    const rd_kafka_ListConsumerGroupOffsets_result_t *rd_kafka_event_ListConsumerGroupOffsets_result(
+        rd_kafka_event_t *rkev)
+    const rd_kafka_group_result_t **rd_kafka_ListConsumerGroupOffsets_result_groups(
+        const rd_kafka_ListConsumerGroupOffsets_result_t *result, size_t *cntp)
+    const rd_kafka_error_t *rd_kafka_group_result_error(const rd_kafka_group_result_t *groupres)
+    const rd_kafka_topic_partition_list_t *rd_kafka_group_result_partitions(
+        const rd_kafka_group_result_t *groupres)

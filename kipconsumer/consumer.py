@@ -11,19 +11,27 @@ The contract (see docs/consumer.md and API.md):
 - KIP-62: librdkafka's threads heartbeat whatever Python does; if ``poll()`` is not
   called within ``max.poll.interval.ms`` the member leaves the group, a commit raises
   ``CommitFailedError`` and the next ``poll()`` rejoins.
+- Threads (as in Java): one thread at a time. A call from a second thread while a call is in
+  progress raises ``ConcurrentAccessError``; ``wakeup()``, ``close()`` and ``metrics()`` may be
+  called from any thread at any moment. Callbacks run on the calling thread and may call the
+  consumer again (see docs/reliability.md, "Threads and callbacks").
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from kipconsumer._consumer import NativeConsumer
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
 from kipconsumer.config import ConsumerSettings, consumer_settings
-from kipconsumer.errors import IllegalStateError, InvalidTopicError
+from kipconsumer.errors import ConcurrentAccessError, IllegalStateError, InvalidTopicError
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
 # librdkafka's logical offsets
@@ -97,13 +105,45 @@ def _seconds(timeout: float | None, default_ms: int, arg: str = "timeout") -> fl
     return timeout_seconds(timeout, default_ms, arg)
 
 
+log = logging.getLogger("kipconsumer.consumer")
+_get_ident = threading.get_ident
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+_Method = Callable[Concatenate["KafkaConsumer", _P], _R]
+
+
+def _owned(method: _Method[_P, _R]) -> _Method[_P, _R]:
+    """Runs ``method`` as the consumer's one owner thread (see KafkaConsumer._enter)."""
+    name = method.__name__
+
+    def call(self: KafkaConsumer, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        self._enter(name)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._leave()
+
+    functools.update_wrapper(call, method)
+    return call
+
+
 class KafkaConsumer:
     """A Kafka consumer with KIP-41 bounded, fair polls and KIP-62 liveness.
 
     ``config`` uses Kafka's Java names (``bootstrap.servers``, ``group.id``,
     ``max.poll.records``, ``poll.fairness``, ``max.poll.interval.ms``,
     ``session.timeout.ms``, ...); librdkafka property names pass through. Bad keys or
-    values raise ``ConfigError``. Not thread-safe, except ``wakeup()`` and ``metrics()``.
+    values raise ``ConfigError``.
+
+    One thread at a time: a call made while another thread's call is in progress raises
+    ``ConcurrentAccessError`` at once (the first call goes on). ``wakeup()``, ``close()`` and
+    ``metrics()`` may be called from any thread at any moment. Rebalance listeners and
+    ``commit_async()`` callbacks run on the calling thread, inside ``poll()`` (or ``close()``,
+    ``unsubscribe()``), and may call any method but ``poll()``, ``subscribe()``, ``unsubscribe()``,
+    ``assign()`` and ``close()``, which raise ``IllegalStateError`` there.
     """
 
     def __init__(self, config: Mapping[str, object]) -> None:
@@ -118,6 +158,53 @@ class KafkaConsumer:
             s.default_api_timeout_ms,
         )
         self._auto_offset_reset = s.rdkafka.get("auto.offset.reset", "latest")
+        # The thread contract (_enter/_leave/close): which thread is in a call, how deep (callbacks
+        # re-enter on that thread), which method it started with, and a close() of another thread
+        # waiting for that call or left for it to do (_close_after: close()'s timeout).
+        # reentrant: a signal handler calling close() may run while this thread holds it
+        self._lock = threading.RLock()
+        self._guard = threading.Condition(self._lock)  # close() of another thread waits on it
+        self._owner: int | None = None
+        self._depth = 0
+        self._method = ""
+        self._closer: int | None = None
+        self._close_after: float | None = None
+
+    # -- thread contract ---------------------------------------------------------------
+    def _enter(self, method: str) -> None:
+        me = _get_ident()
+        with self._lock:
+            if self._owner == me:
+                self._depth += 1
+                return
+            if self._owner is not None:
+                raise ConcurrentAccessError(
+                    f"KafkaConsumer is not safe for multi-threaded access: {method}() was called from "
+                    f"thread {me} while thread {self._owner} is in {self._method}(). Use the consumer from "
+                    f"one thread at a time; only wakeup(), close() and metrics() may be called from any "
+                    f"thread.")
+            if self._closer is not None:
+                raise IllegalStateError(f"{method}() cannot be called: another thread is closing this "
+                                        f"consumer.")
+            self._owner, self._depth, self._method = me, 1, method
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth:
+                return
+            timeout, self._close_after = self._close_after, None
+            if timeout is None:
+                self._owner = None
+                if self._closer is not None:
+                    self._guard.notify_all()
+                return
+        try:  # close() of another thread gave up waiting for this call: close now, still the owner
+            self._native.close(timeout)
+        finally:
+            with self._guard:
+                self._owner, self._closer = None, None
+                self._guard.notify_all()
 
     # -- helpers -------------------------------------------------------------------
     @property
@@ -129,6 +216,7 @@ class KafkaConsumer:
         return _seconds(timeout, self._settings.default_api_timeout_ms)
 
     # -- group membership ----------------------------------------------------------
+    @_owned
     def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None = None) -> None:
         """Joins the group (``group.id`` required) and consumes ``topics``."""
         if isinstance(topics, str):
@@ -147,25 +235,30 @@ class KafkaConsumer:
             raise TypeError("listener must have on_partitions_revoked() and on_partitions_assigned()")
         self._native.subscribe(names, listener)
 
+    @_owned
     def subscription(self) -> set[str]:
         """Topics passed to the last ``subscribe()``."""
         result: set[str] = self._native.subscription()
         return result
 
+    @_owned
     def unsubscribe(self) -> None:
         """Leaves the subscription; the listener's ``on_partitions_revoked`` runs inside."""
         self._native.unsubscribe()
 
+    @_owned
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Manually assigns partitions (no group management); replaces any assignment."""
         self._native.assign(_tp_list(partitions, "partitions"))
 
+    @_owned
     def assignment(self) -> set[TopicPartition]:
         """Partitions currently assigned to this consumer."""
         result: set[TopicPartition] = self._native.assignment()
         return result
 
     # -- polling ---------------------------------------------------------------------
+    @_owned
     def poll(self, timeout: float | None = 1.0) -> ConsumerRecords:
         """Returns at most ``max.poll.records`` records, waiting up to ``timeout`` seconds
         for some. Runs rebalance listeners and async-commit callbacks. Raises
@@ -181,6 +274,7 @@ class KafkaConsumer:
     def _default_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         return {tp: OffsetAndMetadata(off) for tp, off in self._native.positions().items()}
 
+    @_owned
     def commit_sync(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
@@ -195,6 +289,7 @@ class KafkaConsumer:
         )
         return result
 
+    @_owned
     def commit_async(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
@@ -207,6 +302,7 @@ class KafkaConsumer:
             raise TypeError("callback must be callable(offsets, exception)")
         self._native.commit_async(offs, callback)
 
+    @_owned
     def committed(
         self, partitions: Iterable[TopicPartition], timeout: float | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -216,6 +312,7 @@ class KafkaConsumer:
         )
         return result
 
+    @_owned
     def position(self, partition: TopicPartition, timeout: float | None = None) -> int:
         """Offset of the next record ``poll()`` will return for ``partition``."""
         tp = _as_tp(partition, "partition")
@@ -234,6 +331,7 @@ class KafkaConsumer:
         low, high = self._native.watermarks(tp.topic, tp.partition, self._api_timeout(timeout))
         return int(low if self._auto_offset_reset in ("earliest", "smallest", "beginning") else high)
 
+    @_owned
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """The next ``poll()`` returns ``partition``'s records from ``offset``; buffered
         records of that partition are dropped. Valid right after ``assign()``."""
@@ -242,6 +340,7 @@ class KafkaConsumer:
             raise ValueError(f"offset must be an int in 0..{_INT64_MAX}, got {offset!r}")
         self._native.seek(tp, offset, self._api_timeout(None))
 
+    @_owned
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         """Seeks each partition (default: all assigned) to its first available offset."""
         timeout = self._api_timeout(None)
@@ -249,6 +348,7 @@ class KafkaConsumer:
             low, _ = self._native.watermarks(tp.topic, tp.partition, timeout)
             self._native.seek(tp, int(low), timeout)
 
+    @_owned
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         """Seeks each partition (default: all assigned) to its end (next produced record)."""
         timeout = self._api_timeout(None)
@@ -259,6 +359,7 @@ class KafkaConsumer:
     def _targets(self, partitions: Iterable[TopicPartition] | None) -> list[TopicPartition]:
         return sorted(self.assignment()) if partitions is None else _tp_list(partitions, "partitions")
 
+    @_owned
     def beginning_offsets(
         self, partitions: Iterable[TopicPartition], timeout: float | None = None
     ) -> dict[TopicPartition, int]:
@@ -267,6 +368,7 @@ class KafkaConsumer:
         return {tp: int(self._native.watermarks(tp.topic, tp.partition, t)[0])
                 for tp in _tp_list(partitions, "partitions")}
 
+    @_owned
     def end_offsets(
         self, partitions: Iterable[TopicPartition], timeout: float | None = None
     ) -> dict[TopicPartition, int]:
@@ -276,14 +378,17 @@ class KafkaConsumer:
                 for tp in _tp_list(partitions, "partitions")}
 
     # -- flow control ----------------------------------------------------------------
+    @_owned
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stops returning (and fetching) records of ``partitions``; buffered ones are kept."""
         self._native.pause(_tp_list(partitions, "partitions"))
 
+    @_owned
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
         """Undoes ``pause()``."""
         self._native.resume(_tp_list(partitions, "partitions"))
 
+    @_owned
     def paused(self) -> set[TopicPartition]:
         """Partitions currently paused."""
         result: set[TopicPartition] = self._native.paused()
@@ -297,6 +402,7 @@ class KafkaConsumer:
         result: dict[str, Any] = self._native.metrics()
         return result
 
+    @_owned
     def member_id(self) -> str | None:
         """The group member id the coordinator gave this consumer, if joined."""
         result: str | None = self._native.member_id()
@@ -316,8 +422,66 @@ class KafkaConsumer:
         all the same: a WARNING is logged on ``kipconsumer.consumer``, librdkafka finishes on a
         background thread (without listeners), and the group may wait up to ``session.timeout.ms``
         for this member.
-        Callbacks of ``commit_async()`` calls still pending then get a ``KafkaTimeoutError``."""
-        self._native.close(_seconds(timeout, self._settings.default_api_timeout_ms))
+        Callbacks of ``commit_async()`` calls still pending then get a ``KafkaTimeoutError``.
+
+        Any thread may call it at any moment. While another thread is in a call, ``close()`` makes a
+        ``poll()`` there return an empty batch at once, waits for that call to return and then closes,
+        all within ``timeout``; if that call has not returned by then, ``close()`` logs a WARNING and
+        returns, and the consumer closes (with this timeout) when that call returns. Calls made after
+        ``close()`` began raise ``IllegalStateError``. From a rebalance listener or a ``commit_async()``
+        callback it raises ``IllegalStateError`` (inside ``close()``'s own, it does nothing); from a
+        signal handler running inside a call of this thread, it closes once that call returns (a
+        ``poll()`` returns an empty batch at once).
+        A signal's exception (``KeyboardInterrupt``) ends the wait like the timeout does: the consumer
+        is closed, librdkafka finishes in the background, and the exception propagates."""
+        seconds = _seconds(timeout, self._settings.default_api_timeout_ms)
+        me = threading.get_ident()
+        with self._guard:
+            if self._owner == me:  # from a callback inside a call of this thread: the native rules
+                nested = True
+            else:
+                nested = False
+                if self._owner is not None:
+                    if self._closer is None:
+                        self._closer = me
+                    waiting_for = self._method
+                    self._native.request_close()
+                    end = time.monotonic() + seconds
+                    try:
+                        while self._owner is not None:
+                            left = end - time.monotonic()
+                            if left <= 0:
+                                break
+                            self._guard.wait(min(left, 0.05))  # short waits: signals are handled between
+                    except BaseException:  # e.g. KeyboardInterrupt: the owner closes when its call returns
+                        if self._owner is not None and self._close_after is None:
+                            self._close_after = seconds
+                        raise
+                    if self._owner is not None:
+                        if self._closer == me and self._close_after is None:
+                            self._close_after = seconds
+                        log.warning("close() from thread %d: thread %d's %s() did not return within "
+                                    "%.3f s; the consumer is closed when it returns", me, self._owner,
+                                    waiting_for, seconds)
+                        return
+                self._owner, self._depth, self._method = me, 1, "close"
+        if nested:
+            if self._native.in_callback:
+                self._native.close(seconds)  # raises (does nothing inside close()'s own callbacks)
+            elif self._method != "close":
+                # e.g. a signal handler running inside a call of this thread (Python runs handlers
+                # between poll()'s waits): close once that call returns; a poll() returns at once
+                with self._guard:
+                    if self._close_after is None:
+                        self._close_after = seconds
+                self._native.request_close()
+            return
+        try:
+            self._native.close(seconds)
+        finally:
+            with self._guard:
+                self._owner, self._depth, self._closer = None, 0, None
+                self._guard.notify_all()
 
     @property
     def closed(self) -> bool:

@@ -67,6 +67,12 @@ class IllegalStateError(KafkaError):
     """The client is used in a state that does not allow the call (e.g. after close())."""
 
 
+class ConcurrentAccessError(IllegalStateError):
+    """A client object that allows one thread at a time was called from a second thread while a
+    call of the first was in progress (e.g. ``KafkaConsumer.poll()`` from two threads). Raised at
+    once in the second thread; the first thread's call is not affected."""
+
+
 class SerializationError(KafkaError, TypeError):
     """A key, value or header cannot be encoded to bytes."""
 
@@ -80,5 +86,6 @@ __all__ = [
     "WakeupError",
     "TaskTimeoutError",
     "IllegalStateError",
+    "ConcurrentAccessError",
     "SerializationError",
 ]
