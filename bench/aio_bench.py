@@ -8,7 +8,8 @@ client then runs in its own process, `--repeat` times, interleaved:
 
 * consume: every partition assigned from the beginning (no group), RECORDS records read, each
   value touched; kipconsumer ``await poll()``, aiokafka ``getmany(max_records=500)``,
-  confluent-kafka ``AIOConsumer.consume(500)``. While it runs a 1 ms ticker task measures the
+  confluent-kafka ``AIOConsumer.consume(500)``, and for the floor the plain C consumer on
+  librdkafka of bench/run.py (``raw-c``). While it runs a 1 ms ticker task measures the
   event loop's lag (how late each tick fires): p50/p99/max.
 * produce: RECORDS records of VALUE_SIZE bytes to a fresh topic, awaiting deliveries in windows
   of 10,000 futures; kipconsumer ``send()``, aiokafka ``send()``, confluent-kafka
@@ -29,16 +30,18 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import HERE, Tansu, ensure_peer, fill_partitions  # noqa: E402
+from run import build_raw_consumer  # noqa: E402
 
 TOPIC = "aio"
 WINDOW = 10_000
-CONSUMERS = ["kipconsumer-aio-consume", "aiokafka-consume", "confluent-aio-consume"]
+CONSUMERS = ["kipconsumer-aio-consume", "aiokafka-consume", "confluent-aio-consume", "raw-c"]
 PRODUCERS = ["kipconsumer-aio-produce", "aiokafka-produce", "confluent-aio-produce"]
 
 
@@ -232,6 +235,8 @@ def main() -> int:
         print(f"aiokafka clients skipped: {why}")
         clients = [c for c in clients if not c.startswith("aiokafka")]
     results: dict[str, list[dict[str, float]]] = {c: [] for c in clients}
+    tmp = tempfile.TemporaryDirectory()
+    raw_c = build_raw_consumer(tmp.name) if "raw-c" in clients else ""
     broker = Tansu()
     try:
         broker.create_topic(TOPIC, args.partitions)
@@ -246,8 +251,11 @@ def main() -> int:
                 if name.endswith("-produce"):
                     topic = f"aio-out-{name}-{rep}"
                     broker.create_topic(topic, args.partitions)
-                cmd = [sys.executable, __file__, "--worker", name, broker.bootstrap, topic,
-                       str(args.partitions), str(args.records), str(args.value_size)]
+                if name == "raw-c":  # the floor: librdkafka's C consumer, no Python
+                    cmd = [raw_c, broker.bootstrap, topic, str(args.partitions), str(args.records)]
+                else:
+                    cmd = [sys.executable, __file__, "--worker", name, broker.bootstrap, topic,
+                           str(args.partitions), str(args.records), str(args.value_size)]
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
                 lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
                 if proc.returncode or not lines:
@@ -258,6 +266,7 @@ def main() -> int:
                 print(f"  {name} run {rep + 1}: {r['records_per_s']:,.0f} rec/s", flush=True)
     finally:
         broker.stop()
+        tmp.cleanup()
 
     def med(name: str, key: str) -> float:
         vals = [r[key] for r in results.get(name, []) if key in r]
@@ -277,7 +286,7 @@ def main() -> int:
                        [r["cpu_s"] / r["records"] * 1e9 for r in results[name]] or [float("nan")]),
                    "lag_p50_ms": med(name, "lag_p50_ms"), "lag_p99_ms": med(name, "lag_p99_ms"),
                    "lag_max_ms": med(name, "lag_max_ms")}
-            peer = {p.split("-")[0]: med(p, "records_per_s") for p in names if p != kip}
+            peer = {p.split("-")[0]: med(p, "records_per_s") for p in names if p != kip and p != "raw-c"}
             row["x_aiokafka"] = row["records_per_s"] / peer.get("aiokafka", float("nan"))
             row["x_confluent"] = row["records_per_s"] / peer.get("confluent", float("nan"))
             summary[name] = row

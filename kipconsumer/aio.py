@@ -47,6 +47,8 @@ __all__ = ["AsyncKafkaConsumer", "AsyncKafkaProducer"]
 # fd signals (a heartbeat ending the rebalance barrier, a delivery-timeout expiry) is seen
 # within this.
 _RECHECK_S = 0.1
+# poll() lets the loop run other tasks at least this often, even when records are always ready.
+_YIELD_EVERY_S = 0.001
 
 # True while a rebalance listener runs: the clients' coroutines then complete synchronously.
 _in_rebalance: contextvars.ContextVar[bool] = contextvars.ContextVar("kipconsumer_in_rebalance",
@@ -154,6 +156,7 @@ class AsyncKafkaConsumer:
         self._waiter: _FdWaiter | None = None
         self._batch: ConsumerRecords | list[ConsumerRecord] | None = None  # being handed out by ``async for``
         self._batch_next = 0
+        self._last_yield = 0.0  # loop.time() when poll() last let the loop run other tasks
 
     # -- the loop's reader ---------------------------------------------------------------------
     def _fd_waiter(self) -> _FdWaiter:
@@ -242,8 +245,14 @@ class AsyncKafkaConsumer:
 
     async def _poll(self, secs: float) -> ConsumerRecords:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + secs
+        now = loop.time()
+        deadline = now + secs
         waiter = self._fd_waiter()
+        if now - self._last_yield >= _YIELD_EVERY_S:
+            # Records may be ready on every call: without this, a consumer that keeps up would
+            # never let the loop run its other tasks (their lag would grow with the backlog).
+            await asyncio.sleep(0)
+            self._last_yield = loop.time()
         while True:
             records = self._consumer.poll(0)
             if len(records):
@@ -252,6 +261,7 @@ class AsyncKafkaConsumer:
             if left <= 0:
                 return records
             await waiter.wait(min(left, _RECHECK_S))
+            self._last_yield = loop.time()
 
     def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         return self
