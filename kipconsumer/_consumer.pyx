@@ -1328,6 +1328,27 @@ cdef class NativeConsumer:
             "paused_partitions": sum(1 for i in range(self.core.fb.n) if self.core.fb.parts[i].paused),
         }
 
+    def group_metadata(self):
+        """librdkafka's serialized consumer group metadata (group id, generation, member id, instance
+        id) for a transactional producer's send_offsets_to_transaction()."""
+        self._check_open()
+        if not self.has_group:
+            raise IllegalStateError("group_metadata() needs a consumer with a group.id")
+        cdef rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(self.rk)
+        cdef void *buf = NULL
+        cdef size_t size = 0
+        cdef rd_kafka_error_t *error
+        if md == NULL:
+            raise IllegalStateError("group_metadata(): librdkafka has no group metadata for this consumer")
+        error = rd_kafka_consumer_group_metadata_write(md, &buf, &size)
+        rd_kafka_consumer_group_metadata_destroy(md)
+        if error != NULL:
+            _raise_error(error, "group_metadata")
+        try:
+            return (<char *>buf)[:size]
+        finally:
+            rd_kafka_mem_free(self.rk, buf)
+
     def member_id(self):
         self._check_open()
         cdef char *mid = rd_kafka_memberid(self.rk)

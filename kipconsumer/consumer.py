@@ -32,7 +32,7 @@ from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
 from kipconsumer.config import ConsumerSettings, consumer_settings
 from kipconsumer.errors import ConcurrentAccessError, IllegalStateError, InvalidTopicError
-from kipconsumer.structs import OffsetAndMetadata, TopicPartition
+from kipconsumer.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 # librdkafka's logical offsets
 OFFSET_BEGINNING = -2
@@ -401,6 +401,13 @@ class KafkaConsumer:
         poll_interval_expiries, heartbeats, ... Thread-safe."""
         result: dict[str, Any] = self._native.metrics()
         return result
+
+    @_owned
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group metadata, for ``KafkaProducer.send_offsets_to_transaction()``: take
+        it right before sending offsets, so it carries the current generation (KIP-447)."""
+        serialized: bytes = self._native.group_metadata()
+        return ConsumerGroupMetadata(self._settings.group_id or "", serialized)
 
     @_owned
     def member_id(self) -> str | None:

@@ -30,4 +30,16 @@ class RecordMetadata(NamedTuple):
     serialized_value_size: int = -1
 
 
-__all__ = ["TopicPartition", "OffsetAndMetadata", "RecordMetadata"]
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group membership as a transactional producer needs it
+    (``KafkaProducer.send_offsets_to_transaction``): opaque, from ``KafkaConsumer.group_metadata()``.
+
+    ``group_id`` is for display; ``serialized`` is librdkafka's encoding of the group id, generation,
+    member id and group instance id at the time of the call (KIP-447: the coordinator fences a commit
+    from a member of an older generation)."""
+
+    group_id: str
+    serialized: bytes
+
+
+__all__ = ["TopicPartition", "OffsetAndMetadata", "RecordMetadata", "ConsumerGroupMetadata"]
