@@ -41,6 +41,13 @@ class ProducerCore:
         block_ms: int = -1,
     ) -> ProduceFuture: ...
     def partitions_for(self, topic: str) -> list[int]: ...
+    def txn(
+        self,
+        op: str,
+        timeout_s: float = -1.0,
+        offsets: list[tuple[str, int, int]] | None = None,
+        group_metadata: bytes | None = None,
+    ) -> None: ...
     def flush(self, timeout_s: float = -1.0) -> int:
         """Returns the number of records still pending (0: all completed)."""
         ...

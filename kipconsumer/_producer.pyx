@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from concurrent.futures import _base as _futures_base
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport malloc, free
@@ -27,10 +28,19 @@ from kipconsumer._rdk cimport (
     RD_KAFKA_CONF_UNKNOWN, rd_kafka_err2name, rd_kafka_err2str, rd_kafka_topic_new,
     rd_kafka_topic_destroy, rd_kafka_headers_new, rd_kafka_headers_destroy, rd_kafka_header_add,
     RD_KAFKA_PARTITION_UA,
+    rd_kafka_error_t, rd_kafka_error_code, rd_kafka_error_string, rd_kafka_error_name,
+    rd_kafka_error_destroy, rd_kafka_error_is_fatal, rd_kafka_error_is_retriable,
+    rd_kafka_error_txn_requires_abort, rd_kafka_topic_partition_list_t,
+    rd_kafka_topic_partition_list_new, rd_kafka_topic_partition_list_add,
+    rd_kafka_topic_partition_list_destroy, rd_kafka_consumer_group_metadata_t,
+    rd_kafka_consumer_group_metadata_read, rd_kafka_consumer_group_metadata_destroy,
+    rd_kafka_init_transactions, rd_kafka_begin_transaction, rd_kafka_send_offsets_to_transaction,
+    rd_kafka_commit_transaction, rd_kafka_abort_transaction,
 )
 
 from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError,
-                                KafkaTimeoutError, SerializationError)
+                                KafkaTimeoutError, ProducerFencedError, SerializationError,
+                                TransactionAbortableError)
 from kipconsumer.structs import RecordMetadata
 
 
@@ -817,6 +827,69 @@ cdef class ProducerCore:
         self.ctx = NULL
         return purged
 
+    def txn(self, str op, double timeout_s=-1.0, list offsets=None, bytes group_metadata=None):
+        """One transactional call (op: "init", "begin", "send_offsets", "commit", "abort"), waiting at
+        most timeout_s seconds (< 0: max.block.ms) in slices that let signals out; a call that timed
+        out or was interrupted can be made again and resumes (librdkafka's rule). Raises the typed
+        error (see KafkaProducer.init_transactions)."""
+        cdef rd_kafka_error_t *error = NULL
+        cdef rd_kafka_topic_partition_list_t *lst = NULL
+        cdef rd_kafka_consumer_group_metadata_t *cgmd = NULL
+        cdef rd_kafka_t *rk
+        cdef int64_t deadline_us, left_us
+        cdef int slice_ms
+        cdef int which = _TXN_OPS.get(op, -1)
+        if which < 0:
+            raise ValueError(f"unknown transactional operation {op!r}")
+        self._check_open(f"{op} transaction")
+        if kc_producer_on_dr_thread(self.p):
+            raise IllegalStateError(f"{op} transaction cannot be called from a send() callback")
+        if timeout_s < 0:
+            timeout_s = self.max_block_ms / 1000.0
+        deadline_us = kc_producer_now_us() + <int64_t>(min(timeout_s, 2147483.0) * 1e6)
+        if which == _TXN_SEND_OFFSETS:
+            lst = rd_kafka_topic_partition_list_new(max(1, len(offsets)))
+            for topic, partition, offset in offsets:
+                rd_kafka_topic_partition_list_add(lst, _c_topic(topic), partition).offset = offset
+            if rd_kafka_consumer_group_metadata_read(&cgmd, PyBytes_AS_STRING(group_metadata),
+                                                     <size_t>PyBytes_GET_SIZE(group_metadata)) != NULL:
+                rd_kafka_topic_partition_list_destroy(lst)
+                raise ValueError("send_offsets_to_transaction(): group_metadata is not a consumer's "
+                                 "group metadata (use KafkaConsumer.group_metadata())")
+        rk = self.p.rk
+        self._active += 1
+        try:
+            while True:
+                left_us = deadline_us - kc_producer_now_us()
+                slice_ms = <int>(min(max(left_us, 0), _TXN_SLICE_US) // 1000)
+                with nogil:
+                    if which == _TXN_INIT:
+                        error = rd_kafka_init_transactions(rk, slice_ms)
+                    elif which == _TXN_BEGIN:
+                        error = rd_kafka_begin_transaction(rk)
+                    elif which == _TXN_SEND_OFFSETS:
+                        error = rd_kafka_send_offsets_to_transaction(rk, lst, cgmd, slice_ms)
+                    elif which == _TXN_COMMIT:
+                        error = rd_kafka_commit_transaction(rk, slice_ms)
+                    else:
+                        error = rd_kafka_abort_transaction(rk, slice_ms)
+                if (error == NULL or which == _TXN_BEGIN
+                        or rd_kafka_error_code(error) != ERR__TIMED_OUT
+                        or not rd_kafka_error_is_retriable(error)
+                        or kc_producer_now_us() >= deadline_us):
+                    break
+                rd_kafka_error_destroy(error)  # a slice ran out: call again, which resumes
+                error = NULL
+                PyErr_CheckSignals()
+        finally:
+            self._active -= 1
+            if lst != NULL:
+                rd_kafka_topic_partition_list_destroy(lst)
+            if cgmd != NULL:
+                rd_kafka_consumer_group_metadata_destroy(cgmd)
+        if error != NULL:
+            raise _txn_error(error, op, timeout_s)
+
     def __dealloc__(self):
         if self.p != NULL:
             if kc_producer_on_dr_thread(self.p):
@@ -856,6 +929,51 @@ cdef class ProducerCore:
             "librdkafka_queue_len": st.outq_len,
             "topics_known": len(self._topics),
         }
+
+
+cdef enum:
+    _TXN_INIT = 0
+    _TXN_BEGIN = 1
+    _TXN_SEND_OFFSETS = 2
+    _TXN_COMMIT = 3
+    _TXN_ABORT = 4
+    _TXN_SLICE_US = 100000  # a transactional wait re-checks signals this often
+
+_TXN_OPS = {"init": _TXN_INIT, "begin": _TXN_BEGIN, "send_offsets": _TXN_SEND_OFFSETS,
+            "commit": _TXN_COMMIT, "abort": _TXN_ABORT}
+_FENCED_NAMES = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
+
+
+cdef bytes _c_topic(object topic):
+    if not isinstance(topic, str) or "\0" in topic:
+        raise ValueError(f"offsets: topic must be a str without NUL characters, got {topic!r}")
+    return topic.encode()
+
+
+cdef object _txn_error(rd_kafka_error_t *error, str op, double timeout_s):
+    """The typed error for a failed transactional call; destroys `error`."""
+    cdef str name = rd_kafka_error_name(error).decode("utf-8", "replace")
+    cdef str msg = rd_kafka_error_string(error).decode("utf-8", "replace")
+    cdef bint fatal = rd_kafka_error_is_fatal(error)
+    cdef bint abortable = rd_kafka_error_txn_requires_abort(error)
+    cdef bint retriable = rd_kafka_error_is_retriable(error)
+    rd_kafka_error_destroy(error)
+    what = f"{op} transaction failed: {name}: {msg}"
+    if fatal:
+        if name in _FENCED_NAMES:
+            return ProducerFencedError(f"{what}. Another producer with the same transactional.id took over; "
+                                       f"this producer can only be closed.", code=name)
+        return KafkaError(f"{what}. The error is fatal: close this producer and create a new one.",
+                          code=name)
+    if abortable:
+        return TransactionAbortableError(f"{what}. Call abort_transaction(), then retry the transaction.",
+                                         code=name)
+    if name == "_TIMED_OUT" or retriable:
+        return KafkaTimeoutError(f"{what} (timeout {timeout_s:.3f} s). Call the same method again: it resumes.",
+                                 code=name)
+    if name == "_STATE":
+        return IllegalStateError(what, code=name)
+    return KafkaError(what, code=name)
 
 
 cdef object _serialize(object serializer, object obj, str what):
