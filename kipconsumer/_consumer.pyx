@@ -746,6 +746,7 @@ cdef class NativeConsumer:
         self._check_open()
         self._check_not_in_callback("unsubscribe")
         cdef rd_kafka_resp_err_t err
+        cdef bint subscribed = bool(self._subscription)
         if self.auto_commit:
             self._store_positions(None)
         with nogil:
@@ -753,7 +754,10 @@ cdef class NativeConsumer:
         self._subscription = set()
         if err:
             self._raise(err, "unsubscribe")
-        self._serve_revoke_held()
+        if subscribed:
+            self._serve_revoke_held()
+        else:  # as in Java, unsubscribe() also clears partitions given to assign()
+            self.assign([])
 
     def assign(self, list tps):
         self._check_open()
