@@ -1033,6 +1033,8 @@ cdef class NativeConsumer:
             kc_fb_purge(&self.core.fb, p)
             p.position = offset if offset >= 0 else KC_POSITION_UNKNOWN
             p.floor = KC_POSITION_UNKNOWN  # the application chose where to read from
+            if offset >= 0:
+                kc_consumer_seek_guard(p, offset)  # the seek wins over a fetch librdkafka started
         cdef int64_t seek_deadline = kc_now_ms() + tmo
         while True:
             with nogil:
@@ -1141,6 +1143,8 @@ cdef class NativeConsumer:
             "revoked_records_dropped": self.revoked_records_dropped,
             "refetched_records_dropped": self.core.dropped_refetched,
             "below_committed_records_dropped": self.core.dropped_below_committed,
+            "seek_superseded_records_dropped": self.core.dropped_before_seek,
+            "seek_retries": self.core.seek_retries,
             "max_poll_interval_ms": self.max_poll_interval_ms,
             "rebalance_barrier_polls": self.core.barrier_polls,
             "prefetched_records": rd_kafka_queue_length(self.core.fetchq) if self.core.fetchq != NULL else 0,
