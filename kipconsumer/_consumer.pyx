@@ -271,6 +271,8 @@ cdef class NativeConsumer:
     cdef set _stale_parts            # partitions of a discarded assignment (see _stale_assignment)
     cdef bint _rejoin_pending        # leave and join again at the next poll() (_rejoin_if_stale_parts_kept)
     cdef bint _close_unassigned     # inside close(): the full unassign was made (see _close_drain_stale)
+    cdef int64_t _session_timeout_ms     # for the close settle's bound (_settle_rebalance)
+    cdef int64_t _heartbeat_interval_ms
 
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
                   long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms):
@@ -284,6 +286,8 @@ cdef class NativeConsumer:
         self.default_api_timeout_ms = default_api_timeout_ms
         self.auto_commit = auto_commit
         self.has_group = bool(rdkafka.get("group.id"))
+        self._session_timeout_ms = int(rdkafka.get("session.timeout.ms", 45_000))
+        self._heartbeat_interval_ms = int(rdkafka.get("heartbeat.interval.ms", 3_000))
         self._cooperative_cfg = "cooperative" in str(rdkafka.get("partition.assignment.strategy", "")).lower()
         if not self.has_group:
             # librdkafka's assign() needs a group handle; a private id that is never joined
@@ -1213,18 +1217,28 @@ cdef class NativeConsumer:
         return done
 
     cdef _settle_rebalance(self, int64_t until):
-        """Cooperative close: lets a rebalance that is under way complete before the final revoke,
-        so that the listener's commit in on_partitions_revoked reaches a group that accepts it. A
-        broker that refuses commits while a group joins (the embedded broker refuses every commit
-        then; Kafka refuses them while the group completes a rebalance) otherwise refuses the
-        closing member's last commit whenever another member has just joined, and its partitions'
-        next owners process again what it did since its previous commit. Until `until`: while the
-        group is known to rebalance (kc_consumer_rebalance_pending), the rebalance events are
-        served (listeners run; no record is handed out); otherwise a probe re-commits offsets the
-        group already has (_probe_rebalance) and, if that is refused because the group
-        rebalances, waits again. Returns once the probe is accepted, there is nothing to probe,
-        or another error or the deadline stops it: close goes on regardless."""
+        """Cooperative close: lets a rebalance this member already takes part in complete before the
+        final revoke, so that the listener's commit in on_partitions_revoked reaches a group that
+        accepts it. A broker that refuses commits while a group joins (the embedded broker refuses
+        every commit then; Kafka refuses them while the group completes a rebalance) otherwise
+        refuses the closing member's last commit whenever another member has just joined, and its
+        partitions' next owners process again what it did since its previous commit.
+
+        Bounded so that it never makes close() take longer than librdkafka's own close would: a
+        member whose JoinGroup is pending cannot leave before the join round answers it (librdkafka
+        waits for it), so letting that round complete first costs nothing. A probe
+        (_probe_rebalance: re-commits offsets the group already has) tells whether the group
+        rebalances (again: with cooperative-sticky a second round follows the first); if librdkafka's
+        heartbeat has seen it too, this member is rejoining (_rejoining) and the round is waited
+        for. A member that has not started to rejoin waits for its heartbeat to notice only if the
+        round it then joins fits in what is left of the settle (session.timeout.ms + heartbeat.interval.ms: the embedded broker's round
+        takes about session.timeout.ms - 1 s; Kafka's ends when every member rejoined); otherwise it
+        leaves at once, as without the settle (with the defaults, waiting made close() take 41 s
+        instead of 0 s: the settle's 10 s, then the 45 s session's round librdkafka waited for).
+        Until `until` at the latest; no record is handed out meanwhile (listeners run). close goes
+        on regardless of how it ends."""
         cdef int64_t now
+        cdef bint waiting = False  # a round this member takes part in is being waited for
         cdef rd_kafka_message_t *m
         self.core.hold_records = 1
         try:
@@ -1233,6 +1247,12 @@ cdef class NativeConsumer:
                 if now >= until or not self.core.fb.n:
                     return
                 if kc_consumer_rebalance_pending(self.core):
+                    if (not waiting and not self._rejoining()
+                            and self._session_timeout_ms + self._heartbeat_interval_ms > until - now):
+                        log.debug("close(): the group rebalances, this member has not rejoined and the "
+                                  "round may outlast the settle: leaving without waiting for it")
+                        return
+                    waiting = True
                     if self._poll_core(<int>min(100, until - now)) == KC_POLL_EVENT:
                         # consumer errors are not raised from close(); without this, poll would
                         # return at once for as long as they are pending
@@ -1244,8 +1264,17 @@ cdef class NativeConsumer:
                             rd_kafka_message_destroy(m)
                 elif not self._probe_rebalance(until):
                     return
+                else:
+                    waiting = False
         finally:
             self.core.hold_records = 0
+
+    cdef bint _rejoining(self) noexcept:
+        """librdkafka's heartbeat has been answered REBALANCE_IN_PROGRESS since the last rebalance this
+        member served: it is rejoining the group (it does so by itself, without the application)."""
+        cdef kc_heartbeat_monitor_t *hb = self.core.heartbeat
+        cdef int64_t since = max(hb.last_ok_ms, self.core.last_rebalance_ms)
+        return hb.last_any_ms > since and hb.last_error == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS
 
     cdef bint _probe_rebalance(self, int64_t until) except -1:
         """Looks up the offsets the group has committed for the partitions this member holds and
