@@ -16,6 +16,7 @@ from libc.string cimport memcpy, strcmp
 from posix.unistd cimport usleep
 
 from kipconsumer._core cimport *
+from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._rdk cimport *
 from kipconsumer._records cimport ConsumerRecords, records_take
 
@@ -302,6 +303,7 @@ cdef class NativeConsumer:
                 rd_kafka_conf_destroy(conf)
                 raise ConfigError(f"librdkafka rejected {key!r}: {errstr.decode(errors='replace')}")
         rd_kafka_conf_set_rebalance_cb(conf, _rebalance_cb)
+        rd_kafka_conf_set_log_cb(conf, kc_log_cb)
         rd_kafka_conf_set_opaque(conf, <void *>self)
         self.core = kc_consumer_new(conf, max_poll_records, mode, max_poll_interval_ms,
                                     errstr, sizeof(errstr))
@@ -318,6 +320,7 @@ cdef class NativeConsumer:
             kc_hb_free(self.core.heartbeat)  # no handle ever used it
             kc_consumer_free(self.core)
             self.core = NULL
+            drain_logs()
             raise ConfigError(errstr.decode(errors="replace"))
         self._handle = _Handle.__new__(_Handle)
         self._handle.rk = self.rk
@@ -325,6 +328,7 @@ cdef class NativeConsumer:
         if kc_consumer_attach(self.core, self.rk) != 0:
             raise KafkaError("cannot attach to librdkafka's consumer queue")
         self.commit_q = rd_kafka_queue_new(self.rk)
+        drain_logs()
 
     def __dealloc__(self):
         if self.rk != NULL and not self._closed:
@@ -744,6 +748,7 @@ cdef class NativeConsumer:
             with nogil:
                 st = kc_consumer_poll(self.core, <int>(remaining if remaining > 0 else 0),
                                       self.out, &n)
+            drain_logs()
             if st == KC_POLL_OK:
                 if n == 0 and self._pending_exc is None:
                     self._serve_commit_callbacks()
@@ -1207,6 +1212,7 @@ cdef class NativeConsumer:
             self._closed = True
             self._closing = False
             self._destroy()
+            drain_logs()
         if not done:
             log.warning("close() did not complete within %.3f s (librdkafka was still committing or "
                         "leaving the group, e.g. waiting for an unreachable coordinator): the consumer is "

@@ -26,8 +26,9 @@ from kipconsumer._rdk cimport (
     rd_kafka_conf_new, rd_kafka_conf_destroy, rd_kafka_conf_set, RD_KAFKA_CONF_OK,
     RD_KAFKA_CONF_UNKNOWN, rd_kafka_err2name, rd_kafka_err2str, rd_kafka_topic_new,
     rd_kafka_topic_destroy, rd_kafka_headers_new, rd_kafka_headers_destroy, rd_kafka_header_add,
-    RD_KAFKA_PARTITION_UA,
+    RD_KAFKA_PARTITION_UA, rd_kafka_conf_set_log_cb,
 )
+from kipconsumer._logring cimport drain_logs, kc_log_cb
 
 from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError,
                                 KafkaTimeoutError, SerializationError)
@@ -519,7 +520,9 @@ cdef class ProducerCore:
                 rd_kafka_conf_destroy(conf)
                 raise ConfigError(f"invalid producer configuration {k}={v!r}: "
                                   f"{errstr.decode('utf-8', 'replace')}")
+        rd_kafka_conf_set_log_cb(conf, kc_log_cb)  # logs reach Python logging (kipconsumer._rdklog)
         self.p = kc_producer_new(conf, errstr, sizeof(errstr))
+        drain_logs()
         if self.p == NULL:
             rd_kafka_conf_destroy(conf)
             raise KafkaError(f"could not create the producer: {errstr.decode('utf-8', 'replace')}")
@@ -640,6 +643,7 @@ cdef class ProducerCore:
         cdef long long pnum
         if self._closed:
             raise IllegalStateError("send() called after close()")
+        drain_logs()
         if self._key_serializer is not None and key is not None:
             key = _serialize(self._key_serializer, key, "key")
         if self._value_serializer is not None and value is not None:
@@ -753,6 +757,7 @@ cdef class ProducerCore:
                 left = kc_producer_flush(self.p, timeout_ms)
         finally:
             self._active -= 1
+            drain_logs()
         return left
 
     def close(self, double timeout_s=-1.0):
@@ -811,6 +816,7 @@ cdef class ProducerCore:
         self.p = NULL
         free(self.ctx)
         self.ctx = NULL
+        drain_logs()
         return purged
 
     def __dealloc__(self):
