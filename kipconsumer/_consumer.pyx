@@ -8,6 +8,7 @@ and the translation of librdkafka results into kipconsumer's typed errors. The p
 typed facade is kipconsumer.consumer.KafkaConsumer.
 """
 
+import json
 import logging
 
 from libc.stdint cimport int32_t, int64_t
@@ -71,6 +72,41 @@ cdef int _raise_error(rd_kafka_error_t *error, str what) except -1:
     msg = rd_kafka_error_string(error).decode()
     rd_kafka_error_destroy(error)
     raise KafkaError(f"{what} failed: {msg}")
+
+
+cdef int _stats_cb(rd_kafka_t *rk, char *json_buf, size_t json_len, void *opaque) noexcept with gil:
+    """statistics.interval.ms: served by poll() (the consumer queue), on the thread calling it."""
+    cdef NativeConsumer self = <NativeConsumer>opaque
+    if self._closed or self.core == NULL:
+        return 0
+    try:
+        self._on_stats(json_buf[:json_len].decode(errors="replace"))
+    except BaseException as exc:  # the user's stats_cb: raised from poll(), as a listener's
+        if self._pending_exc is None:
+            self._pending_exc = exc
+        self.core.abort_poll = 1
+    return 0
+
+
+cdef dict _stats_summary(str doc):
+    """The parts of librdkafka's statistics JSON that metrics()["statistics"] shows."""
+    d = json.loads(doc)
+    lag = 0
+    for t in d.get("topics", {}).values():
+        for part, pd in t.get("partitions", {}).items():
+            if part != "-1" and pd.get("consumer_lag", -1) >= 0:
+                lag += pd["consumer_lag"]
+    return {
+        "ts_ms": d.get("ts", 0) // 1000,
+        "replyq": d.get("replyq", 0),
+        "msg_cnt": d.get("msg_cnt", 0),
+        "msg_size": d.get("msg_size", 0),
+        "tx": d.get("tx", 0), "tx_bytes": d.get("tx_bytes", 0),
+        "rx": d.get("rx", 0), "rx_bytes": d.get("rx_bytes", 0),
+        "rxmsgs": d.get("rxmsgs", 0), "rxmsg_bytes": d.get("rxmsg_bytes", 0),
+        "brokers_up": sum(1 for b in d.get("brokers", {}).values() if b.get("state") == "UP"),
+        "consumer_lag": lag,
+    }
 
 
 cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -273,14 +309,18 @@ cdef class NativeConsumer:
     cdef bint _rejoin_pending        # leave and join again at the next poll() (_rejoin_if_stale_parts_kept)
     cdef bint _close_unassigned     # inside close(): the full unassign was made (see _close_drain_stale)
     cdef int64_t _session_timeout_ms     # for the close settle's bound (_settle_rebalance)
+    cdef object _stats_cb            # the user's stats_cb(json: str), or None
+    cdef object _stats               # summary of the last statistics (_stats_summary), or None
     cdef int64_t _heartbeat_interval_ms
 
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
-                  long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms):
+                  long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms,
+                  stats_cb=None):
         cdef char errstr[512]
         cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
         cdef kc_fairness_t mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
         self._commit_callbacks = {}
+        self._stats_cb = stats_cb
         self._subscription = set()
         self._stale_parts = set()
         self.max_poll_interval_ms = max_poll_interval_ms
@@ -304,6 +344,7 @@ cdef class NativeConsumer:
                 raise ConfigError(f"librdkafka rejected {key!r}: {errstr.decode(errors='replace')}")
         rd_kafka_conf_set_rebalance_cb(conf, _rebalance_cb)
         rd_kafka_conf_set_log_cb(conf, kc_log_cb)
+        rd_kafka_conf_set_stats_cb(conf, _stats_cb)  # only called with statistics.interval.ms > 0
         rd_kafka_conf_set_opaque(conf, <void *>self)
         self.core = kc_consumer_new(conf, max_poll_records, mode, max_poll_interval_ms,
                                     errstr, sizeof(errstr))
@@ -1132,6 +1173,14 @@ cdef class NativeConsumer:
         if self.core != NULL:
             kc_consumer_wakeup(self.core)
 
+    cdef _on_stats(self, str doc):
+        try:
+            self._stats = _stats_summary(doc)
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.debug("librdkafka statistics not understood: %s", exc)
+        if self._stats_cb is not None:
+            self._stats_cb(doc)
+
     def metrics(self):
         cdef int64_t now = kc_now_ms()
         cdef int64_t hb = self.core.heartbeat.last_ok_ms if self.core != NULL else 0
@@ -1158,6 +1207,7 @@ cdef class NativeConsumer:
             "rebalance_barrier_polls": self.core.barrier_polls,
             "prefetched_records": rd_kafka_queue_length(self.core.fetchq) if self.core.fetchq != NULL else 0,
             "paused_partitions": sum(1 for i in range(self.core.fb.n) if self.core.fb.parts[i].paused),
+            "statistics": self._stats,
         }
 
     def member_id(self):

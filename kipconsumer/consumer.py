@@ -116,6 +116,7 @@ class KafkaConsumer:
             s.max_poll_interval_ms,
             s.enable_auto_commit,
             s.default_api_timeout_ms,
+            s.stats_cb,
         )
         self._auto_offset_reset = s.rdkafka.get("auto.offset.reset", "latest")
 
