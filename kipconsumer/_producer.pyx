@@ -124,6 +124,7 @@ cdef enum:
     ERR__TIMED_OUT = -185
     ERR__QUEUE_FULL = -184
     ERR__DESTROY = -197
+    ERR_MSG_SIZE_TOO_LARGE = 10
     ERR__TIMED_OUT_QUEUE = -166
     ERR_REQUEST_TIMED_OUT = 7
 
@@ -488,6 +489,7 @@ cdef class ProducerCore:
     cdef readonly int request_timeout_ms
     cdef readonly long long buffer_memory
     cdef readonly str queue_limits
+    cdef readonly str message_max_bytes
     cdef readonly object _key_serializer
     cdef readonly object _value_serializer
 
@@ -511,6 +513,7 @@ cdef class ProducerCore:
         self.delivery_timeout_ms = delivery_timeout_ms
         self.request_timeout_ms = request_timeout_ms
         self.buffer_memory = buffer_memory
+        self.message_max_bytes = str(rdkafka.get("message.max.bytes", "1000000"))
         self.queue_limits = (f"buffer.memory={buffer_memory} bytes, queue.buffering.max.messages="
                              f"{rdkafka.get('queue.buffering.max.messages', '100000')}")
         for k, v in rdkafka.items():
@@ -741,6 +744,13 @@ cdef class ProducerCore:
         if err == ERR__DESTROY:
             return IllegalStateError("send(): the producer was closed before the record was enqueued",
                                      code=name)
+        if err == ERR_MSG_SIZE_TOO_LARGE:  # refused by librdkafka itself, before any broker saw it
+            return KafkaError(
+                f"send() to topic {topic!r}: the record (key + value + headers) is larger than "
+                f"message.max.bytes={self.message_max_bytes}, the producer's client-side limit (config "
+                f"key 'message.max.bytes'); the record was not sent. Raise message.max.bytes (the broker's "
+                f"message.max.bytes and the topic's max.message.bytes must allow it too) or send smaller "
+                f"records", code=name)
         return KafkaError(f"send() to topic {topic!r} failed: {name}: {_errstr(err)}", code=name)
 
     # -- flush / close --------------------------------------------------------------------------
