@@ -176,3 +176,35 @@ def test_seek_to_beginning_after_assign_reads_everything_tansu(tansu: Tansu) -> 
                     counts[r.partition] += 1
             assert counts == dict.fromkeys(range(3), 5000), c.metrics()
             assert [c.position(tp) for tp in tps] == [5000] * 3
+
+
+def test_seek_onto_a_gap_in_the_log_returns_the_next_records(broker: EmbeddedBroker) -> None:
+    """A seek to an offset that holds no record (here a transaction's commit marker) is confirmed by a
+    second fetch that starts at the same later offset: those records are returned, once."""
+    topic = f"seek-gap-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 1)
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers,
+                  "transactional.id": f"tx-{uuid.uuid4().hex[:8]}", "log_level": 0})
+    p.init_transactions(30)
+    for batch in range(2):
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(topic, value=f"{batch}-{i}".encode(), partition=0)
+        p.commit_transaction(30)
+    # offsets: 0-2 records, 3 commit marker, 4-6 records, 7 commit marker
+    tp = TopicPartition(topic, 0)
+    with KafkaConsumer({"bootstrap.servers": broker.bootstrap_servers,
+                        "group.id": f"g-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+                        "isolation.level": "read_committed"}) as c:
+        c.assign([tp])
+        c.seek(tp, 3)
+        got: list[int] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += [r.offset for r in c.poll(0.2)]
+        for _ in range(3):
+            got += [r.offset for r in c.poll(0.2)]
+        assert got == [4, 5, 6], (got, c.metrics())
+        assert c.metrics()["seek_retries"] >= 1
