@@ -224,6 +224,8 @@ void rd_kafka_conf_set_offset_commit_cb(rd_kafka_conf_t *conf,
                                                                  void *opaque));
 void rd_kafka_conf_set_error_cb(rd_kafka_conf_t *conf,
                                 void (*error_cb)(rd_kafka_t *rk, int err, const char *reason, void *opaque));
+void rd_kafka_conf_set_stats_cb(rd_kafka_conf_t *conf,
+                                int (*stats_cb)(rd_kafka_t *rk, char *json, size_t json_len, void *opaque));
 void rd_kafka_conf_set_log_cb(rd_kafka_conf_t *conf,
                               void (*log_cb)(const rd_kafka_t *rk, int level, const char *fac,
                                              const char *buf));

@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from typing import Any
 
 from kipconsumer._records import ConsumerRecords
@@ -19,6 +20,7 @@ class NativeConsumer:
         max_poll_interval_ms: int,
         auto_commit: bool,
         default_api_timeout_ms: int,
+        stats_cb: Callable[[str], object] | None = None,
     ) -> None: ...
     def subscribe(self, topics: list[str], listener: Any) -> None: ...
     def subscription(self) -> set[str]: ...

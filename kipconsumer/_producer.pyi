@@ -19,6 +19,7 @@ class ProducerCore:
     request_timeout_ms: int
     buffer_memory: int
     queue_limits: str
+    message_max_bytes: str
     def __init__(
         self,
         rdkafka: dict[str, str],

@@ -27,7 +27,7 @@ from kipconsumer._rdk cimport (
     rd_kafka_conf_new, rd_kafka_conf_destroy, rd_kafka_conf_set, RD_KAFKA_CONF_OK,
     RD_KAFKA_CONF_UNKNOWN, rd_kafka_err2name, rd_kafka_err2str, rd_kafka_topic_new,
     rd_kafka_topic_destroy, rd_kafka_headers_new, rd_kafka_headers_destroy, rd_kafka_header_add,
-    RD_KAFKA_PARTITION_UA,
+    RD_KAFKA_PARTITION_UA, rd_kafka_conf_set_log_cb,
     rd_kafka_error_t, rd_kafka_error_code, rd_kafka_error_string, rd_kafka_error_name,
     rd_kafka_error_destroy, rd_kafka_error_is_fatal, rd_kafka_error_is_retriable,
     rd_kafka_error_txn_requires_abort, rd_kafka_topic_partition_list_t,
@@ -37,6 +37,7 @@ from kipconsumer._rdk cimport (
     rd_kafka_init_transactions, rd_kafka_begin_transaction, rd_kafka_send_offsets_to_transaction,
     rd_kafka_commit_transaction, rd_kafka_abort_transaction,
 )
+from kipconsumer._logring cimport drain_logs, kc_log_cb
 
 from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError,
                                 KafkaTimeoutError, ProducerFencedError, SerializationError,
@@ -133,6 +134,7 @@ cdef enum:
     ERR__TIMED_OUT = -185
     ERR__QUEUE_FULL = -184
     ERR__DESTROY = -197
+    ERR_MSG_SIZE_TOO_LARGE = 10
     ERR__TIMED_OUT_QUEUE = -166
     ERR_REQUEST_TIMED_OUT = 7
 
@@ -497,6 +499,7 @@ cdef class ProducerCore:
     cdef readonly int request_timeout_ms
     cdef readonly long long buffer_memory
     cdef readonly str queue_limits
+    cdef readonly str message_max_bytes
     cdef readonly object _key_serializer
     cdef readonly object _value_serializer
 
@@ -520,6 +523,7 @@ cdef class ProducerCore:
         self.delivery_timeout_ms = delivery_timeout_ms
         self.request_timeout_ms = request_timeout_ms
         self.buffer_memory = buffer_memory
+        self.message_max_bytes = str(rdkafka.get("message.max.bytes", "1000000"))
         self.queue_limits = (f"buffer.memory={buffer_memory} bytes, queue.buffering.max.messages="
                              f"{rdkafka.get('queue.buffering.max.messages', '100000')}")
         for k, v in rdkafka.items():
@@ -529,7 +533,9 @@ cdef class ProducerCore:
                 rd_kafka_conf_destroy(conf)
                 raise ConfigError(f"invalid producer configuration {k}={v!r}: "
                                   f"{errstr.decode('utf-8', 'replace')}")
+        rd_kafka_conf_set_log_cb(conf, kc_log_cb)  # logs reach Python logging (kipconsumer._rdklog)
         self.p = kc_producer_new(conf, errstr, sizeof(errstr))
+        drain_logs()
         if self.p == NULL:
             rd_kafka_conf_destroy(conf)
             raise KafkaError(f"could not create the producer: {errstr.decode('utf-8', 'replace')}")
@@ -654,6 +660,7 @@ cdef class ProducerCore:
         cdef int64_t max_block_us = <int64_t>(self.max_block_ms if block_ms < 0 else block_ms) * 1000
         if self._closed:
             raise IllegalStateError("send() called after close()")
+        drain_logs()
         if self._key_serializer is not None and key is not None:
             key = _serialize(self._key_serializer, key, "key")
         if self._value_serializer is not None and value is not None:
@@ -751,6 +758,13 @@ cdef class ProducerCore:
         if err == ERR__DESTROY:
             return IllegalStateError("send(): the producer was closed before the record was enqueued",
                                      code=name)
+        if err == ERR_MSG_SIZE_TOO_LARGE:  # refused by librdkafka itself, before any broker saw it
+            return KafkaError(
+                f"send() to topic {topic!r}: the record (key + value + headers) is larger than "
+                f"message.max.bytes={self.message_max_bytes}, the producer's client-side limit (config "
+                f"key 'message.max.bytes'); the record was not sent. Raise message.max.bytes (the broker's "
+                f"message.max.bytes and the topic's max.message.bytes must allow it too) or send smaller "
+                f"records", code=name)
         return KafkaError(f"send() to topic {topic!r} failed: {name}: {_errstr(err)}", code=name)
 
     # -- flush / close --------------------------------------------------------------------------
@@ -767,6 +781,7 @@ cdef class ProducerCore:
                 left = kc_producer_flush(self.p, timeout_ms)
         finally:
             self._active -= 1
+            drain_logs()
         return left
 
     def close(self, double timeout_s=-1.0):
@@ -825,6 +840,7 @@ cdef class ProducerCore:
         self.p = NULL
         free(self.ctx)
         self.ctx = NULL
+        drain_logs()
         return purged
 
     def txn(self, str op, double timeout_s=-1.0, list offsets=None, bytes group_metadata=None):
@@ -874,7 +890,7 @@ cdef class ProducerCore:
                     else:
                         error = rd_kafka_abort_transaction(rk, slice_ms)
                 if (error == NULL or which == _TXN_BEGIN
-                        or rd_kafka_error_code(error) != ERR__TIMED_OUT
+                        or <int>rd_kafka_error_code(error) != ERR__TIMED_OUT
                         or not rd_kafka_error_is_retriable(error)
                         or kc_producer_now_us() >= deadline_us):
                     break

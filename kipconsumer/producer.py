@@ -239,7 +239,8 @@ class KafkaProducer:
     @property
     def closed(self) -> bool:
         """True once :meth:`close` was called."""
-        closed: bool = self._core.closed
+        core = getattr(self, "_core", None)  # None: the constructor failed
+        closed: bool = True if core is None else core.closed
         return closed
 
     def metrics(self) -> dict[str, Any]:
@@ -265,6 +266,8 @@ class KafkaProducer:
         self.close()
 
     def __repr__(self) -> str:
+        if getattr(self, "_core", None) is None or getattr(self, "_settings", None) is None:
+            return "<KafkaProducer (constructor failed)>"
         state = "closed" if self.closed else "open"
         servers = self._settings.rdkafka.get("bootstrap.servers")
         return f"<KafkaProducer {state} bootstrap.servers={servers!r}>"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 
@@ -42,4 +43,32 @@ class ConsumerGroupMetadata(NamedTuple):
     serialized: bytes
 
 
-__all__ = ["TopicPartition", "OffsetAndMetadata", "RecordMetadata", "ConsumerGroupMetadata"]
+@dataclass(frozen=True)
+class ConsumerRecordData:
+    """A consumed record as plain data: what a pickled (or copied) ``ConsumerRecord`` becomes.
+
+    Same attributes and ``topic_partition()`` as ``ConsumerRecord``; holds no librdkafka memory.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    timestamp_type: int
+    headers: list[tuple[str, bytes | None]]
+    serialized_key_size: int
+    serialized_value_size: int
+
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    def __repr__(self) -> str:
+        return (f"ConsumerRecordData(topic={self.topic!r}, partition={self.partition}, "
+                f"offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"value_size={self.serialized_value_size})")
+
+
+__all__ = ["TopicPartition", "OffsetAndMetadata", "RecordMetadata", "ConsumerGroupMetadata",
+           "ConsumerRecordData"]
