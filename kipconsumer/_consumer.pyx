@@ -784,6 +784,10 @@ cdef class NativeConsumer:
     def subscribe(self, list topics, listener):
         self._check_open()
         self._check_not_in_callback("subscribe")
+        if not self._subscription and self.core.fb.n:
+            raise IllegalStateError("subscribe() on a consumer with partitions given to assign(): "
+                                    "subscription to topics and manual assignment are mutually exclusive "
+                                    "(as in Java); call unsubscribe() first")
         self._rdk_subscribe(topics, "subscribe")
         self._listener = listener
         self._subscription = set(topics)
@@ -811,6 +815,11 @@ cdef class NativeConsumer:
     def assign(self, list tps):
         self._check_open()
         self._check_not_in_callback("assign")
+        if self._subscription:
+            if not tps:  # Java: assign() of no partitions is unsubscribe()
+                return self.unsubscribe()
+            raise IllegalStateError("assign() on a subscribed consumer: subscription to topics and manual "
+                                    "assignment are mutually exclusive (as in Java); call unsubscribe() first")
         cdef rd_kafka_topic_partition_list_t *lst = _c_list(tps)
         cdef rd_kafka_resp_err_t err
         cdef int i

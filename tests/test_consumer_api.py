@@ -634,3 +634,23 @@ def test_unsubscribe_clears_a_manual_assignment_at_once(broker: EmbeddedBroker,
         assert c.assignment() == set()
     finally:
         c.close()
+
+
+def test_subscribe_and_assign_are_mutually_exclusive(broker: EmbeddedBroker,
+                                                     topic_factory: Callable[..., str]) -> None:
+    """As in Java: mixing them left partitions no rebalance would ever revoke (unsubscribe() then
+    waited default.api.timeout.ms for them; found by the concurrency fuzzer)."""
+    topic = topic_factory(partitions=2)
+    c = make(broker, "g-mix")
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        with pytest.raises(IllegalStateError, match="mutually exclusive"):
+            c.subscribe([topic])
+        c.unsubscribe()
+        c.subscribe([topic])
+        with pytest.raises(IllegalStateError, match="mutually exclusive"):
+            c.assign([TopicPartition(topic, 1)])
+        c.assign([])  # no partitions: the same as unsubscribe()
+        assert c.subscription() == set()
+    finally:
+        c.close()
