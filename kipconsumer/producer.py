@@ -15,7 +15,7 @@ Contract (see docs/producer.md):
 
 from __future__ import annotations
 
-import threading
+import math
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -27,6 +27,7 @@ from kipconsumer import _loader
 _loader.load()
 
 from kipconsumer._producer import ProducerCore  # noqa: E402
+from kipconsumer._timeouts import timeout_seconds  # noqa: E402
 from kipconsumer.config import producer_settings  # noqa: E402
 from kipconsumer.errors import IllegalStateError, InvalidTopicError, KafkaTimeoutError  # noqa: E402
 from kipconsumer.structs import RecordMetadata  # noqa: E402
@@ -88,7 +89,6 @@ class KafkaProducer:
         self._settings = settings
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
-        self._close_lock = threading.Lock()
         self._core = ProducerCore(_rdkafka_properties(settings.rdkafka, settings.request_timeout_ms),
                                   settings.max_block_ms,
                                   settings.delivery_timeout_ms, settings.request_timeout_ms,
@@ -143,11 +143,15 @@ class KafkaProducer:
         """Send everything buffered now (ignoring ``linger.ms``) and wait until every record
         sent before the call is completed (its future is done and its callback has run).
 
-        ``timeout`` in seconds; None waits until all are completed, which every record is
-        within ``delivery.timeout.ms``. Raises ``KafkaTimeoutError`` if records are still
-        pending when the timeout expires (they stay pending; nothing is dropped).
+        ``timeout`` in seconds; None (or ``math.inf``) waits until all are completed, which every
+        record is within ``delivery.timeout.ms``. NaN, a negative number or a non-number raises
+        ``ValueError``. Raises ``KafkaTimeoutError`` if records are still pending when the timeout
+        expires (they stay pending; nothing is dropped). A signal handler's exception
+        (``KeyboardInterrupt`` on Ctrl+C) is raised within about 50 ms; the records stay pending
+        and ``flush()`` can be called again. Raises ``IllegalStateError`` from a send() callback.
         """
-        left = self._core.flush(-1.0 if timeout is None else max(0.0, float(timeout)))
+        timeout_s = math.inf if timeout is None else timeout_seconds(timeout, 0, "timeout")
+        left = self._core.flush(timeout_s)
         if left:
             raise KafkaTimeoutError(
                 f"flush() timed out after {timeout} s with {left} record(s) still pending")
@@ -157,19 +161,24 @@ class KafkaProducer:
         producer.
 
         ``timeout`` None means ``delivery.timeout.ms`` (+1 s), within which every record is
-        acknowledged or expired anyway. Records still pending after the timeout fail with
-        ``KafkaError`` (code ``_PURGE_QUEUE`` if never sent, ``_PURGE_INFLIGHT`` if sent but not
-        acknowledged); when ``close()`` returns, every future is done. Idempotent; any later
-        call other than ``close()`` / ``metrics()`` raises ``IllegalStateError``. Must not be
-        called from a send() callback.
+        acknowledged or expired anyway; ``math.inf`` waits without bound; NaN, a negative number
+        or a non-number raises ``ValueError`` (and nothing is closed). Records still pending after
+        the timeout fail with ``KafkaError`` (code ``_PURGE_QUEUE`` if never sent,
+        ``_PURGE_INFLIGHT`` if sent but not acknowledged); when ``close()`` returns, every future
+        is done. It returns within ``timeout`` plus a fraction of a second whatever other threads
+        do: their blocked ``send()`` / ``flush()`` / ``partitions_for()`` calls end with
+        ``IllegalStateError`` (``flush()`` returns once every record is completed).
+
+        Idempotent and thread-safe: a call racing another ``close()`` waits for it; any later call
+        other than ``close()`` / ``metrics()`` raises ``IllegalStateError``. Raises
+        ``IllegalStateError`` from a send() callback (it would wait for its own thread). A signal
+        handler's exception (``KeyboardInterrupt``) interrupts the flush part within about 50 ms:
+        the producer then takes no new records, its records stay pending, and a later ``close()``
+        finishes the job.
         """
-        if timeout is None:
-            timeout_s = self._settings.delivery_timeout_ms / 1000.0 + 1.0
-        else:
-            timeout_s = max(0.0, float(timeout))
-        with self._close_lock:
-            self._core.close(timeout_s)
-            self._finalizer.detach()
+        timeout_s = timeout_seconds(timeout, self._settings.delivery_timeout_ms + 1000, "timeout")
+        self._core.close(timeout_s)
+        self._finalizer.detach()
 
     @property
     def closed(self) -> bool:
