@@ -11,6 +11,7 @@ turns librdkafka error codes into ``KafkaError``.
 from libc.stdint cimport int16_t, int32_t
 from libc.stdlib cimport malloc, free
 
+from kipconsumer._cstr cimport c_string
 from kipconsumer._rdk cimport (
     rd_kafka_t, rd_kafka_conf_t, rd_kafka_mock_cluster_t, rd_kafka_resp_err_t, rd_kafka_err_desc,
     RD_KAFKA_PRODUCER, RD_KAFKA_CONF_OK, RD_KAFKA_RESP_ERR_NO_ERROR,
@@ -57,12 +58,7 @@ cdef _raise_err(rd_kafka_resp_err_t err, str what):
 
 
 cdef bytes _cstr(object value, str argname):
-    if not isinstance(value, str):
-        raise ConfigError(f"{argname}: expected str, got {type(value).__name__} {value!r}")
-    b = (<str>value).encode("utf-8")
-    if b"\x00" in b:
-        raise ConfigError(f"{argname}: must not contain NUL characters: {value!r}")
-    return b
+    return c_string(value, argname, ConfigError)
 
 
 cdef class MockCluster:
