@@ -185,6 +185,7 @@ rd_kafka_resp_err_t kc_producer_produce(kc_producer_t *p, rd_kafka_topic_t *rkt,
         p->head.prev = rec;
         p->st.in_flight++;
         p->st.sent++; /* taken back below if librdkafka refuses the record */
+        p->producing++; /* kc_producer_set_closing() waits for this enqueue */
         pthread_mutex_unlock(&p->lock);
 
         if (hdrs)
@@ -211,6 +212,7 @@ rd_kafka_resp_err_t kc_producer_produce(kc_producer_t *p, rd_kafka_topic_t *rkt,
                 p->st.sent--;
                 pthread_mutex_unlock(&p->lock);
         }
+        __atomic_sub_fetch(&p->producing, 1, __ATOMIC_RELEASE);
         return err;
 }
 
@@ -347,10 +349,15 @@ int kc_producer_is_closing(kc_producer_t *p) {
 }
 
 void kc_producer_set_closing(kc_producer_t *p) {
+        struct timespec pause = {0, 100000};
         pthread_mutex_lock(&p->lock);
         p->closing = 1;
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->lock);
+        /* A record registered before closing was set may not be in librdkafka's queue yet; a
+         * purge now would miss it. rd_kafka_producev() does not block: this wait is short. */
+        while (__atomic_load_n(&p->producing, __ATOMIC_ACQUIRE) > 0)
+                nanosleep(&pause, NULL);
 }
 
 rd_kafka_resp_err_t kc_producer_purge(kc_producer_t *p) {

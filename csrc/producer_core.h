@@ -77,6 +77,7 @@ typedef struct kc_producer_s {
         uint64_t space_seq; /* bumped whenever buffer space is freed */
         volatile int stop;
         int closing;
+        int producing; /* kc_producer_produce() calls between registration and enqueue */
         kc_producer_batch_cb_t *on_batch;
         void *ctx;
         kc_producer_dr_t *items;
@@ -133,7 +134,8 @@ int64_t kc_producer_flush_until(kc_producer_t *p, int64_t until_us);
 /* 1 once kc_producer_set_closing() was called. */
 int kc_producer_is_closing(kc_producer_t *p);
 
-/* Marks the producer closing and wakes every waiter. */
+/* Marks the producer closing and wakes every waiter; returns once no kc_producer_produce() is
+ * between registering a record and handing it to librdkafka (so a purge sees every record). */
 void kc_producer_set_closing(kc_producer_t *p);
 
 /* rd_kafka_purge(QUEUE | INFLIGHT). */

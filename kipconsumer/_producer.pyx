@@ -505,6 +505,7 @@ cdef class ProducerCore:
     cdef _Topic _last_topic  # send()'s one-entry cache: the topic of the previous send()
     cdef bint _closed
     cdef bint _closing_now      # a close() is running
+    cdef long _closing_thread   # ... on this thread (threading.get_ident())
     cdef bint _release_pending  # closed; the last call to leave frees the handle
     cdef int _active
     cdef readonly int max_block_ms
@@ -907,16 +908,19 @@ cdef class ProducerCore:
         if kc_producer_on_dr_thread(self.p):
             raise IllegalStateError("close() cannot be called from a send() callback: close() waits "
                                     "for the thread that runs the callbacks")
-        if self._closing_now:
-            # another thread's close() (or this thread's, from a serializer it called): wait for it
-            while self._closing_now:
-                with nogil:
-                    usleep(2000)
-                self._check_signals()
+        if self._closing_now and self._closing_thread == threading.get_ident():
+            raise IllegalStateError("close() called from within close() on the same thread (a signal "
+                                    "handler or a future's done-callback): it would wait for itself")
+        while self._closing_now:  # another thread's close(): wait for it
+            with nogil:
+                usleep(2000)
+            self._check_signals()
+        if self.p == NULL or self._release_pending:
             return 0
         if timeout_s >= 0 and not math.isinf(timeout_s):
             deadline_us = kc_producer_now_us() + <int64_t>(timeout_s * 1e6)
         self._closing_now = True
+        self._closing_thread = threading.get_ident()
         self._closed = True
         try:
             left = self._flush_until(deadline_us)

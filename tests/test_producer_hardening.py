@@ -339,3 +339,42 @@ def test_nul_in_header_name_is_a_value_error(broker: EmbeddedBroker) -> None:
         assert p.metrics()["records_sent"] == 0
         # NUL in a header value is data (sized), not a C string: allowed
         p.send(topic, b"v", headers=[("h", b"a\x00b")]).result(10)
+
+
+def test_signal_handler_closing_the_producer_during_flush_and_close() -> None:
+    out = run_script("EXTRA = {}\n" + SIGNAL_SETUP + """
+calls = []
+def on_usr1(signum, frame):
+    try:
+        calls.append(p.close(0))
+    except Exception as e:
+        calls.append(e)
+        raise
+signal.signal(signal.SIGUSR1, on_usr1)
+futures = [p.send("t", b"x") for _ in range(5)]
+threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+t0 = time.monotonic()
+p.flush(30)  # the handler's close() purges every record: the flush is complete
+assert time.monotonic() - t0 < 2.0, time.monotonic() - t0
+assert calls == [None] and all(isinstance(f.exception(0), KafkaError) for f in futures), calls
+
+b.set_up(1)
+q = KafkaProducer({"bootstrap.servers": b.bootstrap_servers, "request.timeout.ms": 2000,
+                   "delivery.timeout.ms": 10000})
+q.partitions_for("t")
+b.set_down(1)
+p = q
+pending = q.send("t", b"y")
+threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+t0 = time.monotonic()
+try:
+    q.close(30)
+    raise AssertionError("close() inside close() did not raise")
+except IllegalStateError as e:
+    assert "within close()" in str(e), e
+assert time.monotonic() - t0 < 2.0 and not pending.done()
+q.close(0)
+assert isinstance(pending.exception(0), KafkaError)
+print("OK")
+""")
+    assert "OK" in out
