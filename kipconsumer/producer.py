@@ -68,6 +68,12 @@ def _close_core(core: ProducerCore, timeout_s: float) -> None:
 class KafkaProducer:
     """A thread-safe Kafka producer with bounded ``send()`` and delivery timeouts (KIP-19).
 
+    Every method may be called from any thread, also while another thread closes the producer;
+    serializers may call ``send()``, ``flush()`` and ``close()`` on their own producer, delivery
+    callbacks ``send()`` (``flush()`` / ``close()`` there raise ``IllegalStateError``). Blocking
+    calls (``send()``, ``partitions_for()``, ``flush()``, ``close()``) run signal handlers within
+    about 50 ms and propagate their exception (``KeyboardInterrupt``) without losing a record.
+
     ``config`` uses Kafka's dotted names (``bootstrap.servers``, ``max.block.ms``,
     ``request.timeout.ms``, ``delivery.timeout.ms``, ``linger.ms``, ``buffer.memory``, ``acks``,
     ``enable.idempotence``, ``compression.type``, ...); librdkafka property names are passed
@@ -125,7 +131,11 @@ class KafkaProducer:
         the record is not enqueued. The future fails with ``KafkaTimeoutError`` if the record is
         not acknowledged within ``delivery.timeout.ms``, or with ``KafkaError`` (librdkafka's
         error name in ``.code``) for other delivery errors. Raises ``IllegalStateError`` after
-        :meth:`close`.
+        :meth:`close`, also when ``close()`` ran (in another thread, or in a serializer) while this
+        call was in a serializer or waiting: nothing of the record is enqueued then. While it
+        waits, signal handlers run within about 50 ms; their exception (``KeyboardInterrupt``)
+        propagates and the record is not enqueued. A header name containing a NUL character
+        raises ``ValueError``.
         """
         # the serializers are applied by the native core (and wrap their errors the same way)
         fut: Future[RecordMetadata] = self._core.send(topic, value, key, partition, headers, timestamp,
