@@ -57,6 +57,11 @@ cdef _raise_err(rd_kafka_resp_err_t err, str what):
     raise KafkaError(f"{what}: {name} ({text})", code=name)
 
 
+# Limits of librdkafka's mock (re-exported and documented by kipconsumer.broker).
+MAX_BROKERS = 1000
+MAX_PARTITIONS = 100_000
+
+
 cdef bytes _cstr(object value, str argname):
     return c_string(value, argname, ConfigError)
 
@@ -75,8 +80,9 @@ cdef class MockCluster:
     def __cinit__(self, int num_brokers=3, int initial_rebalance_delay_ms=0):
         self.rk = NULL
         self.mcluster = NULL
-        if num_brokers < 1:
-            raise ConfigError(f"num_brokers: must be >= 1, got {num_brokers}")
+        if num_brokers < 1 or num_brokers > MAX_BROKERS:
+            # more brokers than free file descriptors makes the mock abort the process
+            raise ConfigError(f"num_brokers: must be in 1..{MAX_BROKERS}, got {num_brokers}")
         if initial_rebalance_delay_ms < 0:
             raise ConfigError(
                 f"initial_rebalance_delay_ms: must be >= 0, got {initial_rebalance_delay_ms}")
@@ -161,8 +167,9 @@ cdef class MockCluster:
     def topic_create(self, topic, int partitions, int replication_factor):
         """Create ``topic``; raises ``KafkaError`` (code ``TOPIC_ALREADY_EXISTS``) if it exists."""
         cdef bytes t = _cstr(topic, "topic")
-        if partitions < 1:
-            raise ConfigError(f"partitions: must be >= 1, got {partitions}")
+        if partitions < 1 or partitions > MAX_PARTITIONS:
+            # the mock allocates every partition at once and aborts when that fails
+            raise ConfigError(f"partitions: must be in 1..{MAX_PARTITIONS}, got {partitions}")
         if replication_factor < 1:
             raise ConfigError(f"replication_factor: must be >= 1, got {replication_factor}")
         cdef rd_kafka_mock_cluster_t *mc = self._mc()

@@ -505,7 +505,7 @@ cdef class ProducerCore:
     cdef _Topic _last_topic  # send()'s one-entry cache: the topic of the previous send()
     cdef bint _closed
     cdef bint _closing_now      # a close() is running
-    cdef long _closing_thread   # ... on this thread (threading.get_ident())
+    cdef unsigned long _closing_thread  # ... on this thread (threading.get_ident())
     cdef bint _release_pending  # closed; the last call to leave frees the handle
     cdef int _active
     cdef readonly int max_block_ms
@@ -1088,7 +1088,7 @@ cdef rd_kafka_headers_t *_build_headers(object headers) except NULL:
             name, val = item
             if not isinstance(name, str):
                 raise SerializationError(f"headers: header name must be a str, not {type(name).__name__}")
-            bname = c_string(name, "headers: header name")
+            bname = c_string(name, "headers: header name", ValueError, True, SerializationError)
             if val is None:
                 vp = NULL
                 vl = 0

@@ -168,10 +168,10 @@ _TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 #: Most brokers one EmbeddedBroker runs. Each takes a listening socket (a file descriptor) and
 #: librdkafka's mock aborts the process when it runs out of descriptors while creating them.
-MAX_BROKERS = 1000
+MAX_BROKERS: int = _mock.MAX_BROKERS
 #: Most partitions of one topic: the mock allocates every partition up front (2**31 - 1 of them
 #: aborted the process on a failed allocation).
-MAX_PARTITIONS = 100_000
+MAX_PARTITIONS: int = _mock.MAX_PARTITIONS
 # File descriptors kept free beyond one per broker (the mock's own pipes, the clients' sockets).
 _FD_RESERVE = 64
 
