@@ -239,6 +239,41 @@ def test_close_is_bounded_while_other_threads_wait_for_metadata_and_flush() -> N
     assert "OK" in out
 
 
+def test_close_returns_while_a_send_stays_inside_and_the_last_call_releases() -> None:
+    out = run_script("""
+        with EmbeddedBroker(1) as b:
+            b.create_topic("t", 1)
+            p = KafkaProducer({"bootstrap.servers": b.bootstrap_servers})
+            p.send("t", b"warm").result(10)
+            inside = threading.Event()
+            class SlowHeaders(list):  # Python code inside send(), after its checks, for 1.5 s
+                def __iter__(self):
+                    inside.set()
+                    time.sleep(1.5)
+                    return super().__iter__()
+            res = {}
+            def sender():
+                try:
+                    res["send"] = p.send("t", b"x", headers=SlowHeaders([("h", b"v")]))
+                except Exception as e:
+                    res["send"] = e
+            th = threading.Thread(target=sender)
+            th.start()
+            assert inside.wait(10)
+            t0 = time.monotonic()
+            p.close(0.5)
+            took = time.monotonic() - t0
+            deferred = "records_sent" in p.metrics()  # the handle is left to the sender
+            assert took < 1.2, f"close(0.5) took {took:.1f} s"
+            th.join(20)
+            assert not th.is_alive()
+            assert isinstance(res["send"], IllegalStateError), res
+            assert "records_sent" not in p.metrics(), p.metrics()  # released by the sender
+            print("OK", round(took, 2), deferred)
+    """)
+    assert "OK" in out
+
+
 # -- signals ---------------------------------------------------------------------------------------
 SIGNAL_SETUP = """
 b = EmbeddedBroker(1)
