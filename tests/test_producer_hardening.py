@@ -193,6 +193,9 @@ def test_close_and_flush_timeouts_are_checked(broker: EmbeddedBroker, bad: objec
         f = p.send(topic, b"after")
         p.flush(math.inf)
         assert f.result(0).offset == 1
+        f = p.send(topic, b"huge timeout")
+        p.flush(1e300)  # clamped, not an overflow
+        assert f.result(0).offset == 2
     finally:
         p.close(5)
 
@@ -202,11 +205,25 @@ def test_close_is_bounded_while_other_threads_wait_for_metadata_and_flush() -> N
         with EmbeddedBroker(1) as b:
             b.create_topic("t", 1)
             p = KafkaProducer({"bootstrap.servers": b.bootstrap_servers, "max.block.ms": 30000,
-                               "request.timeout.ms": 2000, "delivery.timeout.ms": 30000})
+                               "request.timeout.ms": 2000, "delivery.timeout.ms": 30000,
+                               "queue.buffering.max.messages": 5})
             p.partitions_for("t")
             b.set_down(1)
-            pending = [p.send("t", b"x") for _ in range(5)]
+            pending = [p.send("t", b"x") for _ in range(5)]  # the buffer is full
             res = {}
+            def space_sender():
+                t0 = time.monotonic()
+                try:
+                    p.send("t", b"y")
+                except Exception as e:
+                    res["space"] = (e, time.monotonic() - t0)
+            def second_closer():
+                time.sleep(0.6)  # while the main thread's close() runs
+                t0 = time.monotonic()
+                try:
+                    res["close2"] = (p.close(30), time.monotonic() - t0)
+                except Exception as e:
+                    res["close2"] = (e, time.monotonic() - t0)
             def sender():
                 t0 = time.monotonic()
                 try:
@@ -219,7 +236,7 @@ def test_close_is_bounded_while_other_threads_wait_for_metadata_and_flush() -> N
                     res["flush"] = (p.flush(), time.monotonic() - t0)
                 except Exception as e:
                     res["flush"] = (e, time.monotonic() - t0)
-            threads = [threading.Thread(target=sender), threading.Thread(target=flusher)]
+            threads = [threading.Thread(target=f) for f in (sender, flusher, space_sender, second_closer)]
             for t in threads:
                 t.start()
             time.sleep(0.5)
@@ -231,6 +248,8 @@ def test_close_is_bounded_while_other_threads_wait_for_metadata_and_flush() -> N
                 t.join(5)
                 assert not t.is_alive()
             assert isinstance(res["send"][0], IllegalStateError), res
+            assert isinstance(res["space"][0], IllegalStateError), res
+            assert res["close2"][0] is None and res["close2"][1] < 3.0, res  # waited for the first
             assert res["flush"][0] is None, res  # returned: every record completed (purged) by close()
             for f in pending:
                 assert isinstance(f.exception(0), KafkaError), f.exception(0)
