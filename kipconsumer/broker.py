@@ -591,6 +591,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
 
     broker = EmbeddedBroker(args.brokers, initial_rebalance_delay_ms=args.initial_rebalance_delay_ms)
+    try:
+        broker.start()
+    except ConfigError as e:  # e.g. more brokers than free file descriptors
+        parser.error(f"--brokers: {e}")
     with broker:
         for name, partitions, rf in args.topic:
             broker.create_topic(name, partitions, rf)

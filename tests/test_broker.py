@@ -400,3 +400,18 @@ def test_standalone_rejects_out_of_range_arguments(args: list[str], needle: str)
     )
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     assert needle in r.stderr and "BOOTSTRAP=" not in r.stdout
+
+
+def test_more_brokers_than_free_file_descriptors_is_refused() -> None:
+    """The mock aborted the process when it ran out of descriptors for the brokers' listeners."""
+    import resource
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    r = subprocess.run(
+        [sys.executable, "-m", "kipconsumer.broker", "--brokers", "500"],
+        capture_output=True, text=True, timeout=30, preexec_fn=low_limit,
+    )
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert "free file descriptors" in r.stderr and "BOOTSTRAP=" not in r.stdout
