@@ -319,14 +319,6 @@ int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us) {
         return left;
 }
 
-int64_t kc_producer_flush(kc_producer_t *p, int timeout_ms) {
-        int64_t deadline = timeout_ms < 0 ? -1 : kc_producer_now_us() + (int64_t)timeout_ms * 1000;
-        /* rd_kafka_flush() also makes librdkafka send without waiting for linger.ms; with DR
-         * events enabled it only waits for the messages to be released by our thread. */
-        rd_kafka_flush(p->rk, timeout_ms < 0 ? -1 : timeout_ms);
-        return kc_producer_wait_idle(p, deadline);
-}
-
 int64_t kc_producer_flush_until(kc_producer_t *p, int64_t until_us) {
         int closing;
         pthread_mutex_lock(&p->lock);
@@ -334,18 +326,12 @@ int64_t kc_producer_flush_until(kc_producer_t *p, int64_t until_us) {
         pthread_mutex_unlock(&p->lock);
         if (!closing) {
                 int64_t left_us = until_us - kc_producer_now_us();
-                /* librdkafka bypasses linger.ms only while a flush call is running */
+                /* rd_kafka_flush() makes librdkafka send without waiting for linger.ms (only while
+                 * it runs); with DR events enabled it only waits for the messages to be released
+                 * by our delivery thread. */
                 rd_kafka_flush(p->rk, left_us > 0 ? (int)((left_us + 999) / 1000) : 0);
         }
         return kc_producer_wait_idle(p, until_us);
-}
-
-int kc_producer_is_closing(kc_producer_t *p) {
-        int closing;
-        pthread_mutex_lock(&p->lock);
-        closing = p->closing;
-        pthread_mutex_unlock(&p->lock);
-        return closing;
 }
 
 void kc_producer_set_closing(kc_producer_t *p) {

@@ -124,15 +124,9 @@ rd_kafka_resp_err_t kc_producer_topic_metadata(kc_producer_t *p, rd_kafka_topic_
  * still in flight. Call without the GIL. */
 int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us);
 
-/* rd_kafka_flush() bounded by timeout_ms, then kc_producer_wait_idle(). Call without the GIL. */
-int64_t kc_producer_flush(kc_producer_t *p, int timeout_ms);
-
 /* One slice of a flush: rd_kafka_flush() (unless closing) and kc_producer_wait_idle(), both
  * bounded by until_us. Returns the number still in flight. Call without the GIL. */
 int64_t kc_producer_flush_until(kc_producer_t *p, int64_t until_us);
-
-/* 1 once kc_producer_set_closing() was called. */
-int kc_producer_is_closing(kc_producer_t *p);
 
 /* Marks the producer closing and wakes every waiter; returns once no kc_producer_produce() is
  * between registering a record and handing it to librdkafka (so a purge sees every record). */
