@@ -20,7 +20,8 @@ max.poll.interval.ms is 60 s for every client, above the busy time: a rebalance 
 Counted from the start of the busy loop to the end: rebalances the steady member went through (each
 assignment it received) and the partitions the busy member lost/had revoked. kipconsumer heartbeats from
 librdkafka's native threads, so it must show none.
-Clients: kipconsumer, confluent-kafka, aiokafka, kafka-python (peers installed with pip unless
+Clients: kipconsumer, kipconsumer-aio (kipconsumer.aio, the loop blocked as aiokafka's), confluent-kafka,
+aiokafka, kafka-python (peers installed with pip unless
 --no-install, or skipped with a printed reason). The default broker is Tansu (kafka-python cannot
 bootstrap from the mock cluster).
 """
@@ -44,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 
-ALL_CLIENTS = ["kipconsumer", "confluent-kafka", "aiokafka", "kafka-python"]
+ALL_CLIENTS = ["kipconsumer", "kipconsumer-aio", "confluent-kafka", "aiokafka", "kafka-python"]
 PEER_MODULE = {"aiokafka": "aiokafka", "kafka-python": "kafka"}
 PARTITIONS = 4
 STABLE_S = 3.0
@@ -256,10 +257,61 @@ def run_aiokafka(role: str, a: argparse.Namespace) -> dict[str, Any]:
     return asyncio.run(go())
 
 
+def run_kipconsumer_aio(role: str, a: argparse.Namespace) -> dict[str, Any]:
+    """kipconsumer.aio's AsyncKafkaConsumer, with the same schedule as aiokafka's member."""
+    from kipconsumer.aio import AsyncKafkaConsumer
+
+    ev = Events()
+
+    class L:
+        async def on_partitions_assigned(self, parts: Any) -> None:
+            ev.add("assigned", [p.partition for p in parts])
+
+        async def on_partitions_revoked(self, parts: Any) -> None:
+            ev.add("revoked", [p.partition for p in parts])
+
+    async def go() -> dict[str, Any]:
+        c = AsyncKafkaConsumer({"bootstrap.servers": a.bootstrap, "group.id": a.group,
+                                "auto.offset.reset": "earliest", "session.timeout.ms": a.session_ms,
+                                "heartbeat.interval.ms": a.session_ms // 3, "max.poll.interval.ms": 60000,
+                                "max.poll.records": 500})
+        c.subscribe([a.topic], L())
+        out: dict[str, Any] = {}
+        try:
+            deadline = time.monotonic() + 90
+            while not ev.assigned and time.monotonic() < deadline:
+                await c.poll(0.2)
+            if not ev.assigned:
+                raise SystemExit("no assignment within 90 s")
+            if role == "steady":
+                print("READY", flush=True)
+                while not os.path.exists(a.stop_file):
+                    await c.poll(0.2)
+            else:
+                while time.time() - ev.last < STABLE_S:
+                    await c.poll(0.2)
+                out["busy_start"] = time.time()
+                print("BUSY_START", flush=True)
+                hold(a.busy_s, a.hold)  # blocks the event loop, as CPU-bound work in a handler does
+                out["busy_end"] = time.time()
+                print("BUSY_END", flush=True)
+                end = time.monotonic() + a.post_s
+                while time.monotonic() < end:
+                    await c.poll(0.2)
+                out["window_end"] = time.time()
+        finally:
+            await c.close()
+        out["events"] = ev.items
+        return out
+
+    return asyncio.run(go())
+
+
 WORKERS: dict[str, Callable[[str, argparse.Namespace], dict[str, Any]]] = {
     "kipconsumer": run_kipconsumer,
     "confluent-kafka": run_confluent,
     "aiokafka": run_aiokafka,
+    "kipconsumer-aio": run_kipconsumer_aio,
     "kafka-python": run_kafka_python,
 }
 

@@ -12,6 +12,11 @@
  * within max.poll.interval.ms, and wakeups through the fd are immediate anyway. */
 #define KC_MAX_WAIT_MS 200
 #define KC_REFILL_CHUNK 1024
+/* Seeks re-issued for one seek() before the guard takes whatever arrives (seek_guard), and how
+ * long after the seek it watches (a pending start-offset lookup of librdkafka's lands within a
+ * request's round trip; retried requests take longer) */
+#define KC_SEEK_RETRIES 4
+#define KC_SEEK_GUARD_MS 30000
 
 static const uint64_t kc_one = 1;
 
@@ -140,11 +145,75 @@ static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n);
 /* Serves the consumer queue: rebalance and error callbacks run here. */
 static void serve_consumer_queue(kc_consumer_t *c) {
     rd_kafka_message_t *m;
-    while (!c->abort_poll && (m = rd_kafka_consumer_poll(c->rk, 0)) != NULL)
+    while (!c->abort_poll && (m = rd_kafka_consumer_poll(c->rk, 0)) != NULL) {
+        c->batch_seq++;
         if (m->err)
             push_error(c, m);
         else
             route_run(c, &m, 1);
+    }
+}
+
+void kc_consumer_seek_guard(kc_partition_t *p, int64_t offset) {
+    p->seek_target = offset;
+    p->seek_seen = KC_POSITION_UNKNOWN;
+    p->seek_retries = 0;
+    p->seek_batch = 0;
+    p->seek_until_ms = kc_now_ms() + KC_SEEK_GUARD_MS;
+}
+
+static void seek_guard_done(kc_partition_t *p) {
+    p->seek_target = KC_POSITION_UNKNOWN;
+    p->seek_seen = KC_POSITION_UNKNOWN;
+    p->seek_retries = 0;
+}
+
+/* The seek guard: after the application's seek to T, p's records must continue from T without
+ * a jump. librdkafka's seek does not always win: right after assign() the partition's start
+ * offset is still being resolved (committed offset, then auto.offset.reset's ListOffsets), and
+ * when that lookup's answer lands after the seek, librdkafka moves the fetch position there
+ * (before the first record of the seek, or after some), with no version barrier that would stop
+ * the records (seen against Tansu: assign() + seek_to_beginning() returned only the last batch of
+ * a partition; on the embedded broker with a live producer, a partition jumped from the middle to
+ * its end). For KC_SEEK_GUARD_MS after the seek, a record past the next expected offset E makes
+ * the guard seek to E again (asynchronously: the version barrier drops what is still queued of
+ * that fetch) and drop the records of the batch it came in (they are of that fetch too). If the
+ * fetch after the re-seek jumps to the same offset again, E..offset-1 is a gap in the log
+ * (compacted, a transaction marker, aborted records) and the records are taken. After
+ * KC_SEEK_RETRIES re-seeks, or once the window is over, records are taken as they come.
+ * `expect` is E (kc_fb_next_offset, as route_run advances it). Returns 1 if m is to be taken;
+ * records below E are left to the refetch filter. */
+static int seek_guard(kc_consumer_t *c, kc_partition_t *p, const rd_kafka_message_t *m,
+                      int64_t expect) {
+    if (expect == KC_POSITION_UNKNOWN)
+        expect = p->seek_target;
+    if (p->seek_batch == c->batch_seq && p->seek_retries)
+        return 0; /* the rest of the batch that made the guard seek again */
+    if (m->offset <= expect)
+        return 1;
+    if (p->seek_seen == m->offset || p->seek_retries >= KC_SEEK_RETRIES ||
+        kc_now_ms() > p->seek_until_ms) {
+        seek_guard_done(p);
+        return 1;
+    }
+    rd_kafka_topic_partition_list_t *one = rd_kafka_topic_partition_list_new(1);
+    if (!one) {
+        seek_guard_done(p);
+        return 1;
+    }
+    rd_kafka_topic_partition_list_add(one, p->topic, p->partition)->offset = expect;
+    rd_kafka_error_t *err = rd_kafka_seek_partitions(c->rk, one, 0);
+    rd_kafka_topic_partition_list_destroy(one);
+    if (err) {
+        rd_kafka_error_destroy(err);
+        seek_guard_done(p);
+        return 1;
+    }
+    p->seek_seen = m->offset;
+    p->seek_retries++;
+    p->seek_batch = c->batch_seq;
+    c->seek_retries++;
+    return 0;
 }
 
 size_t kc_consumer_budget(const kc_consumer_t *c) {
@@ -190,6 +259,11 @@ static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
     int64_t next = kc_fb_next_offset(p);
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
+        if (p->seek_target != KC_POSITION_UNKNOWN && !seek_guard(c, p, msgs[i], next)) {
+            rd_kafka_message_destroy(msgs[i]);
+            c->dropped_before_seek++;
+            continue;
+        }
         if (next != KC_POSITION_UNKNOWN && msgs[i]->offset < next) {
             rd_kafka_message_destroy(msgs[i]);
             c->dropped_refetched++;
@@ -237,6 +311,7 @@ static void refill(kc_consumer_t *c) {
         ssize_t got = rd_kafka_consume_batch_queue(c->fetchq, 0, c->scratch, want);
         if (got <= 0)
             break;
+        c->batch_seq++;
         size_t j = 0;
         while (j < (size_t)got) {
             rd_kafka_message_t *m = c->scratch[j];

@@ -57,6 +57,8 @@ typedef struct kc_consumer {
     uint64_t dropped_foreign;      /* messages of partitions no longer assigned */
     uint64_t dropped_refetched;    /* copies of offsets already returned or buffered */
     uint64_t dropped_below_committed; /* records below the committed offset a partition started from */
+    uint64_t dropped_before_seek;  /* records of a fetch the application's seek() replaced */
+    uint64_t seek_retries;         /* seeks re-issued because librdkafka fetched elsewhere (seek_guard) */
     int64_t last_rebalance_ms;     /* monotonic ms of the last assign/revoke callback */
     int rebalance_barrier;         /* hold records back while the group rebalances (Java's rule) */
     uint64_t barrier_polls;        /* polls that returned nothing because of the barrier */
@@ -65,6 +67,7 @@ typedef struct kc_consumer {
                                       rebalancing or moved on (kc_consumer_rebalance_pending) */
     rd_kafka_message_t **scratch;
     size_t scratch_cap;
+    uint64_t batch_seq;            /* counts the batches taken from librdkafka's queues */
 } kc_consumer_t;
 
 /* Allocates the core (eventfd, monitor). The heartbeat monitor is installed on `conf`. */
@@ -96,6 +99,9 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
  * and no successful Heartbeat followed: the member must rejoin before it processes more, as
  * the Java consumer does, so records of partitions about to move are not handed out. */
 int kc_consumer_rebalance_pending(kc_consumer_t *c);
+/* Starts the seek guard of p after the application sought p to `offset` (>= 0): the next
+ * records taken for p must start there (see seek_guard in consumer_core.c). */
+void kc_consumer_seek_guard(kc_partition_t *p, int64_t offset);
 /* Pops the oldest pending consumer error (caller destroys it), or NULL. */
 rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c);
 /* Makes a blocked or the next kc_consumer_poll() return KC_POLL_WAKEUP. Any thread. */

@@ -64,6 +64,8 @@ kc_partition_t *kc_fb_add(kc_fetch_buffer_t *fb, const char *topic, int32_t part
     p->position = KC_POSITION_UNKNOWN;
     p->stored = KC_POSITION_UNKNOWN;
     p->floor = KC_POSITION_UNKNOWN;
+    p->seek_target = KC_POSITION_UNKNOWN;
+    p->seek_seen = KC_POSITION_UNKNOWN;
     fb->parts[fb->n++] = p;
     return p;
 }

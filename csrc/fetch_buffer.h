@@ -33,6 +33,12 @@ typedef struct kc_partition {
     int64_t floor;             /* committed offset when the partition was assigned (Java's starting
                                   position): records below it are not taken (kc_consumer's route_run);
                                   KC_POSITION_UNKNOWN if none was committed or it no longer applies */
+    int64_t seek_target;       /* offset of the last seek() while kc_consumer's seek_guard watches
+                                  p; KC_POSITION_UNKNOWN otherwise */
+    int64_t seek_seen;         /* offset of the last jump that made the guard seek again */
+    int64_t seek_until_ms;     /* the guard watches p until then (kc_now_ms clock) */
+    int seek_retries;          /* seeks re-issued since the application's seek */
+    uint64_t seek_batch;       /* kc_consumer's batch_seq when the seek was last re-issued */
     rd_kafka_queue_t *queue;   /* librdkafka partition queue (forwarded to the consumer's fetch queue) */
     size_t take;               /* scratch: records to take in the current drain */
 } kc_partition_t;

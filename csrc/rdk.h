@@ -80,6 +80,7 @@ typedef enum {
     RD_KAFKA_RESP_ERR__PURGE_INFLIGHT = -151,
     RD_KAFKA_RESP_ERR__FATAL = -150,
     RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED = -147,
+    RD_KAFKA_RESP_ERR__FENCED = -144,
     RD_KAFKA_RESP_ERR__ASSIGNMENT_LOST = -142,
     RD_KAFKA_RESP_ERR_NO_ERROR = 0,
     RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART = 3,
@@ -90,7 +91,9 @@ typedef enum {
     RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION = 22,
     RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID = 25,
     RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS = 27,
-    RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID = 82
+    RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH = 47,
+    RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID = 82,
+    RD_KAFKA_RESP_ERR_PRODUCER_FENCED = 90
 } rd_kafka_resp_err_t;
 
 /* ---- constants ------------------------------------------------------------------ */
@@ -221,6 +224,8 @@ void rd_kafka_conf_set_offset_commit_cb(rd_kafka_conf_t *conf,
                                                                  void *opaque));
 void rd_kafka_conf_set_error_cb(rd_kafka_conf_t *conf,
                                 void (*error_cb)(rd_kafka_t *rk, int err, const char *reason, void *opaque));
+void rd_kafka_conf_set_stats_cb(rd_kafka_conf_t *conf,
+                                int (*stats_cb)(rd_kafka_t *rk, char *json, size_t json_len, void *opaque));
 void rd_kafka_conf_set_log_cb(rd_kafka_conf_t *conf,
                               void (*log_cb)(const rd_kafka_t *rk, int level, const char *fac,
                                              const char *buf));
@@ -365,6 +370,26 @@ rd_kafka_resp_err_t rd_kafka_producev(rd_kafka_t *rk, ...);
 #define RD_KAFKA_V_MSGFLAGS(f) RD_KAFKA_VTYPE_MSGFLAGS, (int)(f)
 #define RD_KAFKA_V_TIMESTAMP(ts) RD_KAFKA_VTYPE_TIMESTAMP, (int64_t)(ts)
 #define RD_KAFKA_V_HEADERS(h) RD_KAFKA_VTYPE_HEADERS, (rd_kafka_headers_t *)(h)
+
+/* ---- transactions (KIP-98, KIP-447) -------------------------------------------- */
+rd_kafka_error_t *rd_kafka_init_transactions(rd_kafka_t *rk, int timeout_ms);
+rd_kafka_error_t *rd_kafka_begin_transaction(rd_kafka_t *rk);
+rd_kafka_error_t *rd_kafka_send_offsets_to_transaction(rd_kafka_t *rk,
+                                                       const rd_kafka_topic_partition_list_t *offsets,
+                                                       const rd_kafka_consumer_group_metadata_t *cgmetadata,
+                                                       int timeout_ms);
+rd_kafka_error_t *rd_kafka_commit_transaction(rd_kafka_t *rk, int timeout_ms);
+rd_kafka_error_t *rd_kafka_abort_transaction(rd_kafka_t *rk, int timeout_ms);
+int rd_kafka_error_is_fatal(const rd_kafka_error_t *error);
+int rd_kafka_error_is_retriable(const rd_kafka_error_t *error);
+int rd_kafka_error_txn_requires_abort(const rd_kafka_error_t *error);
+const char *rd_kafka_error_name(const rd_kafka_error_t *error);
+rd_kafka_consumer_group_metadata_t *rd_kafka_consumer_group_metadata(rd_kafka_t *rk);
+void rd_kafka_consumer_group_metadata_destroy(rd_kafka_consumer_group_metadata_t *cgmd);
+rd_kafka_error_t *rd_kafka_consumer_group_metadata_write(const rd_kafka_consumer_group_metadata_t *cgmd,
+                                                         void **bufferp, size_t *sizep);
+rd_kafka_error_t *rd_kafka_consumer_group_metadata_read(rd_kafka_consumer_group_metadata_t **cgmdp,
+                                                        const void *buffer, size_t size);
 
 /* ---- interceptors --------------------------------------------------------------- */
 typedef rd_kafka_resp_err_t(rd_kafka_interceptor_f_on_new_t)(rd_kafka_t *rk, const rd_kafka_conf_t *conf,

@@ -14,7 +14,7 @@ from kipconsumer._records import ConsumerRecord, ConsumerRecords  # noqa: E402
 from kipconsumer.consumer import KafkaConsumer  # noqa: E402
 from kipconsumer.listener import ConsumerRebalanceListener  # noqa: E402
 from kipconsumer.producer import KafkaProducer  # noqa: E402
-from kipconsumer.structs import OffsetAndMetadata, RecordMetadata, TopicPartition  # noqa: E402
+from kipconsumer.structs import ConsumerRecordData, OffsetAndMetadata, RecordMetadata, TopicPartition  # noqa: E402
 
 __all__ = [
     "KafkaConsumer",
@@ -23,6 +23,7 @@ __all__ = [
     "OffsetAndMetadata",
     "ConsumerRecord",
     "ConsumerRecords",
+    "ConsumerRecordData",
     "RecordMetadata",
     "ConsumerRebalanceListener",
     "librdkafka_version",

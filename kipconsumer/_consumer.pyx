@@ -8,6 +8,7 @@ and the translation of librdkafka results into kipconsumer's typed errors. The p
 typed facade is kipconsumer.consumer.KafkaConsumer.
 """
 
+import json
 import logging
 
 from cpython.exc cimport PyErr_CheckSignals
@@ -19,6 +20,7 @@ from posix.unistd cimport usleep
 
 from kipconsumer._core cimport *
 from kipconsumer._cstr cimport c_string
+from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._rdk cimport *
 from kipconsumer._records cimport ConsumerRecords, records_take
 
@@ -112,6 +114,41 @@ cdef int _raise_error(rd_kafka_error_t *error, str what) except -1:
     msg = rd_kafka_error_string(error).decode()
     rd_kafka_error_destroy(error)
     raise KafkaError(f"{what} failed: {msg}")
+
+
+cdef int _stats_cb(rd_kafka_t *rk, char *json_buf, size_t json_len, void *opaque) noexcept with gil:
+    """statistics.interval.ms: served by poll() (the consumer queue), on the thread calling it."""
+    cdef NativeConsumer self = <NativeConsumer>opaque
+    if self._closed or self.core == NULL:
+        return 0
+    try:
+        self._on_stats(json_buf[:json_len].decode(errors="replace"))
+    except BaseException as exc:  # the user's stats_cb: raised from poll(), as a listener's
+        if self._pending_exc is None:
+            self._pending_exc = exc
+        self.core.abort_poll = 1
+    return 0
+
+
+cdef dict _stats_summary(str doc):
+    """The parts of librdkafka's statistics JSON that metrics()["statistics"] shows."""
+    d = json.loads(doc)
+    lag = 0
+    for t in d.get("topics", {}).values():
+        for part, pd in t.get("partitions", {}).items():
+            if part != "-1" and pd.get("consumer_lag", -1) >= 0:
+                lag += pd["consumer_lag"]
+    return {
+        "ts_ms": d.get("ts", 0) // 1000,
+        "replyq": d.get("replyq", 0),
+        "msg_cnt": d.get("msg_cnt", 0),
+        "msg_size": d.get("msg_size", 0),
+        "tx": d.get("tx", 0), "tx_bytes": d.get("tx_bytes", 0),
+        "rx": d.get("rx", 0), "rx_bytes": d.get("rx_bytes", 0),
+        "rxmsgs": d.get("rxmsgs", 0), "rxmsg_bytes": d.get("rxmsg_bytes", 0),
+        "brokers_up": sum(1 for b in d.get("brokers", {}).values() if b.get("state") == "UP"),
+        "consumer_lag": lag,
+    }
 
 
 cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -323,19 +360,27 @@ cdef class NativeConsumer:
     cdef bint _in_poll               # inside poll()'s wait loop (a signal handler may run there)
     cdef bytes _group_id             # group.id (or the private one of an assign-only consumer)
     cdef bint _close_requested       # close() from another thread waits for the running call (request_close)
+    cdef int64_t _session_timeout_ms     # for the close settle's bound (_settle_rebalance)
+    cdef object _stats_cb            # the user's stats_cb(json: str), or None
+    cdef object _stats               # summary of the last statistics (_stats_summary), or None
+    cdef int64_t _heartbeat_interval_ms
 
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
-                  long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms):
+                  long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms,
+                  stats_cb=None):
         cdef char errstr[512]
         cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
         cdef kc_fairness_t mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
         self._commit_callbacks = {}
+        self._stats_cb = stats_cb
         self._subscription = set()
         self._stale_parts = set()
         self.max_poll_interval_ms = max_poll_interval_ms
         self.default_api_timeout_ms = default_api_timeout_ms
         self.auto_commit = auto_commit
         self.has_group = bool(rdkafka.get("group.id"))
+        self._session_timeout_ms = int(rdkafka.get("session.timeout.ms", 45_000))
+        self._heartbeat_interval_ms = int(rdkafka.get("heartbeat.interval.ms", 3_000))
         self._cooperative_cfg = "cooperative" in str(rdkafka.get("partition.assignment.strategy", "")).lower()
         if not self.has_group:
             # librdkafka's assign() needs a group handle; a private id that is never joined
@@ -356,6 +401,8 @@ cdef class NativeConsumer:
                 raise ConfigError(f"librdkafka rejected {key!r}: {errstr.decode(errors='replace')}")
         self._group_id = str(rdkafka["group.id"]).encode()
         rd_kafka_conf_set_rebalance_cb(conf, _rebalance_cb)
+        rd_kafka_conf_set_log_cb(conf, kc_log_cb)
+        rd_kafka_conf_set_stats_cb(conf, _stats_cb)  # only called with statistics.interval.ms > 0
         rd_kafka_conf_set_opaque(conf, <void *>self)
         self.core = kc_consumer_new(conf, max_poll_records, mode, max_poll_interval_ms,
                                     errstr, sizeof(errstr))
@@ -372,6 +419,7 @@ cdef class NativeConsumer:
             kc_hb_free(self.core.heartbeat)  # no handle ever used it
             kc_consumer_free(self.core)
             self.core = NULL
+            drain_logs()
             raise ConfigError(errstr.decode(errors="replace"))
         self._handle = _Handle.__new__(_Handle)
         self._handle.rk = self.rk
@@ -382,6 +430,7 @@ cdef class NativeConsumer:
         # commit results wake the eventfd too, so an event loop waiting on it (kipconsumer.aio)
         # learns of them without polling
         rd_kafka_queue_io_event_enable(self.commit_q, self.core.wake_fd, &_COMMIT_EVENT, sizeof(_COMMIT_EVENT))
+        drain_logs()
 
     def __dealloc__(self):
         if self.rk != NULL and not self._closed:
@@ -760,6 +809,7 @@ cdef class NativeConsumer:
         self._check_open()
         self._check_not_in_callback("unsubscribe")
         cdef rd_kafka_resp_err_t err
+        cdef bint subscribed = bool(self._subscription)
         if self.auto_commit:
             self._store_positions(None)
         with nogil:
@@ -767,7 +817,10 @@ cdef class NativeConsumer:
         self._subscription = set()
         if err:
             self._raise(err, "unsubscribe")
-        self._serve_revoke_held()
+        if subscribed:
+            self._serve_revoke_held()
+        else:  # as in Java, unsubscribe() also clears partitions given to assign()
+            self.assign([])
 
     def assign(self, list tps):
         self._check_open()
@@ -842,6 +895,7 @@ cdef class NativeConsumer:
                 return records_take(self.out, 0, None)
             with nogil:
                 st = kc_consumer_poll(self.core, _slice(deadline), self.out, &n)
+            drain_logs()
             if again:
                 self.core.polls -= 1  # a slice that continues this poll() is not another poll
             again = True
@@ -1217,6 +1271,8 @@ cdef class NativeConsumer:
             kc_fb_purge(&self.core.fb, p)
             p.position = offset if offset >= 0 else KC_POSITION_UNKNOWN
             p.floor = KC_POSITION_UNKNOWN  # the application chose where to read from
+            if offset >= 0:
+                kc_consumer_seek_guard(p, offset)  # the seek wins over a fetch librdkafka started
         cdef int64_t seek_deadline = kc_now_ms() + tmo
         while True:
             with nogil:
@@ -1316,6 +1372,14 @@ cdef class NativeConsumer:
         self._check_open()
         self._serve_commit_callbacks(0)
 
+    cdef _on_stats(self, str doc):
+        try:
+            self._stats = _stats_summary(doc)
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.debug("librdkafka statistics not understood: %s", exc)
+        if self._stats_cb is not None:
+            self._stats_cb(doc)
+
     def metrics(self):
         cdef int64_t now = kc_now_ms()
         cdef int64_t hb = self.core.heartbeat.last_ok_ms if self.core != NULL else 0
@@ -1336,11 +1400,35 @@ cdef class NativeConsumer:
             "revoked_records_dropped": self.revoked_records_dropped,
             "refetched_records_dropped": self.core.dropped_refetched,
             "below_committed_records_dropped": self.core.dropped_below_committed,
+            "seek_superseded_records_dropped": self.core.dropped_before_seek,
+            "seek_retries": self.core.seek_retries,
             "max_poll_interval_ms": self.max_poll_interval_ms,
             "rebalance_barrier_polls": self.core.barrier_polls,
             "prefetched_records": rd_kafka_queue_length(self.core.fetchq) if self.core.fetchq != NULL else 0,
             "paused_partitions": sum(1 for i in range(self.core.fb.n) if self.core.fb.parts[i].paused),
+            "statistics": self._stats,
         }
+
+    def group_metadata(self):
+        """librdkafka's serialized consumer group metadata (group id, generation, member id, instance
+        id) for a transactional producer's send_offsets_to_transaction()."""
+        self._check_open()
+        if not self.has_group:
+            raise IllegalStateError("group_metadata() needs a consumer with a group.id")
+        cdef rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(self.rk)
+        cdef void *buf = NULL
+        cdef size_t size = 0
+        cdef rd_kafka_error_t *error
+        if md == NULL:
+            raise IllegalStateError("group_metadata(): librdkafka has no group metadata for this consumer")
+        error = rd_kafka_consumer_group_metadata_write(md, &buf, &size)
+        rd_kafka_consumer_group_metadata_destroy(md)
+        if error != NULL:
+            _raise_error(error, "group_metadata")
+        try:
+            return (<char *>buf)[:size]
+        finally:
+            rd_kafka_mem_free(self.rk, buf)
 
     def member_id(self):
         self._check_open()
@@ -1395,6 +1483,7 @@ cdef class NativeConsumer:
             self._closed = True
             self._closing = False
             self._destroy()
+            drain_logs()
         if not done:
             log.warning("close() did not complete within %.3f s (librdkafka was still committing or "
                         "leaving the group, e.g. waiting for an unreachable coordinator): the consumer is "
@@ -1405,18 +1494,28 @@ cdef class NativeConsumer:
         return done
 
     cdef _settle_rebalance(self, int64_t until):
-        """Cooperative close: lets a rebalance that is under way complete before the final revoke,
-        so that the listener's commit in on_partitions_revoked reaches a group that accepts it. A
-        broker that refuses commits while a group joins (the embedded broker refuses every commit
-        then; Kafka refuses them while the group completes a rebalance) otherwise refuses the
-        closing member's last commit whenever another member has just joined, and its partitions'
-        next owners process again what it did since its previous commit. Until `until`: while the
-        group is known to rebalance (kc_consumer_rebalance_pending), the rebalance events are
-        served (listeners run; no record is handed out); otherwise a probe re-commits offsets the
-        group already has (_probe_rebalance) and, if that is refused because the group
-        rebalances, waits again. Returns once the probe is accepted, there is nothing to probe,
-        or another error or the deadline stops it: close goes on regardless."""
+        """Cooperative close: lets a rebalance this member already takes part in complete before the
+        final revoke, so that the listener's commit in on_partitions_revoked reaches a group that
+        accepts it. A broker that refuses commits while a group joins (the embedded broker refuses
+        every commit then; Kafka refuses them while the group completes a rebalance) otherwise
+        refuses the closing member's last commit whenever another member has just joined, and its
+        partitions' next owners process again what it did since its previous commit.
+
+        Bounded so that it never makes close() take longer than librdkafka's own close would: a
+        member whose JoinGroup is pending cannot leave before the join round answers it (librdkafka
+        waits for it), so letting that round complete first costs nothing. A probe
+        (_probe_rebalance: re-commits offsets the group already has) tells whether the group
+        rebalances (again: with cooperative-sticky a second round follows the first); if librdkafka's
+        heartbeat has seen it too, this member is rejoining (_rejoining) and the round is waited
+        for. A member that has not started to rejoin waits for its heartbeat to notice only if the
+        round it then joins fits in what is left of the settle (session.timeout.ms + heartbeat.interval.ms: the embedded broker's round
+        takes about session.timeout.ms - 1 s; Kafka's ends when every member rejoined); otherwise it
+        leaves at once, as without the settle (with the defaults, waiting made close() take 41 s
+        instead of 0 s: the settle's 10 s, then the 45 s session's round librdkafka waited for).
+        Until `until` at the latest; no record is handed out meanwhile (listeners run). close goes
+        on regardless of how it ends."""
         cdef int64_t now
+        cdef bint waiting = False  # a round this member takes part in is being waited for
         cdef rd_kafka_message_t *m
         self.core.hold_records = 1
         try:
@@ -1425,6 +1524,12 @@ cdef class NativeConsumer:
                 if now >= until or not self.core.fb.n:
                     return
                 if kc_consumer_rebalance_pending(self.core):
+                    if (not waiting and not self._rejoining()
+                            and self._session_timeout_ms + self._heartbeat_interval_ms > until - now):
+                        log.debug("close(): the group rebalances, this member has not rejoined and the "
+                                  "round may outlast the settle: leaving without waiting for it")
+                        return
+                    waiting = True
                     if self._poll_core(<int>min(100, until - now)) == KC_POLL_EVENT:
                         # consumer errors are not raised from close(); without this, poll would
                         # return at once for as long as they are pending
@@ -1436,8 +1541,17 @@ cdef class NativeConsumer:
                             rd_kafka_message_destroy(m)
                 elif not self._probe_rebalance(until):
                     return
+                else:
+                    waiting = False
         finally:
             self.core.hold_records = 0
+
+    cdef bint _rejoining(self) noexcept:
+        """librdkafka's heartbeat has been answered REBALANCE_IN_PROGRESS since the last rebalance this
+        member served: it is rejoining the group (it does so by itself, without the application)."""
+        cdef kc_heartbeat_monitor_t *hb = self.core.heartbeat
+        cdef int64_t since = max(hb.last_ok_ms, self.core.last_rebalance_ms)
+        return hb.last_any_ms > since and hb.last_error == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS
 
     cdef bint _probe_rebalance(self, int64_t until) except -1:
         """Looks up the offsets the group has committed for the partitions this member holds and

@@ -19,6 +19,7 @@ cdef extern from "fetch_buffer.h" nogil:
         int64_t position
         int64_t stored
         int64_t floor
+        int64_t seek_target
         rd_kafka_queue_t *queue
     ctypedef struct kc_fetch_buffer_t:
         kc_partition_t **parts
@@ -72,6 +73,8 @@ cdef extern from "consumer_core.h" nogil:
         uint64_t dropped_foreign
         uint64_t dropped_refetched
         uint64_t dropped_below_committed
+        uint64_t dropped_before_seek
+        uint64_t seek_retries
         int64_t last_rebalance_ms
         int rebalance_barrier
         uint64_t barrier_polls
@@ -84,6 +87,7 @@ cdef extern from "consumer_core.h" nogil:
     int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk)
     void kc_consumer_free(kc_consumer_t *c)
     kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, int32_t partition)
+    void kc_consumer_seek_guard(kc_partition_t *p, int64_t offset)
     kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
                                       size_t *n_out)
     rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c)

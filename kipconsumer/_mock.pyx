@@ -24,11 +24,9 @@ from kipconsumer._rdk cimport (
     rd_kafka_mock_group_initial_rebalance_delay_ms,
 )
 
+from kipconsumer._logring cimport drain_logs, kc_log_cb
+
 from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError
-
-
-cdef void _silent_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf) noexcept nogil:
-    pass
 
 
 def error_table():
@@ -90,12 +88,12 @@ cdef class MockCluster:
 
         cdef char errstr[512]
         cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
-        for key, val in ((b"client.id", b"kipconsumer-mock-cluster"), (b"log_level", b"0")):
+        for key, val in ((b"client.id", b"kipconsumer-mock-cluster"),):
             if rd_kafka_conf_set(conf, key, val, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK:
                 rd_kafka_conf_destroy(conf)
                 raise KafkaError("mock cluster handle configuration failed: "
                                  + errstr.decode("utf-8", "replace"))
-        rd_kafka_conf_set_log_cb(conf, _silent_log)
+        rd_kafka_conf_set_log_cb(conf, kc_log_cb)  # to Python logging: drain_logs() in every call
 
         cdef rd_kafka_t *rk
         with nogil:
@@ -135,6 +133,7 @@ cdef class MockCluster:
                 rd_kafka_destroy(rk)
 
     cdef rd_kafka_mock_cluster_t *_mc(self) except NULL:
+        drain_logs()
         if self.mcluster == NULL:
             raise IllegalStateError("the mock cluster is destroyed")
         return self.mcluster
@@ -142,6 +141,7 @@ cdef class MockCluster:
     def destroy(self):
         """Stop every broker and free the cluster. Idempotent."""
         self._destroy()
+        drain_logs()
 
     @property
     def closed(self):

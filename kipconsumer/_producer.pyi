@@ -19,6 +19,7 @@ class ProducerCore:
     request_timeout_ms: int
     buffer_memory: int
     queue_limits: str
+    message_max_bytes: str
     def __init__(
         self,
         rdkafka: dict[str, str],
@@ -41,6 +42,13 @@ class ProducerCore:
         block_ms: int = -1,
     ) -> ProduceFuture: ...
     def partitions_for(self, topic: str) -> list[int]: ...
+    def txn(
+        self,
+        op: str,
+        timeout_s: float = -1.0,
+        offsets: list[tuple[str, int, int]] | None = None,
+        group_metadata: bytes | None = None,
+    ) -> None: ...
     def flush(self, timeout_s: float = -1.0) -> int:
         """Returns the number of records still pending (0: all completed); timeout_s < 0 or
         infinite: no bound. Raises what a signal handler raises (records stay pending)."""

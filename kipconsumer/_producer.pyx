@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from concurrent.futures import _base as _futures_base
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport malloc, free
@@ -27,11 +28,21 @@ from kipconsumer._rdk cimport (
     rd_kafka_conf_new, rd_kafka_conf_destroy, rd_kafka_conf_set, RD_KAFKA_CONF_OK,
     RD_KAFKA_CONF_UNKNOWN, rd_kafka_err2name, rd_kafka_err2str, rd_kafka_topic_new,
     rd_kafka_topic_destroy, rd_kafka_headers_new, rd_kafka_headers_destroy, rd_kafka_header_add,
-    RD_KAFKA_PARTITION_UA,
+    RD_KAFKA_PARTITION_UA, rd_kafka_conf_set_log_cb,
+    rd_kafka_error_t, rd_kafka_error_code, rd_kafka_error_string, rd_kafka_error_name,
+    rd_kafka_error_destroy, rd_kafka_error_is_fatal, rd_kafka_error_is_retriable,
+    rd_kafka_error_txn_requires_abort, rd_kafka_topic_partition_list_t,
+    rd_kafka_topic_partition_list_new, rd_kafka_topic_partition_list_add,
+    rd_kafka_topic_partition_list_destroy, rd_kafka_consumer_group_metadata_t,
+    rd_kafka_consumer_group_metadata_read, rd_kafka_consumer_group_metadata_destroy,
+    rd_kafka_init_transactions, rd_kafka_begin_transaction, rd_kafka_send_offsets_to_transaction,
+    rd_kafka_commit_transaction, rd_kafka_abort_transaction,
 )
+from kipconsumer._logring cimport drain_logs, kc_log_cb
 
 from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError,
-                                KafkaTimeoutError, SerializationError)
+                                KafkaTimeoutError, ProducerFencedError, SerializationError,
+                                TransactionAbortableError)
 from kipconsumer.structs import RecordMetadata
 
 
@@ -40,7 +51,6 @@ cdef extern from "Python.h":
     void PyObject_GC_Track(object op)
     void PyObject_GC_UnTrack(object op)
     int PyObject_GC_IsTracked(object op)
-    int PyErr_CheckSignals() except -1
 
 
 cdef inline void _gc_track(object o) noexcept:
@@ -127,6 +137,7 @@ cdef enum:
     ERR__TIMED_OUT = -185
     ERR__QUEUE_FULL = -184
     ERR__DESTROY = -197
+    ERR_MSG_SIZE_TOO_LARGE = 10
     ERR__TIMED_OUT_QUEUE = -166
     ERR_REQUEST_TIMED_OUT = 7
 
@@ -511,6 +522,7 @@ cdef class ProducerCore:
     cdef readonly int request_timeout_ms
     cdef readonly long long buffer_memory
     cdef readonly str queue_limits
+    cdef readonly str message_max_bytes
     cdef readonly object _key_serializer
     cdef readonly object _value_serializer
 
@@ -536,6 +548,7 @@ cdef class ProducerCore:
         self.delivery_timeout_ms = delivery_timeout_ms
         self.request_timeout_ms = request_timeout_ms
         self.buffer_memory = buffer_memory
+        self.message_max_bytes = str(rdkafka.get("message.max.bytes", "1000000"))
         self.queue_limits = (f"buffer.memory={buffer_memory} bytes, queue.buffering.max.messages="
                              f"{rdkafka.get('queue.buffering.max.messages', '100000')}")
         try:
@@ -548,7 +561,9 @@ cdef class ProducerCore:
         except BaseException:
             rd_kafka_conf_destroy(conf)
             raise
+        rd_kafka_conf_set_log_cb(conf, kc_log_cb)  # logs reach Python logging (kipconsumer._rdklog)
         self.p = kc_producer_new(conf, errstr, sizeof(errstr))
+        drain_logs()
         if self.p == NULL:
             rd_kafka_conf_destroy(conf)
             raise KafkaError(f"could not create the producer: {errstr.decode('utf-8', 'replace')}")
@@ -720,6 +735,7 @@ cdef class ProducerCore:
             key = _serialize(self._key_serializer, key, "key")
         if self._value_serializer is not None and value is not None:
             value = _serialize(self._value_serializer, value, "value")
+        drain_logs()
         # a serializer may have closed the producer (or another thread did meanwhile)
         self._enter("send()")
         try:
@@ -855,6 +871,13 @@ cdef class ProducerCore:
         if err == ERR__DESTROY:
             return IllegalStateError("send(): the producer was closed before the record was enqueued",
                                      code=name)
+        if err == ERR_MSG_SIZE_TOO_LARGE:  # refused by librdkafka itself, before any broker saw it
+            return KafkaError(
+                f"send() to topic {topic!r}: the record (key + value + headers) is larger than "
+                f"message.max.bytes={self.message_max_bytes}, the producer's client-side limit (config "
+                f"key 'message.max.bytes'); the record was not sent. Raise message.max.bytes (the broker's "
+                f"message.max.bytes and the topic's max.message.bytes must allow it too) or send smaller "
+                f"records", code=name)
         return KafkaError(f"send() to topic {topic!r} failed: {name}: {_errstr(err)}", code=name)
 
     # -- flush / close --------------------------------------------------------------------------
@@ -887,6 +910,7 @@ cdef class ProducerCore:
             return self._flush_until(deadline_us)
         finally:
             self._leave()
+            drain_logs()
 
     def close(self, double timeout_s=-1.0):
         """Flush up to timeout_s (< 0 or infinite: no bound), purge what is left, fail its
@@ -959,7 +983,85 @@ cdef class ProducerCore:
                 self._release()
         finally:
             self._closing_now = False
+        drain_logs()
         return purged
+
+    def txn(self, str op, double timeout_s=-1.0, list offsets=None, bytes group_metadata=None):
+        """One transactional call (op: "init", "begin", "send_offsets", "commit", "abort"), waiting at
+        most timeout_s seconds (< 0: max.block.ms) in slices that let signals out; a call that timed
+        out or was interrupted can be made again and resumes (librdkafka's rule). Raises the typed
+        error (see KafkaProducer.init_transactions)."""
+        cdef rd_kafka_error_t *error = NULL
+        cdef rd_kafka_topic_partition_list_t *lst = NULL
+        cdef rd_kafka_consumer_group_metadata_t *cgmd = NULL
+        cdef rd_kafka_t *rk
+        cdef int64_t deadline_us, left_us
+        cdef int slice_ms
+        cdef int which = _TXN_OPS.get(op, -1)
+        if which < 0:
+            raise ValueError(f"unknown transactional operation {op!r}")
+        if self._closed:
+            raise IllegalStateError(f"{op} transaction called after close()")
+        if kc_producer_on_dr_thread(self.p):
+            raise IllegalStateError(f"{op} transaction cannot be called from a send() callback")
+        if timeout_s < 0:
+            timeout_s = self.max_block_ms / 1000.0
+        deadline_us = kc_producer_now_us() + <int64_t>(min(timeout_s, 2147483.0) * 1e6)
+        if which == _TXN_SEND_OFFSETS:
+            lst = rd_kafka_topic_partition_list_new(max(1, len(offsets)))
+            try:
+                for topic, partition, offset in offsets:
+                    rd_kafka_topic_partition_list_add(lst, _c_topic(topic), partition).offset = offset
+            except BaseException:
+                rd_kafka_topic_partition_list_destroy(lst)
+                raise
+            if rd_kafka_consumer_group_metadata_read(&cgmd, PyBytes_AS_STRING(group_metadata),
+                                                     <size_t>PyBytes_GET_SIZE(group_metadata)) != NULL:
+                rd_kafka_topic_partition_list_destroy(lst)
+                raise ValueError("send_offsets_to_transaction(): group_metadata is not a consumer's "
+                                 "group metadata (use KafkaConsumer.group_metadata())")
+        rk = self.p.rk
+        try:
+            self._enter(f"{op} transaction")
+        except BaseException:
+            if lst != NULL:
+                rd_kafka_topic_partition_list_destroy(lst)
+            if cgmd != NULL:
+                rd_kafka_consumer_group_metadata_destroy(cgmd)
+            raise
+        try:
+            while True:
+                left_us = deadline_us - kc_producer_now_us()
+                slice_ms = <int>(min(max(left_us, 0), _TXN_SLICE_US) // 1000)
+                with nogil:
+                    if which == _TXN_INIT:
+                        error = rd_kafka_init_transactions(rk, slice_ms)
+                    elif which == _TXN_BEGIN:
+                        error = rd_kafka_begin_transaction(rk)
+                    elif which == _TXN_SEND_OFFSETS:
+                        error = rd_kafka_send_offsets_to_transaction(rk, lst, cgmd, slice_ms)
+                    elif which == _TXN_COMMIT:
+                        error = rd_kafka_commit_transaction(rk, slice_ms)
+                    else:
+                        error = rd_kafka_abort_transaction(rk, slice_ms)
+                if (error == NULL or which == _TXN_BEGIN
+                        or <int>rd_kafka_error_code(error) != ERR__TIMED_OUT
+                        or not rd_kafka_error_is_retriable(error)
+                        or kc_producer_now_us() >= deadline_us):
+                    break
+                rd_kafka_error_destroy(error)  # a slice ran out: call again, which resumes
+                error = NULL
+                PyErr_CheckSignals()
+                if self._closed:
+                    raise IllegalStateError(f"{op} transaction: the producer was closed meanwhile")
+        finally:
+            self._leave()
+            if lst != NULL:
+                rd_kafka_topic_partition_list_destroy(lst)
+            if cgmd != NULL:
+                rd_kafka_consumer_group_metadata_destroy(cgmd)
+        if error != NULL:
+            raise _txn_error(error, op, timeout_s)
 
     def __dealloc__(self):
         if self.p != NULL:
@@ -1013,6 +1115,49 @@ cdef void _unref_record(_FutureCore fut, kc_producer_rec_t *rec, rd_kafka_header
         rec.callback = NULL
     if hdrs != NULL:
         rd_kafka_headers_destroy(hdrs)
+
+
+cdef enum:
+    _TXN_INIT = 0
+    _TXN_BEGIN = 1
+    _TXN_SEND_OFFSETS = 2
+    _TXN_COMMIT = 3
+    _TXN_ABORT = 4
+    _TXN_SLICE_US = 100000  # a transactional wait re-checks signals this often
+
+_TXN_OPS = {"init": _TXN_INIT, "begin": _TXN_BEGIN, "send_offsets": _TXN_SEND_OFFSETS,
+            "commit": _TXN_COMMIT, "abort": _TXN_ABORT}
+_FENCED_NAMES = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
+
+
+cdef bytes _c_topic(object topic):
+    return c_string(topic, "offsets: topic")
+
+
+cdef object _txn_error(rd_kafka_error_t *error, str op, double timeout_s):
+    """The typed error for a failed transactional call; destroys `error`."""
+    cdef str name = rd_kafka_error_name(error).decode("utf-8", "replace")
+    cdef str msg = rd_kafka_error_string(error).decode("utf-8", "replace")
+    cdef bint fatal = rd_kafka_error_is_fatal(error)
+    cdef bint abortable = rd_kafka_error_txn_requires_abort(error)
+    cdef bint retriable = rd_kafka_error_is_retriable(error)
+    rd_kafka_error_destroy(error)
+    what = f"{op} transaction failed: {name}: {msg}"
+    if fatal:
+        if name in _FENCED_NAMES:
+            return ProducerFencedError(f"{what}. Another producer with the same transactional.id took over; "
+                                       f"this producer can only be closed.", code=name)
+        return KafkaError(f"{what}. The error is fatal: close this producer and create a new one.",
+                          code=name)
+    if abortable:
+        return TransactionAbortableError(f"{what}. Call abort_transaction(), then retry the transaction.",
+                                         code=name)
+    if name == "_TIMED_OUT" or retriable:
+        return KafkaTimeoutError(f"{what} (timeout {timeout_s:.3f} s). Call the same method again: it resumes.",
+                                 code=name)
+    if name == "_STATE":
+        return IllegalStateError(what, code=name)
+    return KafkaError(what, code=name)
 
 
 cdef object _serialize(object serializer, object obj, str what):

@@ -148,6 +148,9 @@ cdef extern from "rdk.h" nogil:
     void rd_kafka_conf_set_error_cb(
         rd_kafka_conf_t *conf,
         void (*error_cb)(rd_kafka_t *rk, int err, const char *reason, void *opaque))
+    void rd_kafka_conf_set_stats_cb(
+        rd_kafka_conf_t *conf,
+        int (*stats_cb)(rd_kafka_t *rk, char *json, size_t json_len, void *opaque))
     void rd_kafka_conf_set_log_cb(
         rd_kafka_conf_t *conf,
         void (*log_cb)(const rd_kafka_t *rk, int level, const char *fac, const char *buf))
@@ -367,3 +370,22 @@ cdef extern from "rdk.h" nogil:
     const rd_kafka_error_t *rd_kafka_group_result_error(const rd_kafka_group_result_t *groupres)
     const rd_kafka_topic_partition_list_t *rd_kafka_group_result_partitions(
         const rd_kafka_group_result_t *groupres)
+
+    # --- transactions (KIP-98, KIP-447) -------------------------------------------------------
+    rd_kafka_error_t *rd_kafka_init_transactions(rd_kafka_t *rk, int timeout_ms)
+    rd_kafka_error_t *rd_kafka_begin_transaction(rd_kafka_t *rk)
+    rd_kafka_error_t *rd_kafka_send_offsets_to_transaction(
+        rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *offsets,
+        const rd_kafka_consumer_group_metadata_t *cgmetadata, int timeout_ms)
+    rd_kafka_error_t *rd_kafka_commit_transaction(rd_kafka_t *rk, int timeout_ms)
+    rd_kafka_error_t *rd_kafka_abort_transaction(rd_kafka_t *rk, int timeout_ms)
+    int rd_kafka_error_is_fatal(const rd_kafka_error_t *error)
+    int rd_kafka_error_is_retriable(const rd_kafka_error_t *error)
+    int rd_kafka_error_txn_requires_abort(const rd_kafka_error_t *error)
+    const char *rd_kafka_error_name(const rd_kafka_error_t *error)
+    rd_kafka_consumer_group_metadata_t *rd_kafka_consumer_group_metadata(rd_kafka_t *rk)
+    void rd_kafka_consumer_group_metadata_destroy(rd_kafka_consumer_group_metadata_t *cgmd)
+    rd_kafka_error_t *rd_kafka_consumer_group_metadata_write(
+        const rd_kafka_consumer_group_metadata_t *cgmd, void **bufferp, size_t *sizep)
+    rd_kafka_error_t *rd_kafka_consumer_group_metadata_read(
+        rd_kafka_consumer_group_metadata_t **cgmdp, const void *buffer, size_t size)

@@ -131,6 +131,14 @@ cdef class ConsumerRecord:
                 f"offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
                 f"value_size={self.serialized_value_size})")
 
+    def __reduce__(self):
+        """Pickles (and copies) as plain data: a kipconsumer.structs.ConsumerRecordData with the same
+        attributes, holding no librdkafka memory."""
+        from kipconsumer.structs import ConsumerRecordData
+        return (ConsumerRecordData, (self.topic, self.partition, self.offset, self.key, self.value,
+                                     self.timestamp, self.timestamp_type, self.headers,
+                                     self.serialized_key_size, self.serialized_value_size))
+
 
 cdef inline ConsumerRecord _make_record(ConsumerRecords batch, Py_ssize_t i):
     cdef ConsumerRecord r = ConsumerRecord.__new__(ConsumerRecord)
@@ -168,6 +176,11 @@ cdef class ConsumerRecords:
 
     def __init__(self) -> None:
         raise TypeError("ConsumerRecords objects come from KafkaConsumer.poll()")
+
+    def __reduce__(self):
+        raise TypeError("ConsumerRecords cannot be pickled or copied: it holds librdkafka's messages "
+                        "(zero copy). Pickle list(records) (each ConsumerRecord pickles as plain data) "
+                        "or records.to_arrow() instead")
 
     def __dealloc__(self):
         cdef Py_ssize_t i

@@ -80,6 +80,9 @@ class ConsumerSettings:
     auto_commit_interval_ms: int
     default_api_timeout_ms: int
     rdkafka: dict[str, str]
+    #: ``stats_cb``: called with librdkafka's statistics JSON (``statistics.interval.ms``) on the
+    #: thread calling ``poll()``
+    stats_cb: Callable[[str], object] | None = None
 
     __repr__ = _settings_repr
 
@@ -747,6 +750,17 @@ def _kip848_rdkafka(res: _Resolved, rd: dict[str, str]) -> None:
         rd.pop(res.specs[key].rdkafka or key, None)
 
 
+def _take_stats_cb(conf: Mapping[str, object]) -> tuple[Mapping[str, object], Callable[[str], object] | None]:
+    """Splits ``stats_cb`` (a callable, as in confluent-kafka; None: unset) off ``conf``."""
+    if not isinstance(conf, Mapping) or "stats_cb" not in conf:
+        return conf, None
+    cb = conf["stats_cb"]
+    if cb is not None and not callable(cb):
+        raise ConfigError(f"config 'stats_cb' must be a callable taking the statistics JSON (str), called "
+                          f"every statistics.interval.ms; got {type(cb).__name__} {cb!r}")
+    return {k: v for k, v in conf.items() if k != "stats_cb"}, cb
+
+
 def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
     """Validate a consumer config dict and return its settings.
 
@@ -755,6 +769,7 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
     Logs a WARNING on ``kipconsumer.config`` when the KIP-62 compatibility rule raises
     ``max.poll.interval.ms`` to ``session.timeout.ms``.
     """
+    conf, stats_cb = _take_stats_cb(conf)
     res = _resolve(conf, CONSUMER_SPECS, "consumer", others=_others("consumer"), forced=CONSUMER_FORCED,
                    passthrough=True)
     _check_common(res)
@@ -786,6 +801,7 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         auto_commit_interval_ms=res.get_int("auto.commit.interval.ms"),
         default_api_timeout_ms=res.get_int("default.api.timeout.ms"),
         rdkafka=rd,
+        stats_cb=stats_cb,
     )
 
 

@@ -32,7 +32,7 @@ from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
 from kipconsumer.config import ConsumerSettings, consumer_settings
 from kipconsumer.errors import ConcurrentAccessError, IllegalStateError, InvalidTopicError
-from kipconsumer.structs import OffsetAndMetadata, TopicPartition
+from kipconsumer.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 # librdkafka's logical offsets
 OFFSET_BEGINNING = -2
@@ -58,6 +58,12 @@ def _check_topic(topic: str, arg: str, *, pattern_ok: bool = False) -> str:
     """Kafka's topic name rule (1..249 of [A-Za-z0-9._-], not '.' or '..'); with ``pattern_ok`` a
     name starting with '^' is a librdkafka subscription regex (any text without NUL)."""
     if pattern_ok and topic.startswith("^") and len(topic) > 1 and "\0" not in topic:
+        try:
+            re.compile(topic)
+        except re.error as exc:
+            raise InvalidTopicError(
+                f"{arg}: {topic!r} starts with '^', so it is a regular expression, and it is not a valid "
+                f"one ({exc}); escape regex characters, or name the topic without '^'") from None
         return topic
     if not _TOPIC_RE.fullmatch(topic) or topic in (".", ".."):
         raise InvalidTopicError(f"{arg}: invalid topic name {topic!r}: 1..249 characters of [A-Za-z0-9._-], "
@@ -79,6 +85,15 @@ def _tp_list(objs: Iterable[object], arg: str) -> list[TopicPartition]:
     if isinstance(objs, (str, bytes, TopicPartition)):
         raise TypeError(f"{arg} must be a list of TopicPartition, got {type(objs).__name__}")
     return [_as_tp(o, arg) for o in objs]
+
+
+def _unique_tp_list(objs: Iterable[object], arg: str) -> list[TopicPartition]:
+    tps = _tp_list(objs, arg)
+    if len(set(tps)) != len(tps):
+        seen: set[TopicPartition] = set()
+        dup = next(tp for tp in tps if tp in seen or seen.add(tp))  # type: ignore[func-returns-value]
+        raise ValueError(f"{arg}: {dup} is given more than once; name each partition once")
+    return tps
 
 
 def _as_offsets(offsets: Mapping[Any, Any]) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -156,6 +171,7 @@ class KafkaConsumer:
             s.max_poll_interval_ms,
             s.enable_auto_commit,
             s.default_api_timeout_ms,
+            s.stats_cb,
         )
         self._auto_offset_reset = s.rdkafka.get("auto.offset.reset", "latest")
         # The thread contract (_enter/_leave/close): which thread is in a call, how deep (callbacks
@@ -249,7 +265,7 @@ class KafkaConsumer:
     @_owned
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Manually assigns partitions (no group management); replaces any assignment."""
-        self._native.assign(_tp_list(partitions, "partitions"))
+        self._native.assign(_unique_tp_list(partitions, "partitions"))
 
     @_owned
     def assignment(self) -> set[TopicPartition]:
@@ -403,6 +419,13 @@ class KafkaConsumer:
         return result
 
     @_owned
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group metadata, for ``KafkaProducer.send_offsets_to_transaction()``: take
+        it right before sending offsets, so it carries the current generation (KIP-447)."""
+        serialized: bytes = self._native.group_metadata()
+        return ConsumerGroupMetadata(self._settings.group_id or "", serialized)
+
+    @_owned
     def member_id(self) -> str | None:
         """The group member id the coordinator gave this consumer, if joined."""
         result: str | None = self._native.member_id()
@@ -485,7 +508,9 @@ class KafkaConsumer:
 
     @property
     def closed(self) -> bool:
-        return bool(self._native.closed)
+        """True once closed (also for an object whose constructor failed)."""
+        native = getattr(self, "_native", None)
+        return True if native is None else bool(native.closed)
 
     def __enter__(self) -> KafkaConsumer:
         return self
@@ -494,7 +519,10 @@ class KafkaConsumer:
         self.close()
 
     def __repr__(self) -> str:
-        return f"KafkaConsumer(group_id={self._settings.group_id!r}, closed={self.closed})"
+        settings = getattr(self, "_settings", None)
+        if settings is None or getattr(self, "_native", None) is None:
+            return "KafkaConsumer(<constructor failed>)"
+        return f"KafkaConsumer(group_id={settings.group_id!r}, closed={self.closed})"
 
 
 __all__ = [

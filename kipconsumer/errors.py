@@ -73,6 +73,16 @@ class ConcurrentAccessError(IllegalStateError):
     once in the second thread; the first thread's call is not affected."""
 
 
+class ProducerFencedError(KafkaError):
+    """Fatal: another producer with the same ``transactional.id`` took over (it called
+    ``init_transactions()`` later). This producer can only be closed."""
+
+
+class TransactionAbortableError(KafkaError):
+    """The current transaction failed but the producer is usable: call ``abort_transaction()``,
+    then start the transaction again."""
+
+
 class SerializationError(KafkaError, TypeError):
     """A key, value or header cannot be encoded to bytes."""
 
@@ -88,4 +98,6 @@ __all__ = [
     "IllegalStateError",
     "ConcurrentAccessError",
     "SerializationError",
+    "ProducerFencedError",
+    "TransactionAbortableError",
 ]

@@ -30,7 +30,12 @@ from kipconsumer._producer import ProducerCore  # noqa: E402
 from kipconsumer._timeouts import timeout_seconds  # noqa: E402
 from kipconsumer.config import producer_settings  # noqa: E402
 from kipconsumer.errors import IllegalStateError, InvalidTopicError, KafkaTimeoutError  # noqa: E402
-from kipconsumer.structs import RecordMetadata  # noqa: E402
+from kipconsumer.structs import (  # noqa: E402
+    ConsumerGroupMetadata,
+    OffsetAndMetadata,
+    RecordMetadata,
+    TopicPartition,
+)
 
 __all__ = ["KafkaProducer", "DeliveryCallback", "Headers", "InvalidTopicError"]
 
@@ -148,6 +153,64 @@ class KafkaProducer:
         result: list[int] = self._core.partitions_for(topic)
         return result
 
+    # -- transactions (KIP-98 / KIP-447, as in the Java client) -----------------------------------
+    def _txn(self, op: str, timeout: float | None, offsets: list[tuple[str, int, int]] | None = None,
+             group_metadata: bytes | None = None) -> None:
+        if not self._settings.rdkafka.get("transactional.id"):
+            raise IllegalStateError(f"{op} transaction: the producer has no transactional.id configured")
+        seconds = timeout_seconds(timeout, self._settings.max_block_ms)
+        self._core.txn(op, -1.0 if math.isinf(seconds) else seconds, offsets, group_metadata)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Registers ``transactional.id`` with the coordinator, fencing older producers of that id
+        and completing or aborting their open transaction. Call once, before the first transaction.
+
+        Waits at most ``timeout`` seconds (None: ``max.block.ms``), then raises
+        ``KafkaTimeoutError``: call it again, it resumes. ``ProducerFencedError`` if a newer
+        producer of this id exists; ``IllegalStateError`` without ``transactional.id``."""
+        self._txn("init", timeout)
+
+    def begin_transaction(self) -> None:
+        """Starts a transaction: records sent until ``commit_transaction()`` / ``abort_transaction()``
+        belong to it. Raises ``IllegalStateError`` before ``init_transactions()`` or while one is open."""
+        self._txn("begin", None)
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+                                    group_metadata: ConsumerGroupMetadata,
+                                    timeout: float | None = None) -> None:
+        """Adds consumer offsets (the *next* offsets to read) to the transaction: they are committed
+        for the consumer's group if and only if the transaction commits (exactly-once
+        consume-transform-produce). ``group_metadata`` from ``KafkaConsumer.group_metadata()``: the
+        coordinator refuses offsets of a member whose generation is stale (KIP-447).
+
+        Raises ``TransactionAbortableError`` (abort, then retry the transaction), ``KafkaTimeoutError``
+        after ``timeout`` (None: ``max.block.ms``; call it again), ``ProducerFencedError``."""
+        if not isinstance(group_metadata, ConsumerGroupMetadata):
+            raise TypeError("group_metadata must come from KafkaConsumer.group_metadata(), not "
+                            f"{type(group_metadata).__name__}")
+        triples = []
+        for tp, om in offsets.items():
+            if not isinstance(tp, tuple) or len(tp) != 2:
+                raise TypeError(f"offsets keys must be TopicPartition, got {tp!r}")
+            off = om.offset if isinstance(om, OffsetAndMetadata) else om
+            if isinstance(off, bool) or not isinstance(off, int) or off < 0:
+                raise ValueError(f"offsets[{tp}]: the next offset to consume must be an int >= 0, got {om!r}")
+            triples.append((tp[0], int(tp[1]), off))
+        self._txn("send_offsets", timeout, triples, group_metadata.serialized)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flushes the transaction's records and commits it (records and offsets become visible to
+        ``read_committed`` consumers together). Errors as ``send_offsets_to_transaction``; on
+        ``TransactionAbortableError`` call ``abort_transaction()``."""
+        self._txn("commit", timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Aborts the open transaction: its records are never shown to ``read_committed``
+        consumers and its offsets are not committed. Records not yet sent fail their futures with a
+        ``KafkaError`` (code ``_PURGE_QUEUE``); every future resolves. ``KafkaTimeoutError`` after
+        ``timeout`` (None: ``max.block.ms``): call it again."""
+        self._txn("abort", timeout)
+
     # -- flush / close ---------------------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered now (ignoring ``linger.ms``) and wait until every record
@@ -193,7 +256,8 @@ class KafkaProducer:
     @property
     def closed(self) -> bool:
         """True once :meth:`close` was called."""
-        closed: bool = self._core.closed
+        core = getattr(self, "_core", None)  # None: the constructor failed
+        closed: bool = True if core is None else core.closed
         return closed
 
     def metrics(self) -> dict[str, Any]:
@@ -219,6 +283,8 @@ class KafkaProducer:
         self.close()
 
     def __repr__(self) -> str:
+        if getattr(self, "_core", None) is None or getattr(self, "_settings", None) is None:
+            return "<KafkaProducer (constructor failed)>"
         state = "closed" if self.closed else "open"
         servers = self._settings.rdkafka.get("bootstrap.servers")
         return f"<KafkaProducer {state} bootstrap.servers={servers!r}>"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 
@@ -30,4 +31,44 @@ class RecordMetadata(NamedTuple):
     serialized_value_size: int = -1
 
 
-__all__ = ["TopicPartition", "OffsetAndMetadata", "RecordMetadata"]
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group membership as a transactional producer needs it
+    (``KafkaProducer.send_offsets_to_transaction``): opaque, from ``KafkaConsumer.group_metadata()``.
+
+    ``group_id`` is for display; ``serialized`` is librdkafka's encoding of the group id, generation,
+    member id and group instance id at the time of the call (KIP-447: the coordinator fences a commit
+    from a member of an older generation)."""
+
+    group_id: str
+    serialized: bytes
+
+
+@dataclass(frozen=True)
+class ConsumerRecordData:
+    """A consumed record as plain data: what a pickled (or copied) ``ConsumerRecord`` becomes.
+
+    Same attributes and ``topic_partition()`` as ``ConsumerRecord``; holds no librdkafka memory.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    timestamp_type: int
+    headers: list[tuple[str, bytes | None]]
+    serialized_key_size: int
+    serialized_value_size: int
+
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    def __repr__(self) -> str:
+        return (f"ConsumerRecordData(topic={self.topic!r}, partition={self.partition}, "
+                f"offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"value_size={self.serialized_value_size})")
+
+
+__all__ = ["TopicPartition", "OffsetAndMetadata", "RecordMetadata", "ConsumerGroupMetadata",
+           "ConsumerRecordData"]

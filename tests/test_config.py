@@ -364,7 +364,7 @@ def test_reconnect_backoff_bounds_ordered() -> None:
         prod({"reconnect.backoff.ms": 20000})
 
 
-@pytest.mark.parametrize("key", ["rebalance_cb", "error_cb", "stats_cb", "opaque", "dr_msg_cb"])
+@pytest.mark.parametrize("key", ["rebalance_cb", "error_cb", "opaque", "dr_msg_cb"])
 def test_pointer_properties_are_refused(key: str) -> None:
     with pytest.raises(ConfigError, match=f"'{key}' is a librdkafka callback"):
         cons({key: "x"})

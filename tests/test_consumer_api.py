@@ -617,3 +617,20 @@ def test_headers_and_timestamps_round_trip(broker, topic_factory, unique_name):
     assert r3.value is None and r3.key == b"tombstone"
     assert before - 120_000 < r3.timestamp <= before + 1000   # producer's clock
     assert (r1.topic, r1.partition, r1.offset) == (topic, 0, 0)
+
+
+def test_unsubscribe_clears_a_manual_assignment_at_once(broker: EmbeddedBroker,
+                                                        topic_factory: Callable[..., str]) -> None:
+    """As in Java, unsubscribe() also clears partitions given to assign(); it used to wait
+    default.api.timeout.ms for a revoke that never comes for a manual assignment."""
+    topic = topic_factory(partitions=2)
+    c = make(broker, "g-unsub", default_api_timeout_ms=20000)
+    try:
+        c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        c.poll(0.2)
+        t0 = time.monotonic()
+        c.unsubscribe()
+        assert time.monotonic() - t0 < 2.0
+        assert c.assignment() == set()
+    finally:
+        c.close()

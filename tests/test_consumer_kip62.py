@@ -976,3 +976,62 @@ def test_cooperative_close_while_a_member_joins_completes_the_rebalance_and_comm
         t.join()
     assert not set(got_a) & set(got_c), sorted(set(got_a) & set(got_c))[:5]
     assert set(got_a) | set(got_c) == {(p, o) for p in range(4) for o in range(300)}
+
+
+def test_cooperative_close_during_a_join_it_has_not_rejoined_is_not_held_by_the_settle(
+    broker: EmbeddedBroker, topic_factory: Callable[..., str], unique_name: Callable[[str], str],
+    consumers: list[KafkaConsumer],
+) -> None:
+    """Default session.timeout.ms and heartbeat.interval.ms: a cooperative member closes while another
+    member's join has started and before its own heartbeat has seen it. confluent-kafka leaves at once
+    (0.0 s measured); the close settle used to wait for the rebalance, so the member's heartbeat saw it,
+    it rejoined, and librdkafka's close then waited for the embedded broker's join round (about the
+    45 s session): 41 s. The settle now waits only for a round that fits its budget or that the member
+    already takes part in."""
+    topic = topic_factory(4)
+    produce(broker.bootstrap_servers, topic, 4, 50)
+    group = unique_name("g-coop-close-defaults")
+    defaults = {"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 45_000,
+                "heartbeat.interval.ms": 3_000}
+    a = make_consumer(broker.bootstrap_servers, group, **defaults)
+    consumers.append(a)
+    a.subscribe([topic])
+    got: list[Key] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(got) < 200:
+        got += poll(a, 0.1)
+    assert len(got) == 200
+    a.commit_sync(timeout=10)
+    # right after one of a's heartbeats: the next is 3 s away
+    beats = a.metrics()["heartbeats"]
+    deadline = time.monotonic() + 10
+    while a.metrics()["heartbeats"] == beats:
+        assert time.monotonic() < deadline
+        poll(a, 0.05)
+    b = make_consumer(broker.bootstrap_servers, group, **defaults)
+    b.subscribe([topic])
+    stop = threading.Event()
+
+    def run_b() -> None:
+        while not stop.is_set():
+            b.poll(0.1)
+
+    t = threading.Thread(target=run_b)
+    t.start()
+    try:
+        deadline = time.monotonic() + 2.5
+        while True:  # until b's JoinGroup has started a round: a's commits are then refused
+            assert time.monotonic() < deadline, "b's join did not start in time"
+            poll(a, 0.05)
+            try:
+                a.commit_sync(timeout=0.3)
+            except (RebalanceInProgressError, KafkaTimeoutError):
+                break
+        t0 = time.monotonic()
+        a.close()
+        took = time.monotonic() - t0
+        assert took < 6.0, f"close() took {took:.1f} s"
+    finally:
+        stop.set()
+        t.join()
+        b.close(timeout=3)

