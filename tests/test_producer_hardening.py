@@ -293,6 +293,34 @@ def test_close_returns_while_a_send_stays_inside_and_the_last_call_releases() ->
     assert "OK" in out
 
 
+def test_close_is_bounded_while_another_thread_waits_in_a_transactional_call() -> None:
+    out = run_script("""
+        with EmbeddedBroker(1) as b:
+            p = KafkaProducer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": "tx-close",
+                               "max.block.ms": 30000})
+            b.set_down(1)  # init_transactions() cannot reach a coordinator
+            res = {}
+            def initer():
+                t0 = time.monotonic()
+                try:
+                    p.init_transactions(30)
+                except Exception as e:
+                    res["init"] = (e, time.monotonic() - t0)
+            th = threading.Thread(target=initer)
+            th.start()
+            time.sleep(0.5)
+            t0 = time.monotonic()
+            p.close(0.5)
+            took = time.monotonic() - t0
+            assert took < 2.0, f"close(0.5) took {took:.1f} s"
+            th.join(10)
+            assert not th.is_alive()
+            assert isinstance(res["init"][0], IllegalStateError), res
+            print("OK", round(took, 2), round(res["init"][1], 2))
+    """)
+    assert "OK" in out
+
+
 # -- signals ---------------------------------------------------------------------------------------
 SIGNAL_SETUP = """
 b = EmbeddedBroker(1)
