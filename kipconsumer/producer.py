@@ -159,7 +159,8 @@ class KafkaProducer:
         if not self._settings.rdkafka.get("transactional.id"):
             raise IllegalStateError(f"{op} transaction: the producer has no transactional.id configured")
         seconds = timeout_seconds(timeout, self._settings.max_block_ms)
-        self._core.txn(op, -1.0 if math.isinf(seconds) else seconds, offsets, group_metadata)
+        # math.inf stays unbounded (the core clamps it); the core reads a negative value as None
+        self._core.txn(op, seconds, offsets, group_metadata)
 
     def init_transactions(self, timeout: float | None = None) -> None:
         """Registers ``transactional.id`` with the coordinator, fencing older producers of that id

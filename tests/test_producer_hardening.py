@@ -25,7 +25,7 @@ from kipconsumer.producer import KafkaProducer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PRELUDE = """
-import os, signal, sys, threading, time
+import math, os, signal, sys, threading, time
 from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 from kipconsumer.producer import KafkaProducer
@@ -297,18 +297,19 @@ def test_close_is_bounded_while_another_thread_waits_in_a_transactional_call() -
     out = run_script("""
         with EmbeddedBroker(1) as b:
             p = KafkaProducer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": "tx-close",
-                               "max.block.ms": 30000})
+                               "max.block.ms": 500})
             b.set_down(1)  # init_transactions() cannot reach a coordinator
             res = {}
             def initer():
                 t0 = time.monotonic()
                 try:
-                    p.init_transactions(30)
+                    p.init_transactions(math.inf)  # unbounded, not max.block.ms
                 except Exception as e:
                     res["init"] = (e, time.monotonic() - t0)
             th = threading.Thread(target=initer)
             th.start()
-            time.sleep(0.5)
+            time.sleep(1.5)
+            assert "init" not in res, res  # still waiting after 3 x max.block.ms
             t0 = time.monotonic()
             p.close(0.5)
             took = time.monotonic() - t0
