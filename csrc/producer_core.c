@@ -185,6 +185,7 @@ rd_kafka_resp_err_t kc_producer_produce(kc_producer_t *p, rd_kafka_topic_t *rkt,
         p->head.prev = rec;
         p->st.in_flight++;
         p->st.sent++; /* taken back below if librdkafka refuses the record */
+        p->producing++; /* kc_producer_set_closing() waits for this enqueue */
         pthread_mutex_unlock(&p->lock);
 
         if (hdrs)
@@ -211,6 +212,7 @@ rd_kafka_resp_err_t kc_producer_produce(kc_producer_t *p, rd_kafka_topic_t *rkt,
                 p->st.sent--;
                 pthread_mutex_unlock(&p->lock);
         }
+        __atomic_sub_fetch(&p->producing, 1, __ATOMIC_RELEASE);
         return err;
 }
 
@@ -218,9 +220,9 @@ rd_kafka_resp_err_t kc_producer_produce_wait(kc_producer_t *p, rd_kafka_topic_t 
                                              int32_t partition, const void *value,
                                              size_t value_len, const void *key, size_t key_len,
                                              int64_t timestamp, rd_kafka_headers_t *hdrs,
-                                             kc_producer_rec_t *rec, int64_t deadline_us) {
+                                             kc_producer_rec_t *rec, int64_t deadline_us,
+                                             int *counted) {
         rd_kafka_resp_err_t err;
-        int counted = 0;
         for (;;) {
                 uint64_t seq;
                 pthread_mutex_lock(&p->lock);
@@ -231,9 +233,9 @@ rd_kafka_resp_err_t kc_producer_produce_wait(kc_producer_t *p, rd_kafka_topic_t 
                 if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
                         return err;
                 pthread_mutex_lock(&p->lock);
-                if (!counted) {
+                if (!*counted) {
                         p->st.buffer_waits++;
-                        counted = 1;
+                        *counted = 1;
                 }
                 /* Wait until a delivery batch frees space (re-check every 50 ms) or the deadline. */
                 while (!p->closing && p->space_seq == seq) {
@@ -250,12 +252,17 @@ rd_kafka_resp_err_t kc_producer_produce_wait(kc_producer_t *p, rd_kafka_topic_t 
                         return RD_KAFKA_RESP_ERR__DESTROY;
                 }
                 if (p->space_seq == seq && kc_producer_now_us() >= deadline_us) {
-                        p->st.buffer_timeouts++;
                         pthread_mutex_unlock(&p->lock);
                         return RD_KAFKA_RESP_ERR__QUEUE_FULL;
                 }
                 pthread_mutex_unlock(&p->lock);
         }
+}
+
+void kc_producer_note_buffer_timeout(kc_producer_t *p) {
+        pthread_mutex_lock(&p->lock);
+        p->st.buffer_timeouts++;
+        pthread_mutex_unlock(&p->lock);
 }
 
 rd_kafka_resp_err_t kc_producer_topic_metadata(kc_producer_t *p, rd_kafka_topic_t *rkt,
@@ -312,19 +319,31 @@ int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us) {
         return left;
 }
 
-int64_t kc_producer_flush(kc_producer_t *p, int timeout_ms) {
-        int64_t deadline = timeout_ms < 0 ? -1 : kc_producer_now_us() + (int64_t)timeout_ms * 1000;
-        /* rd_kafka_flush() also makes librdkafka send without waiting for linger.ms; with DR
-         * events enabled it only waits for the messages to be released by our thread. */
-        rd_kafka_flush(p->rk, timeout_ms < 0 ? -1 : timeout_ms);
-        return kc_producer_wait_idle(p, deadline);
+int64_t kc_producer_flush_until(kc_producer_t *p, int64_t until_us) {
+        int closing;
+        pthread_mutex_lock(&p->lock);
+        closing = p->closing;
+        pthread_mutex_unlock(&p->lock);
+        if (!closing) {
+                int64_t left_us = until_us - kc_producer_now_us();
+                /* rd_kafka_flush() makes librdkafka send without waiting for linger.ms (only while
+                 * it runs); with DR events enabled it only waits for the messages to be released
+                 * by our delivery thread. */
+                rd_kafka_flush(p->rk, left_us > 0 ? (int)((left_us + 999) / 1000) : 0);
+        }
+        return kc_producer_wait_idle(p, until_us);
 }
 
 void kc_producer_set_closing(kc_producer_t *p) {
+        struct timespec pause = {0, 100000};
         pthread_mutex_lock(&p->lock);
         p->closing = 1;
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->lock);
+        /* A record registered before closing was set may not be in librdkafka's queue yet; a
+         * purge now would miss it. rd_kafka_producev() does not block: this wait is short. */
+        while (__atomic_load_n(&p->producing, __ATOMIC_ACQUIRE) > 0)
+                nanosleep(&pause, NULL);
 }
 
 rd_kafka_resp_err_t kc_producer_purge(kc_producer_t *p) {

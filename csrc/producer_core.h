@@ -77,6 +77,7 @@ typedef struct kc_producer_s {
         uint64_t space_seq; /* bumped whenever buffer space is freed */
         volatile int stop;
         int closing;
+        int producing; /* kc_producer_produce() calls between registration and enqueue */
         kc_producer_batch_cb_t *on_batch;
         void *ctx;
         kc_producer_dr_t *items;
@@ -102,12 +103,17 @@ rd_kafka_resp_err_t kc_producer_produce(kc_producer_t *p, rd_kafka_topic_t *rkt,
 
 /* Like kc_producer_produce(), but waits for buffer space until deadline_us (kc_producer_now_us()
  * clock). Returns RD_KAFKA_RESP_ERR__QUEUE_FULL if the deadline passed and
- * RD_KAFKA_RESP_ERR__DESTROY if the producer started closing. Call without the GIL. */
+ * RD_KAFKA_RESP_ERR__DESTROY if the producer started closing. Call without the GIL. The caller
+ * waits in slices (deadline_us = end of one slice): *counted (0 on the first slice) makes one
+ * send() count as one buffer wait; kc_producer_note_buffer_timeout() counts the final give-up. */
 rd_kafka_resp_err_t kc_producer_produce_wait(kc_producer_t *p, rd_kafka_topic_t *rkt,
                                              int32_t partition, const void *value,
                                              size_t value_len, const void *key, size_t key_len,
                                              int64_t timestamp, rd_kafka_headers_t *hdrs,
-                                             kc_producer_rec_t *rec, int64_t deadline_us);
+                                             kc_producer_rec_t *rec, int64_t deadline_us,
+                                             int *counted);
+
+void kc_producer_note_buffer_timeout(kc_producer_t *p);
 
 /* Metadata of one topic, bounded by timeout_ms. Returns the top-level or the topic's error.
  * On success *cntp is the partition count and *idsp (malloc'd, free() it) the partition ids. */
@@ -118,10 +124,12 @@ rd_kafka_resp_err_t kc_producer_topic_metadata(kc_producer_t *p, rd_kafka_topic_
  * still in flight. Call without the GIL. */
 int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us);
 
-/* rd_kafka_flush() bounded by timeout_ms, then kc_producer_wait_idle(). Call without the GIL. */
-int64_t kc_producer_flush(kc_producer_t *p, int timeout_ms);
+/* One slice of a flush: rd_kafka_flush() (unless closing) and kc_producer_wait_idle(), both
+ * bounded by until_us. Returns the number still in flight. Call without the GIL. */
+int64_t kc_producer_flush_until(kc_producer_t *p, int64_t until_us);
 
-/* Marks the producer closing and wakes every waiter. */
+/* Marks the producer closing and wakes every waiter; returns once no kc_producer_produce() is
+ * between registering a record and handing it to librdkafka (so a purge sees every record). */
 void kc_producer_set_closing(kc_producer_t *p);
 
 /* rd_kafka_purge(QUEUE | INFLIGHT). */

@@ -19,6 +19,7 @@ from libc.string cimport memcpy, strcmp
 from posix.unistd cimport usleep
 
 from kipconsumer._core cimport *
+from kipconsumer._cstr cimport c_string
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._rdk cimport *
 from kipconsumer._records cimport ConsumerRecords, records_take
@@ -97,8 +98,12 @@ cdef list _tp_list(rd_kafka_topic_partition_list_t *parts):
 cdef rd_kafka_topic_partition_list_t *_c_list(object tps) except NULL:
     """TopicPartitions -> a new librdkafka list (caller destroys)."""
     cdef rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new(max(1, len(tps)))
-    for tp in tps:
-        rd_kafka_topic_partition_list_add(lst, tp.topic.encode(), tp.partition)
+    try:
+        for tp in tps:
+            rd_kafka_topic_partition_list_add(lst, c_string(tp.topic, "topic"), tp.partition)
+    except BaseException:
+        rd_kafka_topic_partition_list_destroy(lst)
+        raise
     return lst
 
 
@@ -385,8 +390,13 @@ cdef class NativeConsumer:
             rdkafka["enable.auto.commit"] = "false"
             self.auto_commit = False
         for key, value in rdkafka.items():
-            if rd_kafka_conf_set(conf, key.encode(), str(value).encode(), errstr,
-                                 sizeof(errstr)) != RD_KAFKA_CONF_OK:
+            try:
+                bkey = c_string(key, "configuration key", ConfigError)
+                bvalue = c_string(str(value), f"configuration {key!r}: the value", ConfigError, False)
+            except BaseException:
+                rd_kafka_conf_destroy(conf)
+                raise
+            if rd_kafka_conf_set(conf, bkey, bvalue, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK:
                 rd_kafka_conf_destroy(conf)
                 raise ConfigError(f"librdkafka rejected {key!r}: {errstr.decode(errors='replace')}")
         self._group_id = str(rdkafka["group.id"]).encode()
@@ -726,8 +736,12 @@ cdef class NativeConsumer:
     cdef _rdk_subscribe(self, list topics, str what):
         cdef rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new(len(topics))
         cdef rd_kafka_resp_err_t err
-        for t in topics:
-            rd_kafka_topic_partition_list_add(lst, t.encode(), RD_KAFKA_PARTITION_UA)
+        try:
+            for t in topics:
+                rd_kafka_topic_partition_list_add(lst, c_string(t, "topic"), RD_KAFKA_PARTITION_UA)
+        except BaseException:
+            rd_kafka_topic_partition_list_destroy(lst)
+            raise
         err = rd_kafka_subscribe(self.rk, lst)
         rd_kafka_topic_partition_list_destroy(lst)
         if err:
@@ -826,7 +840,7 @@ cdef class NativeConsumer:
         # Java semantics: assign() replaces the assignment.
         current = set(self.assignment())
         for tp in current - set(tps):
-            kc_fb_remove(&self.core.fb, tp.topic.encode(), tp.partition)
+            kc_fb_remove(&self.core.fb, c_string(tp.topic, "topic"), tp.partition)
         for i in range(lst.cnt):
             lst.elems[i].offset = RD_KAFKA_OFFSET_STORED
         try:
@@ -993,7 +1007,7 @@ cdef class NativeConsumer:
         cdef rd_kafka_topic_partition_t *e
         cdef bytes md
         for tp, om in offsets.items():
-            e = rd_kafka_topic_partition_list_add(lst, tp.topic.encode(), tp.partition)
+            e = rd_kafka_topic_partition_list_add(lst, c_string(tp.topic, "topic"), tp.partition)
             e.offset = om.offset
             if om.metadata:
                 md = om.metadata.encode()
@@ -1237,7 +1251,7 @@ cdef class NativeConsumer:
         self._check_open()
         cdef int64_t low = 0, high = 0
         cdef rd_kafka_resp_err_t err
-        cdef bytes t = topic.encode()
+        cdef bytes t = c_string(topic, "topic")
         cdef const char *ct = t
         cdef int tmo = _ms(timeout)
         with nogil:
@@ -1247,7 +1261,7 @@ cdef class NativeConsumer:
         return low, high
 
     cdef kc_partition_t *_assigned(self, tp) except NULL:
-        cdef kc_partition_t *p = kc_fb_find(&self.core.fb, tp.topic.encode(), tp.partition)
+        cdef kc_partition_t *p = kc_fb_find(&self.core.fb, c_string(tp.topic, "topic"), tp.partition)
         if p == NULL:
             raise IllegalStateError(f"No current assignment for partition {tp.topic}-{tp.partition}")
         return p

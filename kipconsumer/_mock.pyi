@@ -1,5 +1,8 @@
 """Type stub of the compiled kipconsumer._mock (librdkafka's mock cluster)."""
 
+MAX_BROKERS: int
+MAX_PARTITIONS: int
+
 def error_table() -> list[tuple[int, str, str]]:
     """Every error code of the loaded librdkafka: ``(code, name, description)``."""
     ...

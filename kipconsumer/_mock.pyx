@@ -11,6 +11,7 @@ turns librdkafka error codes into ``KafkaError``.
 from libc.stdint cimport int16_t, int32_t
 from libc.stdlib cimport malloc, free
 
+from kipconsumer._cstr cimport c_string
 from kipconsumer._rdk cimport (
     rd_kafka_t, rd_kafka_conf_t, rd_kafka_mock_cluster_t, rd_kafka_resp_err_t, rd_kafka_err_desc,
     RD_KAFKA_PRODUCER, RD_KAFKA_CONF_OK, RD_KAFKA_RESP_ERR_NO_ERROR,
@@ -54,13 +55,13 @@ cdef _raise_err(rd_kafka_resp_err_t err, str what):
     raise KafkaError(f"{what}: {name} ({text})", code=name)
 
 
+# Limits of librdkafka's mock (re-exported and documented by kipconsumer.broker).
+MAX_BROKERS = 1000
+MAX_PARTITIONS = 100_000
+
+
 cdef bytes _cstr(object value, str argname):
-    if not isinstance(value, str):
-        raise ConfigError(f"{argname}: expected str, got {type(value).__name__} {value!r}")
-    b = (<str>value).encode("utf-8")
-    if b"\x00" in b:
-        raise ConfigError(f"{argname}: must not contain NUL characters: {value!r}")
-    return b
+    return c_string(value, argname, ConfigError)
 
 
 cdef class MockCluster:
@@ -77,8 +78,9 @@ cdef class MockCluster:
     def __cinit__(self, int num_brokers=3, int initial_rebalance_delay_ms=0):
         self.rk = NULL
         self.mcluster = NULL
-        if num_brokers < 1:
-            raise ConfigError(f"num_brokers: must be >= 1, got {num_brokers}")
+        if num_brokers < 1 or num_brokers > MAX_BROKERS:
+            # more brokers than free file descriptors makes the mock abort the process
+            raise ConfigError(f"num_brokers: must be in 1..{MAX_BROKERS}, got {num_brokers}")
         if initial_rebalance_delay_ms < 0:
             raise ConfigError(
                 f"initial_rebalance_delay_ms: must be >= 0, got {initial_rebalance_delay_ms}")
@@ -165,8 +167,9 @@ cdef class MockCluster:
     def topic_create(self, topic, int partitions, int replication_factor):
         """Create ``topic``; raises ``KafkaError`` (code ``TOPIC_ALREADY_EXISTS``) if it exists."""
         cdef bytes t = _cstr(topic, "topic")
-        if partitions < 1:
-            raise ConfigError(f"partitions: must be >= 1, got {partitions}")
+        if partitions < 1 or partitions > MAX_PARTITIONS:
+            # the mock allocates every partition at once and aborts when that fails
+            raise ConfigError(f"partitions: must be in 1..{MAX_PARTITIONS}, got {partitions}")
         if replication_factor < 1:
             raise ConfigError(f"replication_factor: must be >= 1, got {replication_factor}")
         cdef rd_kafka_mock_cluster_t *mc = self._mc()

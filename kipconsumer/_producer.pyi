@@ -50,10 +50,13 @@ class ProducerCore:
         group_metadata: bytes | None = None,
     ) -> None: ...
     def flush(self, timeout_s: float = -1.0) -> int:
-        """Returns the number of records still pending (0: all completed)."""
+        """Returns the number of records still pending (0: all completed); timeout_s < 0 or
+        infinite: no bound. Raises what a signal handler raises (records stay pending)."""
         ...
     def close(self, timeout_s: float = -1.0) -> int:
-        """Returns the number of records that had to be purged."""
+        """Returns the number of records that had to be purged; timeout_s < 0 or infinite: no
+        bound. Raises IllegalStateError from a send() callback or from inside close() on the
+        same thread."""
         ...
     @property
     def closed(self) -> bool: ...

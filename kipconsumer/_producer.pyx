@@ -22,6 +22,7 @@ from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 
+from kipconsumer._cstr cimport c_string
 from kipconsumer._rdk cimport (
     rd_kafka_t, rd_kafka_conf_t, rd_kafka_topic_t, rd_kafka_headers_t, rd_kafka_resp_err_t,
     rd_kafka_conf_new, rd_kafka_conf_destroy, rd_kafka_conf_set, RD_KAFKA_CONF_OK,
@@ -108,11 +109,13 @@ cdef extern from "producer_core.h" nogil:
                                                  size_t value_len, const void *key,
                                                  size_t key_len, int64_t timestamp,
                                                  rd_kafka_headers_t *hdrs,
-                                                 kc_producer_rec_t *rec, int64_t deadline_us)
+                                                 kc_producer_rec_t *rec, int64_t deadline_us,
+                                                 int *counted)
+    void kc_producer_note_buffer_timeout(kc_producer_t *p)
+    int64_t kc_producer_flush_until(kc_producer_t *p, int64_t until_us)
     rd_kafka_resp_err_t kc_producer_topic_metadata(kc_producer_t *p, rd_kafka_topic_t *rkt,
                                                    int timeout_ms, int *cntp, int32_t **idsp)
     int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us)
-    int64_t kc_producer_flush(kc_producer_t *p, int timeout_ms)
     void kc_producer_set_closing(kc_producer_t *p)
     rd_kafka_resp_err_t kc_producer_purge(kc_producer_t *p)
     void kc_producer_stop_thread(kc_producer_t *p)
@@ -137,6 +140,16 @@ cdef enum:
     ERR_MSG_SIZE_TOO_LARGE = 10
     ERR__TIMED_OUT_QUEUE = -166
     ERR_REQUEST_TIMED_OUT = 7
+
+# Blocking calls wait in slices of at most this long, then take the GIL to run signal handlers
+# (PyErr_CheckSignals) and to see close(): the bound on how late a KeyboardInterrupt surfaces.
+cdef enum:
+    _SLICE_US = 50000
+    # close(): how long it waits for other threads' calls to leave before it defers the final
+    # release of the handle to the last of them
+    _CLOSE_GRACE_US = 300000
+    # close(): bound on the wait for the delivery reports of purged records
+    _PURGE_WAIT_US = 5000000
 
 _log = logging.getLogger("kipconsumer.producer")
 _tuple_new = tuple.__new__
@@ -486,13 +499,23 @@ cdef class _Topic:
 
 
 cdef class ProducerCore:
-    """librdkafka producer handle with native delivery handling. Use ``KafkaProducer``."""
+    """librdkafka producer handle with native delivery handling. Use ``KafkaProducer``.
+
+    Thread safety: every method may be called from any thread. Calls that use the handle count
+    themselves in ``_active`` (under the GIL, after the check that the producer is open), so
+    ``close()`` never frees the handle under another call: it waits a short grace for them and
+    otherwise leaves the final release to the last one to leave. Blocking waits run without the GIL
+    in slices of at most 50 ms, then check signals (``KeyboardInterrupt``) and ``close()``.
+    """
 
     cdef kc_producer_t *p
     cdef _BatchCtx *ctx
     cdef dict _topics
     cdef _Topic _last_topic  # send()'s one-entry cache: the topic of the previous send()
     cdef bint _closed
+    cdef bint _closing_now      # a close() is running
+    cdef unsigned long _closing_thread  # ... on this thread (threading.get_ident())
+    cdef bint _release_pending  # closed; the last call to leave frees the handle
     cdef int _active
     cdef readonly int max_block_ms
     cdef readonly int delivery_timeout_ms
@@ -507,6 +530,8 @@ cdef class ProducerCore:
         self.p = NULL
         self.ctx = NULL
         self._closed = True
+        self._closing_now = False
+        self._release_pending = False
         self._active = 0
 
     def __init__(self, dict rdkafka, int max_block_ms, int delivery_timeout_ms,
@@ -526,13 +551,16 @@ cdef class ProducerCore:
         self.message_max_bytes = str(rdkafka.get("message.max.bytes", "1000000"))
         self.queue_limits = (f"buffer.memory={buffer_memory} bytes, queue.buffering.max.messages="
                              f"{rdkafka.get('queue.buffering.max.messages', '100000')}")
-        for k, v in rdkafka.items():
-            bk = str(k).encode()
-            bv = str(v).encode()
-            if rd_kafka_conf_set(conf, bk, bv, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK:
-                rd_kafka_conf_destroy(conf)
-                raise ConfigError(f"invalid producer configuration {k}={v!r}: "
-                                  f"{errstr.decode('utf-8', 'replace')}")
+        try:
+            for k, v in rdkafka.items():
+                bk = c_string(str(k), "configuration key", ConfigError)
+                bv = c_string(str(v), f"configuration {k!r}: the value", ConfigError, False)
+                if rd_kafka_conf_set(conf, bk, bv, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK:
+                    raise ConfigError(f"invalid producer configuration {k!r}: "
+                                      f"{errstr.decode('utf-8', 'replace')}")
+        except BaseException:
+            rd_kafka_conf_destroy(conf)
+            raise
         rd_kafka_conf_set_log_cb(conf, kc_log_cb)  # logs reach Python logging (kipconsumer._rdklog)
         self.p = kc_producer_new(conf, errstr, sizeof(errstr))
         drain_logs()
@@ -550,56 +578,114 @@ cdef class ProducerCore:
             raise KafkaError(f"could not start the delivery thread (errno {r})")
         self._closed = False
 
+    # -- the calls' lifecycle (all under the GIL) -----------------------------------------------
+    cdef inline int _enter(self, str who) except -1:
+        """Counts a call that uses the handle; raises IllegalStateError once close() began."""
+        if self._closed:
+            raise IllegalStateError(f"{who} called after close()")
+        self._active += 1
+        return 0
+
+    cdef inline void _leave(self) noexcept:
+        self._active -= 1
+        if self._active == 0 and self._release_pending:
+            self._release()
+
+    cdef void _release(self) noexcept:
+        """Frees the topics, the handle and the batch context (after close() did its work)."""
+        cdef kc_producer_t *p = self.p
+        self._release_pending = False
+        self._last_topic = None
+        if p == NULL:
+            return
+        self.p = NULL
+        for t in self._topics.values():
+            rd_kafka_topic_destroy((<_Topic>t).rkt)
+        self._topics.clear()
+        with nogil:
+            kc_producer_destroy(p)
+        free(self.ctx)
+        self.ctx = NULL
+
+    cdef int _check_signals(self) except -1:
+        """Runs pending signal handlers (KeyboardInterrupt is raised here, in the main thread)."""
+        return PyErr_CheckSignals()
+
     # -- metadata -------------------------------------------------------------------------------
+    cdef int _metadata_wait(self, rd_kafka_topic_t *rkt, int64_t deadline_us, str who, bint fatal,
+                            int *cntp, int32_t **idsp) except? -1:
+        """Asks for ``rkt``'s metadata until it answers or ``deadline_us``; returns librdkafka's
+        error (0: *cntp / *idsp filled). Each attempt waits at most its slice (100 ms, doubled
+        after an attempt that timed out waiting for a response, so a slow broker is still heard);
+        between attempts close() (IllegalStateError) and signals are checked. ``fatal``: errors
+        that waiting cannot fix return at once."""
+        cdef int err = 0
+        cdef int64_t now
+        cdef int attempt_ms, slice_ms = 100, remaining_ms
+        while True:
+            now = kc_producer_now_us()
+            remaining_ms = <int>((deadline_us - now) // 1000)
+            attempt_ms = slice_ms if slice_ms < remaining_ms else remaining_ms
+            if attempt_ms < 1:
+                attempt_ms = 1
+            with nogil:
+                err = kc_producer_topic_metadata(self.p, rkt, attempt_ms, cntp, idsp)
+            if err == 0:
+                return 0
+            if self._closed:
+                raise IllegalStateError(f"{who}: the producer was closed while it waited for "
+                                        f"metadata")
+            self._check_signals()
+            if fatal and _errname(err) in _FATAL_METADATA_ERRORS:
+                return err
+            if err == ERR__TIMED_OUT:
+                slice_ms = slice_ms * 2 if slice_ms < 1000000 else slice_ms
+            now = kc_producer_now_us()
+            if now >= deadline_us:
+                return err
+            if err != ERR__TIMED_OUT:
+                # the attempt failed at once (no broker, unknown topic yet): pause before retrying
+                remaining_ms = <int>((deadline_us - now) // 1000)
+                with nogil:
+                    usleep(1000 * (50 if remaining_ms > 50 else (remaining_ms if remaining_ms > 0 else 1)))
+                if self._closed:
+                    raise IllegalStateError(f"{who}: the producer was closed while it waited for "
+                                            f"metadata")
+                self._check_signals()
+
     cdef _Topic _await_topic(self, str topic, int64_t deadline_us, str who):
-        """Metadata of ``topic``, waiting until deadline_us; cached once known."""
+        """Metadata of ``topic``, waiting until deadline_us; cached once known. The caller is
+        counted in ``_active``."""
         cdef _Topic t = self._topics.get(topic)
         cdef bytes btopic
         cdef rd_kafka_topic_t *rkt
-        cdef rd_kafka_resp_err_t err = <rd_kafka_resp_err_t>0
-        cdef int cnt = 0, i, remaining_ms
+        cdef int err = 0
+        cdef int cnt = 0, i
         cdef int32_t *ids = NULL
         cdef int64_t start = kc_producer_now_us(), now
-        cdef int attempts = 0
         if t is not None:
             return t
         _check_topic_name(topic, who)
-        btopic = topic.encode()
+        btopic = c_string(topic, f"{who}: topic", InvalidTopicError)
         rkt = rd_kafka_topic_new(self.p.rk, btopic, NULL)
         if rkt == NULL:
             raise KafkaError(f"invalid topic {topic!r}", code="_INVALID_ARG")
-        self._active += 1
         try:
-            while True:
-                now = kc_producer_now_us()
-                remaining_ms = <int>((deadline_us - now) // 1000)
-                attempts += 1
-                with nogil:
-                    err = kc_producer_topic_metadata(self.p, rkt, remaining_ms if remaining_ms > 1 else 1,
-                                                     &cnt, &ids)
-                if err == 0:
-                    break
-                if self._closed:
-                    raise IllegalStateError(f"producer closed while {who} waited for metadata")
+            err = self._metadata_wait(rkt, deadline_us, who, True, &cnt, &ids)
+            if err != 0:
                 name = _errname(err)
                 if name in _FATAL_METADATA_ERRORS:
-                    raise KafkaError(f"{who}: metadata of topic {topic!r} failed: {name}: {_errstr(err)}",
-                                     code=name)
+                    raise KafkaError(f"{who}: metadata of topic {topic!r} failed: {name}: "
+                                     f"{_errstr(err)}", code=name)
                 now = kc_producer_now_us()
-                if now >= deadline_us:
-                    raise KafkaTimeoutError(
-                        f"{who} waited {(now - start) // 1000} ms for metadata of topic {topic!r}: "
-                        f"topic {topic!r} not present in metadata after max.block.ms="
-                        f"{self.max_block_ms} ms (last error: {name}: {_errstr(err)})",
-                        code="_TIMED_OUT")
-                remaining_ms = <int>((deadline_us - now) // 1000)
-                with nogil:
-                    usleep(1000 * (100 if remaining_ms > 100 else (remaining_ms if remaining_ms > 0 else 1)))
+                raise KafkaTimeoutError(
+                    f"{who} waited {(now - start) // 1000} ms for metadata of topic {topic!r}: "
+                    f"topic {topic!r} not present in metadata after max.block.ms="
+                    f"{self.max_block_ms} ms (last error: {name}: {_errstr(err)})",
+                    code="_TIMED_OUT")
         except BaseException:
             rd_kafka_topic_destroy(rkt)
             raise
-        finally:
-            self._active -= 1
         t = _Topic()
         t.rkt = rkt
         t.partition_count = cnt
@@ -612,32 +698,29 @@ cdef class ProducerCore:
         self._topics[topic] = t
         return t
 
-    cdef void _refresh_partitions(self, _Topic t, str topic):
+    cdef int _refresh_partitions(self, _Topic t, str topic) except -1:
         cdef int cnt = 0, i
         cdef int32_t *ids = NULL
         cdef int err
         cdef int timeout_ms = self.max_block_ms if self.max_block_ms < 5000 else 5000
-        self._active += 1
-        try:
-            with nogil:
-                err = kc_producer_topic_metadata(self.p, t.rkt, timeout_ms, &cnt, &ids)
-        finally:
-            self._active -= 1
+        err = self._metadata_wait(t.rkt, kc_producer_now_us() + <int64_t>timeout_ms * 1000,
+                                  "send()", False, &cnt, &ids)
         if err == 0 and cnt > t.partition_count:
             t.partition_count = cnt
             t.partitions = sorted(ids[i] for i in range(cnt))
         free(ids)
+        return 0
 
     def partitions_for(self, str topic):
         """Partition ids of ``topic``, waiting at most max.block.ms for its metadata."""
-        self._check_open("partitions_for()")
-        cdef _Topic t = self._await_topic(
-            topic, kc_producer_now_us() + <int64_t>self.max_block_ms * 1000, "partitions_for()")
-        return list(t.partitions)
-
-    cdef inline _check_open(self, str who):
-        if self._closed:
-            raise IllegalStateError(f"{who} called after close()")
+        cdef _Topic t
+        self._enter("partitions_for()")
+        try:
+            t = self._await_topic(
+                topic, kc_producer_now_us() + <int64_t>self.max_block_ms * 1000, "partitions_for()")
+            return list(t.partitions)
+        finally:
+            self._leave()
 
     # -- send -----------------------------------------------------------------------------------
     def send(self, topic, value=None, key=None, partition=None, headers=None, timestamp=None,
@@ -646,6 +729,21 @@ cdef class ProducerCore:
 
         ``block_ms`` >= 0 replaces max.block.ms for this call (0: never wait; kipconsumer.aio waits
         without blocking its event loop instead)."""
+        if self._closed:
+            raise IllegalStateError("send() called after close()")
+        if self._key_serializer is not None and key is not None:
+            key = _serialize(self._key_serializer, key, "key")
+        if self._value_serializer is not None and value is not None:
+            value = _serialize(self._value_serializer, value, "value")
+        drain_logs()
+        # a serializer may have closed the producer (or another thread did meanwhile)
+        self._enter("send()")
+        try:
+            return self._send(topic, value, key, partition, headers, timestamp, callback, block_ms)
+        finally:
+            self._leave()
+
+    cdef object _send(self, topic, value, key, partition, headers, timestamp, callback, int block_ms):
         cdef _Topic t
         cdef int64_t deadline_us = 0, start_us = 0, ts = 0
         cdef const char *vptr = NULL
@@ -658,13 +756,6 @@ cdef class ProducerCore:
         cdef int err
         cdef long long pnum
         cdef int64_t max_block_us = <int64_t>(self.max_block_ms if block_ms < 0 else block_ms) * 1000
-        if self._closed:
-            raise IllegalStateError("send() called after close()")
-        drain_logs()
-        if self._key_serializer is not None and key is not None:
-            key = _serialize(self._key_serializer, key, "key")
-        if self._value_serializer is not None and value is not None:
-            value = _serialize(self._value_serializer, value, "value")
         t = self._last_topic
         if t is None or t.name is not topic:
             if not isinstance(topic, str):
@@ -706,6 +797,11 @@ cdef class ProducerCore:
             # a falsy object that is not a list/tuple/dict ('', b'', 0) is an error, not "no headers"
             if not isinstance(headers, (list, tuple, dict)) or headers:
                 hdrs = _build_headers(headers)
+        if self._closed:  # header or payload conversion ran Python code: close() may have begun
+            if hdrs != NULL:
+                rd_kafka_headers_destroy(hdrs)
+            raise IllegalStateError("send(): the producer was closed before the record was enqueued",
+                                    code="_DESTROY")
         fut = <_FutureCore>_tp_new(_ProduceFuture_type, _EMPTY)  # no __init__, no __dict__
         PyObject_GC_UnTrack(fut)
         rec = &fut.rec
@@ -726,21 +822,38 @@ cdef class ProducerCore:
             if deadline_us == 0:
                 start_us = kc_producer_now_us()
                 deadline_us = start_us + max_block_us
-            self._active += 1
-            with nogil:
-                err = kc_producer_produce_wait(self.p, t.rkt, part, vptr, vlen, kptr, klen, ts,
-                                               hdrs, rec, deadline_us)
-            self._active -= 1
+            try:
+                err = self._wait_for_space(t.rkt, part, vptr, vlen, kptr, klen, ts, hdrs, rec,
+                                           deadline_us)
+            except BaseException:  # KeyboardInterrupt: the record was not enqueued
+                _unref_record(fut, rec, hdrs)
+                raise
         if err == ERR_NO_ERROR:
             return fut
-        # not enqueued: release what the record held and raise
-        Py_DECREF(fut)
-        if rec.callback != NULL:
-            Py_DECREF(<object>rec.callback)
-            rec.callback = NULL
-        if hdrs != NULL:
-            rd_kafka_headers_destroy(hdrs)
+        _unref_record(fut, rec, hdrs)
         raise self._send_error(err, topic, start_us)
+
+    cdef int _wait_for_space(self, rd_kafka_topic_t *rkt, int32_t part, const char *vptr,
+                             Py_ssize_t vlen, const char *kptr, Py_ssize_t klen, int64_t ts,
+                             rd_kafka_headers_t *hdrs, kc_producer_rec_t *rec,
+                             int64_t deadline_us) except? -1:
+        """kc_producer_produce_wait() in slices with signal checks; returns its error."""
+        cdef int err
+        cdef int counted = 0
+        cdef int64_t until
+        while True:
+            until = kc_producer_now_us() + _SLICE_US
+            if until > deadline_us:
+                until = deadline_us
+            with nogil:
+                err = kc_producer_produce_wait(self.p, rkt, part, vptr, vlen, kptr, klen, ts,
+                                               hdrs, rec, until, &counted)
+            if err != ERR__QUEUE_FULL:
+                return err
+            if kc_producer_now_us() >= deadline_us:
+                kc_producer_note_buffer_timeout(self.p)
+                return err
+            self._check_signals()
 
     cdef object _send_error(self, int err, str topic, int64_t start_us):
         cdef str name = _errname(err)
@@ -768,78 +881,108 @@ cdef class ProducerCore:
         return KafkaError(f"send() to topic {topic!r} failed: {name}: {_errstr(err)}", code=name)
 
     # -- flush / close --------------------------------------------------------------------------
-    def flush(self, double timeout_s=-1.0):
-        """Waits until every record sent so far is completed; returns how many are still pending."""
-        cdef int timeout_ms = -1 if timeout_s < 0 else <int>(timeout_s * 1000)
-        cdef int64_t left
-        self._check_open("flush()")
-        if kc_producer_on_dr_thread(self.p):
-            raise IllegalStateError("flush() cannot be called from a send() callback")
-        self._active += 1
-        try:
+    cdef int64_t _flush_until(self, int64_t deadline_us) except? -2:
+        """Flushes in slices until nothing is in flight or deadline_us (-1: none); returns the
+        number still in flight. Raises KeyboardInterrupt (records stay pending)."""
+        cdef int64_t left, until, now
+        while True:
+            now = kc_producer_now_us()
+            until = now + _SLICE_US
+            if deadline_us >= 0 and deadline_us < until:
+                until = deadline_us
             with nogil:
-                left = kc_producer_flush(self.p, timeout_ms)
+                left = kc_producer_flush_until(self.p, until)
+            if left == 0 or (deadline_us >= 0 and kc_producer_now_us() >= deadline_us):
+                return left
+            self._check_signals()
+
+    def flush(self, double timeout_s=-1.0):
+        """Waits until every record sent so far is completed; returns how many are still pending.
+        ``timeout_s`` < 0 or infinite: no bound."""
+        cdef int64_t deadline_us = -1
+        if self.p != NULL and kc_producer_on_dr_thread(self.p):
+            raise IllegalStateError("flush() cannot be called from a send() callback: callbacks run "
+                                    "on the thread that completes the records")
+        if timeout_s >= 0 and not math.isinf(timeout_s):
+            deadline_us = kc_producer_now_us() + <int64_t>(timeout_s * 1e6)
+        self._enter("flush()")
+        try:
+            return self._flush_until(deadline_us)
         finally:
-            self._active -= 1
+            self._leave()
             drain_logs()
-        return left
 
     def close(self, double timeout_s=-1.0):
-        """Flush up to timeout_s, purge what is left, fail its futures, free everything.
+        """Flush up to timeout_s (< 0 or infinite: no bound), purge what is left, fail its
+        futures, free everything.
 
         Returns the number of records that had to be purged (0 if everything was delivered
-        within the timeout). Idempotent: later calls return 0.
+        within the timeout). Idempotent: later calls return 0. A KeyboardInterrupt during the
+        flush leaves the producer closed for new records with its records pending; a later
+        close() finishes. A close() racing another one waits for it.
         """
-        cdef int timeout_ms = -1 if timeout_s < 0 else <int>(timeout_s * 1000)
-        cdef int64_t left = 0, purged = 0
+        cdef int64_t deadline_us = -1, left = 0, purged = 0, grace_us
         cdef kc_producer_rec_t *rec
         cdef kc_producer_rec_t *nxt
         cdef _FutureCore fut
-        if self.p == NULL:
+        if self.p == NULL or self._release_pending:
             return 0
         if kc_producer_on_dr_thread(self.p):
-            raise IllegalStateError("close() cannot be called from a send() callback")
-        self._closed = True
-        with nogil:
-            left = kc_producer_flush(self.p, timeout_ms)
-            # from here on nothing can be enqueued (send() calls blocked for buffer space give up)
-            kc_producer_set_closing(self.p)
-            left = kc_producer_wait_idle(self.p, 0)
-            if left > 0:
-                kc_producer_purge(self.p)
-                # purged records get their reports at once; bound the wait anyway
-                kc_producer_wait_idle(self.p, kc_producer_now_us() + 5000000)
-        purged = left
-        # let send()/partitions_for() calls of other threads that released the GIL get out
-        while self._active > 0:
+            raise IllegalStateError("close() cannot be called from a send() callback: close() waits "
+                                    "for the thread that runs the callbacks")
+        if self._closing_now and self._closing_thread == threading.get_ident():
+            raise IllegalStateError("close() called from within close() on the same thread (a signal "
+                                    "handler or a future's done-callback): it would wait for itself")
+        while self._closing_now:  # another thread's close(): wait for it
             with nogil:
-                usleep(5000)
-        with nogil:
-            kc_producer_stop_thread(self.p)
-        rec = kc_producer_take_all(self.p)
-        while rec != NULL:  # never expected: librdkafka reports every record; never leave one pending
-            nxt = rec.next
-            fut = <_FutureCore>rec.future
-            Py_DECREF(fut)  # the registry's reference
-            if rec.callback != NULL:
-                cb = <object>rec.callback
-                Py_DECREF(cb)
-                rec.callback = NULL
+                usleep(2000)
+            self._check_signals()
+        if self.p == NULL or self._release_pending:
+            return 0
+        if timeout_s >= 0 and not math.isinf(timeout_s):
+            deadline_us = kc_producer_now_us() + <int64_t>(timeout_s * 1e6)
+        self._closing_now = True
+        self._closing_thread = threading.get_ident()
+        self._closed = True
+        try:
+            left = self._flush_until(deadline_us)
+            with nogil:
+                # from here on nothing can be enqueued (send() calls blocked for buffer space give up)
+                kc_producer_set_closing(self.p)
+                left = kc_producer_wait_idle(self.p, 0)
+                if left > 0:
+                    kc_producer_purge(self.p)
+                    # purged records get their reports at once; bound the wait anyway
+                    kc_producer_wait_idle(self.p, kc_producer_now_us() + _PURGE_WAIT_US)
+                kc_producer_stop_thread(self.p)
+            purged = left
+            rec = kc_producer_take_all(self.p)
+            while rec != NULL:  # never expected: librdkafka reports every record; never leave one pending
+                nxt = rec.next
+                fut = <_FutureCore>rec.future
+                Py_DECREF(fut)  # the registry's reference
+                if rec.callback != NULL:
+                    cb = <object>rec.callback
+                    Py_DECREF(cb)
+                    rec.callback = NULL
+                else:
+                    cb = None
+                _complete(fut, cb, KafkaError(
+                    "Record was not acknowledged when the producer was closed (no delivery report)",
+                    code="_DESTROY"), self.ctx)
+                rec = nxt
+            self._last_topic = None
+            # other threads' calls see the closed flag within one wait slice and leave
+            grace_us = kc_producer_now_us() + _CLOSE_GRACE_US
+            while self._active > 0 and kc_producer_now_us() < grace_us:
+                with nogil:
+                    usleep(2000)
+            if self._active > 0:
+                self._release_pending = True
             else:
-                cb = None
-            _complete(fut, cb, KafkaError(
-                "Record was not acknowledged when the producer was closed (no delivery report)",
-                code="_DESTROY"), self.ctx)
-            rec = nxt
-        self._last_topic = None
-        for t in self._topics.values():
-            rd_kafka_topic_destroy((<_Topic>t).rkt)
-        self._topics.clear()
-        with nogil:
-            kc_producer_destroy(self.p)
-        self.p = NULL
-        free(self.ctx)
-        self.ctx = NULL
+                self._release()
+        finally:
+            self._closing_now = False
         drain_logs()
         return purged
 
@@ -857,7 +1000,8 @@ cdef class ProducerCore:
         cdef int which = _TXN_OPS.get(op, -1)
         if which < 0:
             raise ValueError(f"unknown transactional operation {op!r}")
-        self._check_open(f"{op} transaction")
+        if self._closed:
+            raise IllegalStateError(f"{op} transaction called after close()")
         if kc_producer_on_dr_thread(self.p):
             raise IllegalStateError(f"{op} transaction cannot be called from a send() callback")
         if timeout_s < 0:
@@ -865,15 +1009,26 @@ cdef class ProducerCore:
         deadline_us = kc_producer_now_us() + <int64_t>(min(timeout_s, 2147483.0) * 1e6)
         if which == _TXN_SEND_OFFSETS:
             lst = rd_kafka_topic_partition_list_new(max(1, len(offsets)))
-            for topic, partition, offset in offsets:
-                rd_kafka_topic_partition_list_add(lst, _c_topic(topic), partition).offset = offset
+            try:
+                for topic, partition, offset in offsets:
+                    rd_kafka_topic_partition_list_add(lst, _c_topic(topic), partition).offset = offset
+            except BaseException:
+                rd_kafka_topic_partition_list_destroy(lst)
+                raise
             if rd_kafka_consumer_group_metadata_read(&cgmd, PyBytes_AS_STRING(group_metadata),
                                                      <size_t>PyBytes_GET_SIZE(group_metadata)) != NULL:
                 rd_kafka_topic_partition_list_destroy(lst)
                 raise ValueError("send_offsets_to_transaction(): group_metadata is not a consumer's "
                                  "group metadata (use KafkaConsumer.group_metadata())")
         rk = self.p.rk
-        self._active += 1
+        try:
+            self._enter(f"{op} transaction")
+        except BaseException:
+            if lst != NULL:
+                rd_kafka_topic_partition_list_destroy(lst)
+            if cgmd != NULL:
+                rd_kafka_consumer_group_metadata_destroy(cgmd)
+            raise
         try:
             while True:
                 left_us = deadline_us - kc_producer_now_us()
@@ -897,8 +1052,10 @@ cdef class ProducerCore:
                 rd_kafka_error_destroy(error)  # a slice ran out: call again, which resumes
                 error = NULL
                 PyErr_CheckSignals()
+                if self._closed:
+                    raise IllegalStateError(f"{op} transaction: the producer was closed meanwhile")
         finally:
-            self._active -= 1
+            self._leave()
             if lst != NULL:
                 rd_kafka_topic_partition_list_destroy(lst)
             if cgmd != NULL:
@@ -910,6 +1067,9 @@ cdef class ProducerCore:
         if self.p != NULL:
             if kc_producer_on_dr_thread(self.p):
                 # dropped from its own callback: joining ourselves would deadlock; leak instead
+                return
+            if self._release_pending:
+                self._release()
                 return
             try:
                 self.close(0.0)
@@ -947,6 +1107,16 @@ cdef class ProducerCore:
         }
 
 
+cdef void _unref_record(_FutureCore fut, kc_producer_rec_t *rec, rd_kafka_headers_t *hdrs) noexcept:
+    """Releases what a record that was not enqueued held (the registry's references, headers)."""
+    Py_DECREF(fut)
+    if rec.callback != NULL:
+        Py_DECREF(<object>rec.callback)
+        rec.callback = NULL
+    if hdrs != NULL:
+        rd_kafka_headers_destroy(hdrs)
+
+
 cdef enum:
     _TXN_INIT = 0
     _TXN_BEGIN = 1
@@ -961,9 +1131,7 @@ _FENCED_NAMES = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH
 
 
 cdef bytes _c_topic(object topic):
-    if not isinstance(topic, str) or "\0" in topic:
-        raise ValueError(f"offsets: topic must be a str without NUL characters, got {topic!r}")
-    return topic.encode()
+    return c_string(topic, "offsets: topic")
 
 
 cdef object _txn_error(rd_kafka_error_t *error, str op, double timeout_s):
@@ -1063,7 +1231,7 @@ cdef rd_kafka_headers_t *_build_headers(object headers) except NULL:
             name, val = item
             if not isinstance(name, str):
                 raise SerializationError(f"headers: header name must be a str, not {type(name).__name__}")
-            bname = _utf8_bytes(name, "header name")
+            bname = c_string(name, "headers: header name", ValueError, True, SerializationError)
             if val is None:
                 vp = NULL
                 vl = 0

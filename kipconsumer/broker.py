@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 import signal
 import sys
@@ -38,7 +39,7 @@ from types import FrameType, TracebackType
 from kipconsumer import _mock
 from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError
 
-__all__ = ["EmbeddedBroker", "API_KEYS", "error_codes"]
+__all__ = ["EmbeddedBroker", "API_KEYS", "MAX_BROKERS", "MAX_PARTITIONS", "error_codes"]
 
 #: Kafka protocol request names and their ApiKey numbers (Apache Kafka's ``ApiKeys``).
 API_KEYS: dict[str, int] = {
@@ -162,7 +163,17 @@ _ERROR_ALIASES: dict[str, int] = {
 }
 
 _MAX_INT16 = 32767
-_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_MAX_INT32 = 2**31 - 1
+_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+#: Most brokers one EmbeddedBroker runs. Each takes a listening socket (a file descriptor) and
+#: librdkafka's mock aborts the process when it runs out of descriptors while creating them.
+MAX_BROKERS: int = _mock.MAX_BROKERS
+#: Most partitions of one topic: the mock allocates every partition up front (2**31 - 1 of them
+#: aborted the process on a failed allocation).
+MAX_PARTITIONS: int = _mock.MAX_PARTITIONS
+# File descriptors kept free beyond one per broker (the mock's own pipes, the clients' sockets).
+_FD_RESERVE = 64
 
 _error_codes: dict[str, int] | None = None
 
@@ -190,6 +201,35 @@ def error_codes() -> dict[str, int]:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_topic_name(name: object) -> bool:
+    return isinstance(name, str) and _TOPIC_RE.fullmatch(name) is not None and name not in (".", "..")
+
+
+def _check_num_brokers(num_brokers: object) -> int:
+    if isinstance(num_brokers, int) and not isinstance(num_brokers, bool) and 1 <= num_brokers <= MAX_BROKERS:
+        return num_brokers
+    raise ConfigError(f"num_brokers: must be an int in 1..{MAX_BROKERS}, got {num_brokers!r}")
+
+
+def _check_delay_ms(value: object, argname: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_INT32:
+        return value
+    raise ConfigError(f"{argname}: must be an int in 0..{_MAX_INT32} (milliseconds), got {value!r}")
+
+
+def _free_fds() -> int | None:
+    """File descriptors this process may still open (None if unknown)."""
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        return soft - len(os.listdir("/proc/self/fd"))
+    except (ImportError, OSError, ValueError):
+        return None
 
 
 def _resolve_api(api: str | int, argname: str = "api") -> int:
@@ -253,12 +293,8 @@ class EmbeddedBroker:
     """
 
     def __init__(self, num_brokers: int = 3, *, initial_rebalance_delay_ms: int = 0) -> None:
-        if not _is_int(num_brokers) or num_brokers < 1:
-            raise ConfigError(f"num_brokers: must be an int >= 1, got {num_brokers!r}")
-        if not _is_int(initial_rebalance_delay_ms) or initial_rebalance_delay_ms < 0:
-            raise ConfigError(
-                f"initial_rebalance_delay_ms: must be an int >= 0, got {initial_rebalance_delay_ms!r}"
-            )
+        _check_num_brokers(num_brokers)
+        _check_delay_ms(initial_rebalance_delay_ms, "initial_rebalance_delay_ms")
         self._num_brokers = num_brokers
         self._initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self._lock = threading.RLock()
@@ -276,6 +312,13 @@ class EmbeddedBroker:
             if self._stopped:
                 raise IllegalStateError("EmbeddedBroker is stopped; create a new one")
             if self._cluster is None:
+                free = _free_fds()
+                if free is not None and self._num_brokers + _FD_RESERVE > free:
+                    raise ConfigError(
+                        f"num_brokers: {self._num_brokers} brokers need {self._num_brokers + _FD_RESERVE} "
+                        f"free file descriptors, this process has {free} left (raise `ulimit -n` or "
+                        "use fewer brokers)"
+                    )
                 cluster = _mock.MockCluster(self._num_brokers, self._initial_rebalance_delay_ms)
                 self._bootstrap = cluster.bootstraps()
                 self._cluster = cluster
@@ -352,12 +395,12 @@ class EmbeddedBroker:
         ``replication_factor`` must be in ``1..num_brokers``. Raises KafkaError with code
         ``TOPIC_ALREADY_EXISTS`` if the topic exists, unless ``exist_ok``.
         """
-        if not isinstance(name, str) or not _TOPIC_RE.match(name) or name in (".", ".."):
+        if not _is_topic_name(name):
             raise ConfigError(
                 f"name: invalid topic name {name!r}: 1..249 characters of [A-Za-z0-9._-], not '.' or '..'"
             )
-        if not _is_int(partitions) or partitions < 1:
-            raise ConfigError(f"partitions: must be an int >= 1, got {partitions!r}")
+        if not _is_int(partitions) or not 1 <= partitions <= MAX_PARTITIONS:
+            raise ConfigError(f"partitions: must be an int in 1..{MAX_PARTITIONS}, got {partitions!r}")
         if not _is_int(replication_factor) or not 1 <= replication_factor <= self._num_brokers:
             raise ConfigError(
                 f"replication_factor: must be an int in 1..{self._num_brokers} (num_brokers), "
@@ -403,8 +446,10 @@ class EmbeddedBroker:
 
         The mock creates the topic (4 partitions) if it does not exist."""
         code = _resolve_error(error, "error")
-        if not isinstance(topic, str) or not topic:
-            raise ConfigError(f"topic: expected a non-empty str, got {topic!r}")
+        if not _is_topic_name(topic):
+            raise ConfigError(
+                f"topic: invalid topic name {topic!r}: 1..249 characters of [A-Za-z0-9._-], not '.' or '..'"
+            )
         with self._lock:
             self._running().topic_set_error(topic, code)
 
@@ -415,8 +460,7 @@ class EmbeddedBroker:
         Responses of one connection stay in order, so a delayed response also holds back the ones
         behind it."""
         self._check_broker(broker_id)
-        if not _is_int(rtt_ms) or not 0 <= rtt_ms <= 2**31 - 1:
-            raise ConfigError(f"rtt_ms: must be an int >= 0, got {rtt_ms!r}")
+        _check_delay_ms(rtt_ms, "rtt_ms")
         with self._lock:
             self._running().broker_set_rtt(broker_id, rtt_ms)
 
@@ -461,8 +505,8 @@ class EmbeddedBroker:
         """Make ``broker_id`` the coordinator of consumer group ``group_id`` (``key_type="transaction"``:
         of that transactional id). Clients find out through FindCoordinator, typically after a
         NOT_COORDINATOR error."""
-        if not isinstance(group_id, str) or not group_id:
-            raise ConfigError(f"group_id: expected a non-empty str, got {group_id!r}")
+        if not isinstance(group_id, str) or not group_id or "\x00" in group_id:
+            raise ConfigError(f"group_id: expected a non-empty str without NUL characters, got {group_id!r}")
         if key_type not in ("group", "transaction"):
             raise ConfigError(f"key_type: must be 'group' or 'transaction', got {key_type!r}")
         self._check_broker(broker_id)
@@ -478,7 +522,7 @@ def _topic_spec(spec: str) -> tuple[str, int, int]:
             f"bad topic spec {spec!r}: expected NAME[:PARTITIONS[:REPLICATION_FACTOR]], e.g. events:6"
         )
     name = parts[0]
-    if not _TOPIC_RE.match(name) or name in (".", ".."):
+    if not _is_topic_name(name):
         raise argparse.ArgumentTypeError(
             f"bad topic name {name!r} in {spec!r}: use 1..249 characters of [A-Za-z0-9._-]"
         )
@@ -488,8 +532,11 @@ def _topic_spec(spec: str) -> tuple[str, int, int]:
             n = int(text)
         except ValueError:
             n = 0
-        if n < 1:
-            raise argparse.ArgumentTypeError(f"bad {label} {text!r} in {spec!r}: expected an int >= 1")
+        high = MAX_PARTITIONS if label == "PARTITIONS" else MAX_BROKERS
+        if not 1 <= n <= high:
+            raise argparse.ArgumentTypeError(
+                f"bad {label} {text!r} in {spec!r}: expected an int in 1..{high}"
+            )
         nums.append(n)
     partitions = nums[0] if nums else 1
     replication = nums[1] if len(nums) > 1 else 1
@@ -521,10 +568,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="delay of a new group's first join (default 0; Kafka's default is 3000)",
     )
     args = parser.parse_args(argv)
-    if args.brokers < 1:
-        parser.error(f"--brokers: must be >= 1, got {args.brokers}")
-    if args.initial_rebalance_delay_ms < 0:
-        parser.error(f"--initial-rebalance-delay-ms: must be >= 0, got {args.initial_rebalance_delay_ms}")
+    if not 1 <= args.brokers <= MAX_BROKERS:
+        parser.error(f"--brokers: must be in 1..{MAX_BROKERS}, got {args.brokers}")
+    if not 0 <= args.initial_rebalance_delay_ms <= _MAX_INT32:
+        parser.error(
+            f"--initial-rebalance-delay-ms: must be in 0..{_MAX_INT32}, got {args.initial_rebalance_delay_ms}"
+        )
     for name, _partitions, rf in args.topic:
         if rf > args.brokers:
             parser.error(f"--topic {name}: replication factor {rf} exceeds --brokers {args.brokers}")
@@ -542,6 +591,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
 
     broker = EmbeddedBroker(args.brokers, initial_rebalance_delay_ms=args.initial_rebalance_delay_ms)
+    try:
+        broker.start()
+    except ConfigError as e:  # e.g. more brokers than free file descriptors
+        parser.error(f"--brokers: {e}")
     with broker:
         for name, partitions, rf in args.topic:
             broker.create_topic(name, partitions, rf)

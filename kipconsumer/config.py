@@ -17,6 +17,8 @@ validates configs; the clients read the settings objects and hand ``settings.rdk
 * Any other key raises ``ConfigError`` naming the key and the closest known name.
 * A value of ``None`` means "use the default".
 * Values of secret keys (:func:`is_secret`) never appear in messages; :func:`redact` masks them.
+* A key or str value holding a NUL character raises ``ConfigError`` naming the key (C strings end
+  at a NUL: librdkafka would get the value cut short).
 """
 
 from __future__ import annotations
@@ -635,6 +637,7 @@ def _resolve(conf: Mapping[str, object], specs: Mapping[str, Spec], client: str,
     for key, raw in conf.items():
         if not isinstance(key, str):
             raise ConfigError(f"config keys must be str, got {type(key).__name__} {key!r}")
+        _check_no_nul(key, raw)
         canonical = key if key in specs else aliases.get(key)
         if canonical is not None:
             if raw is not None:
@@ -645,6 +648,18 @@ def _resolve(conf: Mapping[str, object], specs: Mapping[str, Spec], client: str,
         else:
             raise _unknown(key, client, specs, others, passthrough)
     return res
+
+
+def _check_no_nul(key: str, raw: object) -> None:
+    """A NUL character would end the C string librdkafka receives: the rest would be cut silently
+    (another group, server or password than the one given)."""
+    if "\x00" in key:
+        raise ConfigError(f"config key {key!r} contains a NUL character: not allowed in keys")
+    items = raw if isinstance(raw, (list, tuple)) else (raw,)
+    if any(isinstance(item, str) and "\x00" in item for item in items):
+        shown = "" if is_secret(key) else f" ({raw!r})"
+        raise ConfigError(f"config {key!r}: the value contains a NUL character{shown}: allowed text "
+                          "without NUL (librdkafka would cut the value there)")
 
 
 def _checked_passthrough(key: str, raw: object, forced: Mapping[str, str]) -> str:

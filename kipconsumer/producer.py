@@ -16,7 +16,6 @@ Contract (see docs/producer.md):
 from __future__ import annotations
 
 import math
-import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -74,6 +73,12 @@ def _close_core(core: ProducerCore, timeout_s: float) -> None:
 class KafkaProducer:
     """A thread-safe Kafka producer with bounded ``send()`` and delivery timeouts (KIP-19).
 
+    Every method may be called from any thread, also while another thread closes the producer;
+    serializers may call ``send()``, ``flush()`` and ``close()`` on their own producer, delivery
+    callbacks ``send()`` (``flush()`` / ``close()`` there raise ``IllegalStateError``). Blocking
+    calls (``send()``, ``partitions_for()``, ``flush()``, ``close()``) run signal handlers within
+    about 50 ms and propagate their exception (``KeyboardInterrupt``) without losing a record.
+
     ``config`` uses Kafka's dotted names (``bootstrap.servers``, ``max.block.ms``,
     ``request.timeout.ms``, ``delivery.timeout.ms``, ``linger.ms``, ``buffer.memory``, ``acks``,
     ``enable.idempotence``, ``compression.type``, ...); librdkafka property names are passed
@@ -95,7 +100,6 @@ class KafkaProducer:
         self._settings = settings
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
-        self._close_lock = threading.Lock()
         self._core = ProducerCore(_rdkafka_properties(settings.rdkafka, settings.request_timeout_ms),
                                   settings.max_block_ms,
                                   settings.delivery_timeout_ms, settings.request_timeout_ms,
@@ -132,7 +136,11 @@ class KafkaProducer:
         the record is not enqueued. The future fails with ``KafkaTimeoutError`` if the record is
         not acknowledged within ``delivery.timeout.ms``, or with ``KafkaError`` (librdkafka's
         error name in ``.code``) for other delivery errors. Raises ``IllegalStateError`` after
-        :meth:`close`.
+        :meth:`close`, also when ``close()`` ran (in another thread, or in a serializer) while this
+        call was in a serializer or waiting: nothing of the record is enqueued then. While it
+        waits, signal handlers run within about 50 ms; their exception (``KeyboardInterrupt``)
+        propagates and the record is not enqueued. A header name containing a NUL character
+        raises ``ValueError``.
         """
         # the serializers are applied by the native core (and wrap their errors the same way)
         fut: Future[RecordMetadata] = self._core.send(topic, value, key, partition, headers, timestamp,
@@ -151,7 +159,8 @@ class KafkaProducer:
         if not self._settings.rdkafka.get("transactional.id"):
             raise IllegalStateError(f"{op} transaction: the producer has no transactional.id configured")
         seconds = timeout_seconds(timeout, self._settings.max_block_ms)
-        self._core.txn(op, -1.0 if math.isinf(seconds) else seconds, offsets, group_metadata)
+        # math.inf stays unbounded (the core clamps it); the core reads a negative value as None
+        self._core.txn(op, seconds, offsets, group_metadata)
 
     def init_transactions(self, timeout: float | None = None) -> None:
         """Registers ``transactional.id`` with the coordinator, fencing older producers of that id
@@ -208,11 +217,15 @@ class KafkaProducer:
         """Send everything buffered now (ignoring ``linger.ms``) and wait until every record
         sent before the call is completed (its future is done and its callback has run).
 
-        ``timeout`` in seconds; None waits until all are completed, which every record is
-        within ``delivery.timeout.ms``. Raises ``KafkaTimeoutError`` if records are still
-        pending when the timeout expires (they stay pending; nothing is dropped).
+        ``timeout`` in seconds; None (or ``math.inf``) waits until all are completed, which every
+        record is within ``delivery.timeout.ms``. NaN, a negative number or a non-number raises
+        ``ValueError``. Raises ``KafkaTimeoutError`` if records are still pending when the timeout
+        expires (they stay pending; nothing is dropped). A signal handler's exception
+        (``KeyboardInterrupt`` on Ctrl+C) is raised within about 50 ms; the records stay pending
+        and ``flush()`` can be called again. Raises ``IllegalStateError`` from a send() callback.
         """
-        left = self._core.flush(-1.0 if timeout is None else max(0.0, float(timeout)))
+        timeout_s = math.inf if timeout is None else timeout_seconds(timeout, 0, "timeout")
+        left = self._core.flush(timeout_s)
         if left:
             raise KafkaTimeoutError(
                 f"flush() timed out after {timeout} s with {left} record(s) still pending")
@@ -222,19 +235,24 @@ class KafkaProducer:
         producer.
 
         ``timeout`` None means ``delivery.timeout.ms`` (+1 s), within which every record is
-        acknowledged or expired anyway. Records still pending after the timeout fail with
-        ``KafkaError`` (code ``_PURGE_QUEUE`` if never sent, ``_PURGE_INFLIGHT`` if sent but not
-        acknowledged); when ``close()`` returns, every future is done. Idempotent; any later
-        call other than ``close()`` / ``metrics()`` raises ``IllegalStateError``. Must not be
-        called from a send() callback.
+        acknowledged or expired anyway; ``math.inf`` waits without bound; NaN, a negative number
+        or a non-number raises ``ValueError`` (and nothing is closed). Records still pending after
+        the timeout fail with ``KafkaError`` (code ``_PURGE_QUEUE`` if never sent,
+        ``_PURGE_INFLIGHT`` if sent but not acknowledged); when ``close()`` returns, every future
+        is done. It returns within ``timeout`` plus a fraction of a second whatever other threads
+        do: their blocked ``send()`` / ``flush()`` / ``partitions_for()`` calls end with
+        ``IllegalStateError`` (``flush()`` returns once every record is completed).
+
+        Idempotent and thread-safe: a call racing another ``close()`` waits for it; any later call
+        other than ``close()`` / ``metrics()`` raises ``IllegalStateError``. Raises
+        ``IllegalStateError`` from a send() callback (it would wait for its own thread). A signal
+        handler's exception (``KeyboardInterrupt``) interrupts the flush part within about 50 ms:
+        the producer then takes no new records, its records stay pending, and a later ``close()``
+        finishes the job.
         """
-        if timeout is None:
-            timeout_s = self._settings.delivery_timeout_ms / 1000.0 + 1.0
-        else:
-            timeout_s = max(0.0, float(timeout))
-        with self._close_lock:
-            self._core.close(timeout_s)
-            self._finalizer.detach()
+        timeout_s = timeout_seconds(timeout, self._settings.delivery_timeout_ms + 1000, "timeout")
+        self._core.close(timeout_s)
+        self._finalizer.detach()
 
     @property
     def closed(self) -> bool:

@@ -349,3 +349,69 @@ def test_standalone_rejects_bad_topic_spec() -> None:
     assert r.returncode == 2
     assert b"--topic" in r.stderr and b"events:six" in r.stderr
     assert b"BOOTSTRAP=" not in r.stdout
+
+
+_LIMIT_SCRIPT = """
+import sys
+from kipconsumer.broker import EmbeddedBroker
+from kipconsumer.errors import ConfigError
+
+def refused(call, arg, allowed):
+    try:
+        call()
+    except ValueError as e:
+        assert isinstance(e, ConfigError) and str(e).startswith(arg + ":") and allowed in str(e), e
+        return
+    raise AssertionError(f"accepted: {arg}")
+
+with EmbeddedBroker(1) as b:
+    refused(lambda: b.create_topic("huge", 2**31 - 1), "partitions", "1..100000")
+    refused(lambda: b.create_topic("huge", 100_001), "partitions", "1..100000")
+    refused(lambda: b.create_topic("nl\\n"), "name", "[A-Za-z0-9._-]")
+    refused(lambda: b.set_topic_error("a\\x00b", "NO_ERROR"), "topic", "[A-Za-z0-9._-]")
+    refused(lambda: b.set_coordinator("g\\x00h", 1), "group_id", "NUL")
+    refused(lambda: b.set_rtt(1, 2**31), "rtt_ms", "0..2147483647")
+    b.create_topic("big", 100_000)
+refused(lambda: EmbeddedBroker(2**31 - 1), "num_brokers", "1..1000")
+refused(lambda: EmbeddedBroker(1, initial_rebalance_delay_ms=2**31), "initial_rebalance_delay_ms",
+        "0..2147483647")
+print("OK")
+"""
+
+
+def test_argument_limits_refused_without_aborting() -> None:
+    """Values the mock cannot take (it aborted the interpreter on 2**31 - 1 partitions or more
+    brokers than free file descriptors) raise ConfigError (a ValueError) naming the argument."""
+    r = subprocess.run([sys.executable, "-c", _LIMIT_SCRIPT], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "OK" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--brokers", "100000"], "--brokers: must be in 1..1000"),
+        (["--topic", "t:2147483647"], "expected an int in 1..100000"),
+        (["--initial-rebalance-delay-ms", "2147483648"], "--initial-rebalance-delay-ms"),
+    ],
+)
+def test_standalone_rejects_out_of_range_arguments(args: list[str], needle: str) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "kipconsumer.broker", *args], capture_output=True, text=True, timeout=30
+    )
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert needle in r.stderr and "BOOTSTRAP=" not in r.stdout
+
+
+def test_more_brokers_than_free_file_descriptors_is_refused() -> None:
+    """The mock aborted the process when it ran out of descriptors for the brokers' listeners."""
+    import resource
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    r = subprocess.run(
+        [sys.executable, "-m", "kipconsumer.broker", "--brokers", "500"],
+        capture_output=True, text=True, timeout=30, preexec_fn=low_limit,
+    )
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert "free file descriptors" in r.stderr and "BOOTSTRAP=" not in r.stdout

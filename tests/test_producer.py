@@ -487,6 +487,7 @@ def test_close_with_pending_records_fails_every_future(own_broker: EmbeddedBroke
     calls: list[Exception | None] = []
     p = KafkaProducer(_conf(own_broker.bootstrap_servers, **{"delivery.timeout.ms": 60000}))
     p.send(topic, b"warm-up").result(10)
+    p.flush(10)  # in_flight drops just after the future completes (same batch): wait for it
     own_broker.set_down(1)
     futs = [p.send(topic, f"{i}".encode(), callback=lambda md, exc: calls.append(exc)) for i in range(n)]
     assert p.metrics()["in_flight"] == n
