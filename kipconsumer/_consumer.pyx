@@ -1206,9 +1206,13 @@ cdef class NativeConsumer:
             opts = rd_kafka_AdminOptions_new(self.rk, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS)
             if req == NULL or opts == NULL:
                 raise MemoryError()
-            # librdkafka's bound on the request is at most an hour; the wait below is ours
-            rd_kafka_AdminOptions_set_request_timeout(opts, 3600000 if tmo < 0 or tmo > 3600000 else tmo,
-                                                      errstr, sizeof(errstr))
+            # The wait below is ours; librdkafka's own bound on the request (at most an hour) ends well
+            # after it, and never under 30 s: librdkafka 2.16 aborts the process
+            # (rd_kafka_enq_once_del_source_return: eonce->refcnt > 0) when its admin request timer
+            # fires as the response arrives, which short request timeouts made frequent
+            # (tests/test_consumer_api.py::test_committed_with_short_timeouts_does_not_abort).
+            rd_kafka_AdminOptions_set_request_timeout(
+                opts, 3600000 if tmo < 0 or tmo > 3595000 else max(30000, tmo + 5000), errstr, sizeof(errstr))
             q = rd_kafka_queue_new(self.rk)
             rd_kafka_ListConsumerGroupOffsets(self.rk, &req, 1, opts, q)
             while True:  # in slices, checking for signals

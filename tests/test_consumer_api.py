@@ -654,3 +654,30 @@ def test_subscribe_and_assign_are_mutually_exclusive(broker: EmbeddedBroker,
         assert c.subscription() == set()
     finally:
         c.close()
+
+
+def test_committed_with_short_timeouts_does_not_abort() -> None:
+    """committed() with timeouts close to the broker's answer time, then close(): librdkafka 2.16
+    aborted the process (an admin request timer racing the response) when the request carried the
+    caller's short timeout. Run in a subprocess: an abort fails the test, not the session."""
+    script = textwrap.dedent('''
+        import random, time
+        from kipconsumer import KafkaConsumer, TopicPartition
+        from kipconsumer.broker import EmbeddedBroker
+        rng = random.Random(1)
+        with EmbeddedBroker(num_brokers=1) as b:
+            b.create_topic("t", 1)
+            b.set_rtt(broker_id=1, rtt_ms=30)
+            end = time.monotonic() + 8
+            while time.monotonic() < end:
+                c = KafkaConsumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "g"})
+                for _ in range(rng.randrange(1, 20)):
+                    try:
+                        c.committed([TopicPartition("t", 0)], rng.choice([0.0, 0.005, 0.02, 0.05]))
+                    except Exception:
+                        pass
+                c.close(rng.choice([0, 0.05]))
+        print("SURVIVED")
+    ''')
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "SURVIVED" in out.stdout, out.stderr[-2000:]
