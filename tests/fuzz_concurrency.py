@@ -278,6 +278,7 @@ def main(seconds: float, seed: int, clients: str = "all") -> int:
                 call(stats, "main.poll", cslot.get().poll, rng.choice([0.05, 0.5, 2.0]))
             if clients != "consumer":
                 call(stats, "main.flush", pslot.get().flush, rng.choice([0.05, 0.5]))
+            time.sleep(0.001)  # calls refused at once must not turn this thread into a busy loop
         stop.set()
         for t in threads:
             t.join(30)

@@ -164,7 +164,9 @@ def _build(tmp: Path) -> Path:
     return lib
 
 
-def test_workload_under_asan(tmp_path_factory: pytest.TempPathFactory) -> None:
+@pytest.fixture(scope="module")
+def asan_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """The sanitizer build (once per module) and the environment that runs Python on it."""
     asan = _gcc_lib("libasan.so")
     if asan is None:
         pytest.skip("libasan not available")
@@ -175,11 +177,30 @@ def test_workload_under_asan(tmp_path_factory: pytest.TempPathFactory) -> None:
     assert b"libasan.so" in sos[0].read_bytes(), "the build is not linked with AddressSanitizer"
     for py in (ROOT / "kipconsumer").glob("*.py"):  # the pure-Python package next to the .so files
         shutil.copy2(py, pkg / py.name)
-    script = lib.parent / "workload.py"
-    script.write_text(WORKLOAD)
     env = dict(os.environ, LD_PRELOAD=asan, PYTHONPATH=str(lib), PYTHONMALLOC="malloc",
                ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:detect_odr_violation=0",
                UBSAN_OPTIONS="print_stacktrace=1")
+    return lib, env
+
+
+def test_concurrency_fuzzer_under_asan(asan_build: tuple[Path, dict[str, str]]) -> None:
+    """tests/fuzz_concurrency.py on the sanitizer build: threads, re-entrant callbacks, SIGINTs."""
+    import test_fuzz
+
+    lib, env = asan_build
+    script = lib.parent / "fuzz_concurrency.py"
+    shutil.copy2(ROOT / "tests" / "fuzz_concurrency.py", script)
+    summary, out = test_fuzz.run_fuzzer(test_fuzz.SECONDS, test_fuzz.SEEDS[0], env=env, cwd=lib.parent,
+                                        script=script)
+    assert not _reports(out), "\n".join(_reports(out)) + "\n" + out[-8000:]
+    print(f"fuzzer under ASan: {summary['ops']} operations, {summary['futures']} futures")
+    assert summary["unresolved"] == 0 and summary["resolved_twice"] == 0 and not summary["hung_threads"]
+
+
+def test_workload_under_asan(asan_build: tuple[Path, dict[str, str]]) -> None:
+    lib, env = asan_build
+    script = lib.parent / "workload.py"
+    script.write_text(WORKLOAD)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
                           env=env, cwd=str(lib.parent))
     out = proc.stdout + proc.stderr
