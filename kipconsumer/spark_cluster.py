@@ -180,14 +180,7 @@ class StandaloneCluster:
                                                       "--webui-port", str(web)])
             self._wait(lambda s: s is not None, "the master's web UI")
             for i in range(self.num_workers):
-                wport = _free_port()
-                wdir = self.work_dir / f"worker-{i}"
-                wdir.mkdir(exist_ok=True)
-                self.workers.append(self._spawn(
-                    f"worker-{i}", wport,
-                    ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                     "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(wdir),
-                     "--webui-port", str(wport), self.master_url]))
+                self.workers.append(self._spawn_worker(i))
             self._wait(lambda s: s is not None and self._alive(s) == self.num_workers,
                        f"{self.num_workers} registered worker(s)")
         except BaseException:
@@ -195,9 +188,18 @@ class StandaloneCluster:
             raise
         self.start_seconds = time.monotonic() - t0
 
+    def _spawn_worker(self, i: int) -> _Proc:
+        port = _free_port()
+        wdir = self.work_dir / f"worker-{i}"
+        wdir.mkdir(exist_ok=True)
+        return self._spawn(f"worker-{i}", port,
+                           ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                            "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(wdir),
+                            "--webui-port", str(port), self.master_url])
+
     def _spawn(self, name: str, web_port: int, args: list[str]) -> _Proc:
         log = self.work_dir / "logs" / f"{name}.log"
-        fh = open(log, "wb")
+        fh = open(log, "ab")
         popen = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), *args], env=self.env(),
                                  cwd=str(self.work_dir), stdin=subprocess.DEVNULL, stdout=fh,
                                  stderr=subprocess.STDOUT, start_new_session=True,
@@ -208,7 +210,7 @@ class StandaloneCluster:
         deadline = time.monotonic() + self.start_timeout
         while True:
             for p in [self.master, *self.workers]:
-                if p is not None and p.popen.poll() is not None:
+                if p is not None and not p.killed and p.popen.poll() is not None:
                     raise ClusterError(f"{p.name} exited with {p.popen.returncode} while waiting for {what}; "
                                        f"log {p.log}:\n{_tail(p.log)}")
             if ok(self.status()):
@@ -294,6 +296,17 @@ class StandaloneCluster:
         self._kill(w, signal.SIGKILL)
         w.popen.wait(30)
         return pids
+
+    def restart_worker(self, i: int) -> None:
+        """Starts a new worker in place of the killed worker ``i``; returns once the master counts
+        every worker ALIVE again (running applications then get an executor on it)."""
+        w = self.workers[i]
+        if not w.killed:
+            raise ClusterError(f"worker {i} is running")
+        w.log_fh.close()
+        self.workers[i] = self._spawn_worker(i)
+        self._wait(lambda s: s is not None and self._alive(s) == self.num_workers,
+                   f"{self.num_workers} registered worker(s)")
 
 
 def _tail(path: Path, n: int = 3000) -> str:
