@@ -104,6 +104,20 @@ def reader_workers(cluster: StandaloneCluster, stats_dir: Path) -> dict[int | No
     return out
 
 
+@pytest.mark.skipif(not os.environ.get("KIP_SPARK_CLUSTER_LONG"), reason="long: set KIP_SPARK_CLUSTER_LONG=1")
+def test_spark_demo_runs_on_a_cluster(executor_python: str) -> None:
+    """The main job with ``--cluster``: its own cluster, exit status 0 only if exactly once."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "KIPKAFKA_STATS_DIR"}
+    out = subprocess.run([sys.executable, "-m", "kipconsumer.spark_demo", "--cluster", "--executor-python",
+                          executor_python, "--records", "60000", "--max-offsets-per-trigger", "20000"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    print(out.stdout)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "OK: every record exactly once" in out.stdout
+
+
 def test_executors_import_kipconsumer_from_the_wheel_venv(
         spark: SparkSession, cluster: StandaloneCluster, executor_python: str) -> None:
     def where(_: Iterator[Any]) -> Iterator[tuple[str, str, int, list[str]]]:
