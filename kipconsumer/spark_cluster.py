@@ -128,6 +128,8 @@ class StandaloneCluster:
                  env: Mapping[str, str] | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
+        if cores < 1:
+            raise ValueError(f"cores must be >= 1, got {cores}")
         self.num_workers = workers
         self.python = python or sys.executable
         self.cores = cores
@@ -287,6 +289,14 @@ class StandaloneCluster:
                     return i
                 todo.extend(tree.get(p, []))
         return None
+
+    def pids(self) -> list[int]:
+        """Every live process of the cluster: the JVMs and all their descendants."""
+        out: list[int] = []
+        for p in [*([self.master] if self.master else []), *self.workers]:
+            if p.popen.poll() is None:
+                out += [p.popen.pid, *descendants(p.popen.pid)]
+        return out
 
     def kill_worker(self, i: int) -> list[int]:
         """SIGKILLs worker ``i`` with its executor JVM(s) and their Python workers; returns the pids

@@ -61,8 +61,9 @@ def build_executor_env(dest: str | os.PathLike[str], log: bool = False) -> Path:
         raise EnvBuildError(f"{dest} exists already")
     bw = _build_wheels_module(root)
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    base = bw.find_python(version)
-    if base is None:
+    # the running interpreter's own CPython (a venv's base), else the same version on pyenv / PATH
+    base = getattr(sys, "_base_executable", None) or bw.find_python(version)
+    if base is None or not os.path.exists(base):
         raise EnvBuildError(f"no CPython {version} interpreter found (pyenv or PATH) to build the wheel with")
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kip-exec-wheel-") as tmp:

@@ -118,6 +118,54 @@ def test_spark_demo_runs_on_a_cluster(executor_python: str) -> None:
     assert "OK: every record exactly once" in out.stdout
 
 
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_cluster_leaves_no_process_behind_when_the_block_fails(executor_python: str) -> None:
+    with pytest.raises(RuntimeError, match="test failed inside"):
+        with StandaloneCluster(workers=1, python=executor_python) as c:
+            pids = c.pids()
+            assert c.alive_workers() == 1 and len(pids) >= 2
+            raise RuntimeError("test failed inside the cluster block")
+    assert not [p for p in pids if _running(p)]
+    assert not c.work_dir.exists()
+
+
+_ORPHAN = """
+import sys, time
+from kipconsumer.spark_cluster import StandaloneCluster
+c = StandaloneCluster(workers=1, python=sys.argv[1], work_dir=sys.argv[2])
+c.start()
+print(" ".join(map(str, c.pids())), flush=True)
+time.sleep(600)
+"""
+
+
+def test_cluster_dies_with_a_killed_driver_process(executor_python: str, tmp_path: Path) -> None:
+    """SIGKILL gives the starting process no chance to clean up: the JVMs go anyway (PDEATHSIG)."""
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-c", _ORPHAN, executor_python, str(tmp_path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        pids = [int(x) for x in proc.stdout.readline().split()]
+        assert len(pids) >= 2 and all(_running(p) for p in pids)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    deadline = time.monotonic() + 30
+    while [p for p in pids if _running(p)] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in pids if _running(p)]
+
+
 def test_executors_import_kipconsumer_from_the_wheel_venv(
         spark: SparkSession, cluster: StandaloneCluster, executor_python: str) -> None:
     def where(_: Iterator[Any]) -> Iterator[tuple[str, str, int, list[str]]]:
@@ -248,6 +296,9 @@ def test_worker_killed_inside_a_micro_batch_is_recovered_exactly_once(
         while executor_count(spark) != 1 and time.monotonic() < t_kill + 60:
             time.sleep(0.1)
         assert executor_count(spark) == 1, "the driver did not lose the killed worker's executor"
+        while cluster.alive_workers() != 1 and time.monotonic() < t_kill + 60:
+            time.sleep(0.1)
+        assert cluster.alive_workers() == 1, "the master did not notice the dead worker"
         lost_after = time.monotonic() - t_kill
         flag.unlink()
         # the rest of the stream runs on the surviving worker
