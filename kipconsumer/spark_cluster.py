@@ -120,8 +120,9 @@ class _Proc:
 class StandaloneCluster:
     """A Spark standalone master and ``workers`` workers (``cores`` cores, ``memory`` each) on
     127.0.0.1. ``python`` is the interpreter executors run Python with (``PYSPARK_PYTHON`` of the
-    JVMs; a session sets ``spark.pyspark.python`` to it as well). Logs of every JVM are kept in
-    ``<work_dir>/logs``; ``work_dir`` defaults to a temporary directory removed by ``stop()``."""
+    JVMs; the driver must create its SparkContext with the same, see :func:`cluster_session`). Logs
+    of every JVM are kept in ``<work_dir>/logs``; ``work_dir`` defaults to a temporary directory that
+    ``stop()`` removes (kept when ``start()`` failed). ``env`` adds to the JVMs' environment."""
 
     def __init__(self, workers: int = 2, python: str | None = None, cores: int = 1, memory: str = "1g",
                  work_dir: str | os.PathLike[str] | None = None, start_timeout: float = 120.0,
@@ -186,6 +187,7 @@ class StandaloneCluster:
             self._wait(lambda s: s is not None and self._alive(s) == self.num_workers,
                        f"{self.num_workers} registered worker(s)")
         except BaseException:
+            self._own_dir = False  # keep the JVM logs the error points to
             self.stop()
             raise
         self.start_seconds = time.monotonic() - t0

@@ -155,8 +155,9 @@ def test_cluster_dies_with_a_killed_driver_process(executor_python: str, tmp_pat
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        pids = [int(x) for x in proc.stdout.readline().split()]
-        assert len(pids) >= 2 and all(_running(p) for p in pids)
+        # the master and worker JVMs, and whatever of their descendants still runs
+        pids = [p for p in (int(x) for x in proc.stdout.readline().split()) if _running(p)]
+        assert len(pids) >= 2
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
