@@ -100,6 +100,18 @@ def expected(counts: dict[int, int]) -> set[tuple[int, int]]:
     return {(p, o) for p, n in counts.items() for o in range(n)}
 
 
+def wait_caught_up(q: Any, topic: str, counts: dict[int, int], deadline: float) -> None:
+    """Until the query's last completed micro-batch ends at ``counts`` (or it fails / time is up)."""
+    want = {topic: {str(p): n for p, n in counts.items()}}
+    while time.monotonic() < deadline:
+        assert q.exception() is None, q.exception()
+        lp = q.lastProgress
+        end = lp["sources"][0]["endOffset"] if lp else None
+        if (json.loads(end) if isinstance(end, str) else end) == want:
+            return
+        time.sleep(0.2)
+
+
 def reader_workers(cluster: StandaloneCluster, stats_dir: Path) -> dict[int | None, int]:
     """Worker index -> ranges read, from the executor Python workers' stats files (pid-named)."""
     out: dict[int | None, int] = {}
@@ -307,15 +319,7 @@ def test_worker_killed_inside_a_micro_batch_is_recovered_exactly_once(
         assert cluster.alive_workers() == 1, "the master did not notice the dead worker"
         lost_after = time.monotonic() - t_kill
         flag.unlink()
-        # the rest of the stream runs on the surviving worker
-        want = {topic: {str(p): n for p, n in counts.items()}}
-        while time.monotonic() < t_kill + 180:
-            assert q.exception() is None, q.exception()
-            lp = q.lastProgress
-            end = lp["sources"][0]["endOffset"] if lp else None
-            if (json.loads(end) if isinstance(end, str) else end) == want:
-                break
-            time.sleep(0.2)
+        wait_caught_up(q, topic, counts, t_kill + 180)  # the rest runs on the surviving worker
         recovered_after = time.monotonic() - t_kill
         assert q.isActive and q.exception() is None
     finally:
@@ -333,6 +337,50 @@ def test_worker_killed_inside_a_micro_batch_is_recovered_exactly_once(
     assert len(pairs) == 8000 and set(pairs) == expected(counts)
     # leave a whole cluster behind: the application gets a new executor on the restarted worker
     cluster.restart_worker(victim)
+    deadline = time.monotonic() + 90
+    while executor_count(spark) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert executor_count(spark) == 2
+
+
+@pytest.mark.skipif(not os.environ.get("KIP_SPARK_CLUSTER_LONG"), reason="long: set KIP_SPARK_CLUSTER_LONG=1")
+def test_worker_killed_while_a_stage_runs_without_holding_it(
+        spark: SparkSession, cluster: StandaloneCluster, broker: EmbeddedBroker,
+        topic_factory: Callable[..., str], tmp_path: Path) -> None:
+    """The same without a UDF that holds the task: a worker is SIGKILLed as soon as Spark's status
+    tracker shows a stage of a later micro-batch running (the kipkafka read is the whole task)."""
+    topic = topic_factory(partitions=4)
+    servers = broker.bootstrap_servers
+    counts = {p: 20_000 for p in range(4)}
+    produce(servers, topic, counts)
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    q = (source(spark, servers, topic, stream=True, startingOffsets="earliest", maxOffsetsPerTrigger=8000)
+         .select("partition", "offset").writeStream.format("parquet").option("path", str(out))
+         .option("checkpointLocation", str(ck)).trigger(processingTime="0 seconds").start())
+    tracker = spark.sparkContext.statusTracker()
+    try:
+        deadline = time.monotonic() + 180
+        while (q.lastProgress is None or q.lastProgress["batchId"] < 2) and time.monotonic() < deadline:
+            assert q.exception() is None
+            time.sleep(0.05)
+        while not tracker.getActiveStageIds() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        stages = tracker.getActiveStageIds()
+        assert stages, "no stage ran"
+        t_kill = time.monotonic()
+        cluster.kill_worker(1)
+        while executor_count(spark) != 1 and time.monotonic() < t_kill + 60:
+            time.sleep(0.1)
+        assert executor_count(spark) == 1
+        wait_caught_up(q, topic, counts, t_kill + 300)
+        caught_up = time.monotonic() - t_kill
+        assert q.isActive and q.exception() is None
+    finally:
+        q.stop()
+    print(f"killed worker 1 while stage(s) {stages} ran; caught up after {caught_up:.1f} s")
+    pairs = parquet_pairs(spark, out)
+    assert len(pairs) == 80_000 and set(pairs) == expected(counts)
+    cluster.restart_worker(1)
     deadline = time.monotonic() + 90
     while executor_count(spark) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
