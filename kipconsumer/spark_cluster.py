@@ -228,14 +228,16 @@ class StandaloneCluster:
         """Kills every process of the cluster (workers, their executors and Python workers, the
         master) and waits for them. Safe to call twice."""
         procs = [*self.workers, *([self.master] if self.master else [])]
+        victims: list[int] = []
         for p in procs:
-            self._kill(p, signal.SIGKILL)
+            victims += self._kill(p, signal.SIGKILL)
         for p in procs:
             try:
                 p.popen.wait(30)
             except subprocess.TimeoutExpired:  # pragma: no cover - a process SIGKILL cannot stop
                 pass
             p.log_fh.close()
+        _wait_gone(victims, 10.0)
         self.workers = []
         self.master = None
         atexit.unregister(self.stop)
@@ -245,7 +247,8 @@ class StandaloneCluster:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
     @staticmethod
-    def _kill(p: _Proc, sig: int) -> None:
+    def _kill(p: _Proc, sig: int) -> list[int]:
+        """Signals the JVM's process group and every descendant; returns the descendants."""
         pid = p.popen.pid
         victims = descendants(pid) if p.popen.poll() is None else []
         try:
@@ -258,6 +261,7 @@ class StandaloneCluster:
             except (ProcessLookupError, PermissionError):
                 pass
         p.killed = True
+        return victims
 
     # -- inspection and faults -----------------------------------------------------------------
     def status(self) -> dict[str, Any] | None:
@@ -305,8 +309,9 @@ class StandaloneCluster:
         killed. The master and the driver learn of it through the closed connections."""
         w = self.workers[i]
         pids = [w.popen.pid, *descendants(w.popen.pid)]
-        self._kill(w, signal.SIGKILL)
+        victims = self._kill(w, signal.SIGKILL)
         w.popen.wait(30)
+        _wait_gone(victims, 10.0)
         return pids
 
     def restart_worker(self, i: int) -> None:
@@ -319,6 +324,22 @@ class StandaloneCluster:
         self.workers[i] = self._spawn_worker(i)
         self._wait(lambda s: s is not None and self._alive(s) == self.num_workers,
                    f"{self.num_workers} registered worker(s)")
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pids: list[int], timeout: float) -> None:
+    """Waits until none of ``pids`` (killed processes that are not our children) still runs."""
+    deadline = time.monotonic() + timeout
+    while any(_running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _tail(path: Path, n: int = 3000) -> str:
