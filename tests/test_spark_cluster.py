@@ -408,5 +408,5 @@ def test_failed_write_fails_the_job_with_the_typed_error(spark: SparkSession) ->
     print(f"write job failed after {took:.1f} s: {msg[-400:]}")
     assert "kipconsumer.spark.KafkaWriteError: kipkafka: a record of this task was not written" in msg, \
         msg[-3000:]
-    assert "delivery.timeout.ms=1500" in msg, msg[-3000:]
+    assert "KafkaTimeoutError: Expiring" in msg and "delivery.timeout.ms=1500" in msg, msg[-3000:]
     assert took < 120
