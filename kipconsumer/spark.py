@@ -864,7 +864,8 @@ def _check_futures(futures: list[Future[Any]], sent: int) -> list[Future[Any]]:
         exc = f.exception()
         if exc is not None:
             raise KafkaWriteError(
-                f"kipkafka: a record of this task was not written ({sent} sent): {exc}") from exc
+                f"kipkafka: a record of this task was not written ({sent} sent): "
+                f"{type(exc).__name__}: {exc}") from exc  # the cause's class: Spark shows one traceback
     return pending
 
 

@@ -9,6 +9,10 @@
    (count, sum of value length, min/max offset per partition) as Parquet under a directory named
    by the batch id (idempotent: a replayed batch overwrites its own output). The offsets live in
    the query's checkpoint.
+   With ``--cluster`` the Spark half runs on a Spark standalone cluster started for the job (a
+   master and two 1-core workers, :mod:`kipconsumer.spark_cluster`) instead; its executors run
+   Python from ``--executor-python`` or, without it, from a venv built for the run with
+   kipconsumer installed from its wheel (:mod:`kipconsumer.spark_env`, needs a checkout).
 3. By default the query is stopped after its first micro-batches and restarted from the
    checkpoint with ``Trigger.AvailableNow`` (``--no-restart`` to run it once).
 4. Reads the Parquet back and checks: every produced (partition, offset) exactly once, the
@@ -17,11 +21,13 @@
 Prints rows in, rows out, rows/s and the check; exit status 0 only if the check passes.
 
     python -m kipconsumer.spark_demo [--records N] [--partitions P] [--max-offsets-per-trigger M]
+                                     [--cluster [--executor-python PATH]]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -59,6 +65,27 @@ def produce(servers: str, records: int, partitions: int) -> tuple[dict[int, int]
     return counts, sizes, time.perf_counter() - t0
 
 
+def cluster_spark(stack: contextlib.ExitStack, executor_python: str | None, workdir: Path) -> Any:
+    """A session on a standalone cluster (master + 2 workers) that ``stack`` stops on exit."""
+    from kipconsumer.spark_cluster import StandaloneCluster, cluster_session
+
+    if executor_python is None:
+        from kipconsumer.spark_env import build_executor_env
+
+        t0 = time.perf_counter()
+        executor_python = str(build_executor_env(workdir / "executor-venv"))
+        print(f"executor venv with kipconsumer from its wheel: {executor_python} "
+              f"({time.perf_counter() - t0:.1f} s)")
+    cluster = stack.enter_context(StandaloneCluster(workers=2, python=executor_python))
+    print(f"standalone cluster {cluster.master_url}: master + 2 workers registered in "
+          f"{cluster.start_seconds:.1f} s")
+    t0 = time.perf_counter()
+    spark = cluster_session(cluster, "kipkafka-demo")
+    stack.callback(spark.stop)
+    print(f"spark {spark.version} on the cluster with 2 executors up in {time.perf_counter() - t0:.1f} s")
+    return spark
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     doc = (__doc__ or "").splitlines()[0]
     ap = argparse.ArgumentParser(prog="python -m kipconsumer.spark_demo", description=doc)
@@ -67,7 +94,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-offsets-per-trigger", type=int, default=60_000)
     ap.add_argument("--no-restart", action="store_true", help="run the query once, without a stop/restart")
     ap.add_argument("--keep", metavar="DIR", help="write the Parquet output and checkpoint here (kept)")
+    ap.add_argument("--cluster", action="store_true",
+                    help="run Spark on a standalone cluster (master + 2 workers) started for the job "
+                         "instead of local[2]")
+    ap.add_argument("--executor-python", metavar="PATH",
+                    help="with --cluster: the executors' Python (kipconsumer, pyarrow, pandas<3 installed); "
+                         "default: a venv built for the run from this checkout's wheel")
     args = ap.parse_args(argv)
+    if args.executor_python and not args.cluster:
+        ap.error("--executor-python needs --cluster")
 
     from pyspark.sql import functions as F
 
@@ -79,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw_dir, agg_dir, ck_dir = workdir / "raw", workdir / "agg", workdir / "checkpoint"
     ok = False
     try:
-        with EmbeddedBroker(num_brokers=3) as broker:
+        with contextlib.ExitStack() as stack, EmbeddedBroker(num_brokers=3) as broker:
             servers = broker.bootstrap_servers
             broker.create_topic(TOPIC, partitions=args.partitions)
             print(f"embedded broker: {servers}; topic {TOPIC!r} x {args.partitions} partitions")
@@ -89,8 +124,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"({rows_in / secs:,.0f} records/s), every future acknowledged")
 
             t_spark = time.perf_counter()
-            spark = local_session("kipkafka-demo", cores=2, shuffle_partitions=2)
-            print(f"spark {spark.version} local[2] up in {time.perf_counter() - t_spark:.1f} s")
+            if args.cluster:
+                spark = cluster_spark(stack, args.executor_python, workdir)
+            else:
+                spark = local_session("kipkafka-demo", cores=2, shuffle_partitions=2)
+                print(f"spark {spark.version} local[2] up in {time.perf_counter() - t_spark:.1f} s")
 
             def sink(batch: Any, batch_id: int) -> None:
                 batch.persist()
