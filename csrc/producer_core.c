@@ -28,7 +28,7 @@ kc_producer_t *kc_producer_new(rd_kafka_conf_t *conf, char *errstr, size_t errst
                 snprintf(errstr, errstr_size, "out of memory");
                 return NULL;
         }
-        rd_kafka_conf_set_events(conf, RD_KAFKA_EVENT_DR | RD_KAFKA_EVENT_ERROR);
+        rd_kafka_conf_set_events(conf, RD_KAFKA_EVENT_DR | RD_KAFKA_EVENT_ERROR | RD_KAFKA_EVENT_STATS);
         p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, errstr_size);
         if (!p->rk) {
                 free(p);
@@ -100,7 +100,14 @@ static void *kc_producer_thread_main(void *arg) {
                                 n = kc_producer_collect(p, ev, n);
                                 evs[nev++] = ev;
                         } else {
-                                if (type == RD_KAFKA_EVENT_ERROR) {
+                                if (type == RD_KAFKA_EVENT_STATS) {
+                                        char *doc = strdup(rd_kafka_event_stats(ev));
+                                        pthread_mutex_lock(&p->lock);
+                                        free(p->stats_json);
+                                        p->stats_json = doc;
+                                        __atomic_store_n(&p->stats_ready, doc != NULL, __ATOMIC_RELEASE);
+                                        pthread_mutex_unlock(&p->lock);
+                                } else if (type == RD_KAFKA_EVENT_ERROR) {
                                         pthread_mutex_lock(&p->lock);
                                         p->st.errors++;
                                         if (rd_kafka_event_error_is_fatal(ev))
@@ -390,7 +397,20 @@ void kc_producer_destroy(kc_producer_t *p) {
         pthread_cond_destroy(&p->cond);
         pthread_mutex_destroy(&p->lock);
         free(p->items);
+        free(p->stats_json);
         free(p);
+}
+
+char *kc_producer_take_stats(kc_producer_t *p) {
+        char *doc;
+        if (!__atomic_load_n(&p->stats_ready, __ATOMIC_ACQUIRE))
+                return NULL;
+        pthread_mutex_lock(&p->lock);
+        doc = p->stats_json;
+        p->stats_json = NULL;
+        __atomic_store_n(&p->stats_ready, 0, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&p->lock);
+        return doc;
 }
 
 void kc_producer_get_stats(kc_producer_t *p, kc_producer_stats_t *out, char *last_error,

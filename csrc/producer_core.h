@@ -83,13 +83,15 @@ typedef struct kc_producer_s {
         kc_producer_dr_t *items;
         size_t items_cap;
         char last_error[512];
+        char *stats_json;      /* latest statistics JSON (statistics.interval.ms), not yet taken */
+        volatile int stats_ready; /* stats_json is set: a cheap check before kc_producer_take_stats() */
 } kc_producer_t;
 
 /* Monotonic clock, microseconds. */
 int64_t kc_producer_now_us(void);
 
 /* Creates the producer handle from conf (consumed on success, left to the caller on failure).
- * Enables RD_KAFKA_EVENT_DR | RD_KAFKA_EVENT_ERROR on conf. Returns NULL with errstr filled. */
+ * Enables RD_KAFKA_EVENT_DR | RD_KAFKA_EVENT_ERROR | RD_KAFKA_EVENT_STATS on conf. Returns NULL with errstr filled. */
 kc_producer_t *kc_producer_new(rd_kafka_conf_t *conf, char *errstr, size_t errstr_size);
 
 /* Starts the delivery thread; returns 0 or an errno value. */
@@ -144,6 +146,10 @@ kc_producer_rec_t *kc_producer_take_all(kc_producer_t *p);
 
 /* Destroys the handle and frees p. No GIL (rd_kafka_destroy() may block). */
 void kc_producer_destroy(kc_producer_t *p);
+
+/* The latest statistics JSON the delivery thread received (malloc'd; the caller frees it), or NULL
+ * if none arrived since the last call. Older documents not taken are replaced, never queued. */
+char *kc_producer_take_stats(kc_producer_t *p);
 
 void kc_producer_get_stats(kc_producer_t *p, kc_producer_stats_t *out, char *last_error,
                            size_t last_error_size);

@@ -338,6 +338,7 @@ void *rd_kafka_event_opaque(rd_kafka_event_t *rkev);
 rd_kafka_topic_partition_list_t *rd_kafka_event_topic_partition_list(rd_kafka_event_t *rkev);
 const rd_kafka_message_t *rd_kafka_event_message_next(rd_kafka_event_t *rkev);
 size_t rd_kafka_event_message_count(rd_kafka_event_t *rkev);
+const char *rd_kafka_event_stats(rd_kafka_event_t *rkev);
 
 /* ---- producer ------------------------------------------------------------------- */
 int rd_kafka_produce(rd_kafka_topic_t *rkt, int32_t partition, int msgflags, void *payload, size_t len,

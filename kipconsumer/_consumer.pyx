@@ -8,7 +8,6 @@ and the translation of librdkafka results into kipconsumer's typed errors. The p
 typed facade is kipconsumer.consumer.KafkaConsumer.
 """
 
-import json
 import logging
 
 from cpython.exc cimport PyErr_CheckSignals
@@ -26,6 +25,7 @@ from kipconsumer._records cimport ConsumerRecords, records_take
 
 from kipconsumer.errors import (CommitFailedError, ConfigError, IllegalStateError, KafkaError,
                                 KafkaTimeoutError, RebalanceInProgressError, WakeupError)
+from kipconsumer._stats import summary as stats_summary
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kipconsumer.consumer")
@@ -128,27 +128,6 @@ cdef int _stats_cb(rd_kafka_t *rk, char *json_buf, size_t json_len, void *opaque
             self._pending_exc = exc
         self.core.abort_poll = 1
     return 0
-
-
-cdef dict _stats_summary(str doc):
-    """The parts of librdkafka's statistics JSON that metrics()["statistics"] shows."""
-    d = json.loads(doc)
-    lag = 0
-    for t in d.get("topics", {}).values():
-        for part, pd in t.get("partitions", {}).items():
-            if part != "-1" and pd.get("consumer_lag", -1) >= 0:
-                lag += pd["consumer_lag"]
-    return {
-        "ts_ms": d.get("ts", 0) // 1000,
-        "replyq": d.get("replyq", 0),
-        "msg_cnt": d.get("msg_cnt", 0),
-        "msg_size": d.get("msg_size", 0),
-        "tx": d.get("tx", 0), "tx_bytes": d.get("tx_bytes", 0),
-        "rx": d.get("rx", 0), "rx_bytes": d.get("rx_bytes", 0),
-        "rxmsgs": d.get("rxmsgs", 0), "rxmsg_bytes": d.get("rxmsg_bytes", 0),
-        "brokers_up": sum(1 for b in d.get("brokers", {}).values() if b.get("state") == "UP"),
-        "consumer_lag": lag,
-    }
 
 
 cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -362,7 +341,7 @@ cdef class NativeConsumer:
     cdef bint _close_requested       # close() from another thread waits for the running call (request_close)
     cdef int64_t _session_timeout_ms     # for the close settle's bound (_settle_rebalance)
     cdef object _stats_cb            # the user's stats_cb(json: str), or None
-    cdef object _stats               # summary of the last statistics (_stats_summary), or None
+    cdef object _stats               # summary of the last statistics (kipconsumer._stats), or None
     cdef int64_t _heartbeat_interval_ms
 
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
@@ -1387,7 +1366,7 @@ cdef class NativeConsumer:
 
     cdef _on_stats(self, str doc):
         try:
-            self._stats = _stats_summary(doc)
+            self._stats = stats_summary(doc)
         except (ValueError, TypeError, AttributeError) as exc:
             log.debug("librdkafka statistics not understood: %s", exc)
         if self._stats_cb is not None:

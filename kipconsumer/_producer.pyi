@@ -29,6 +29,7 @@ class ProducerCore:
         buffer_memory: int,
         key_serializer: Callable[[Any], Any] | None = None,
         value_serializer: Callable[[Any], Any] | None = None,
+        stats_cb: Callable[[str], object] | None = None,
     ) -> None: ...
     def send(
         self,

@@ -43,6 +43,7 @@ from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError,
                                 KafkaTimeoutError, ProducerFencedError, SerializationError,
                                 TransactionAbortableError)
+from kipconsumer._stats import summary as stats_summary
 from kipconsumer.structs import RecordMetadata
 
 
@@ -93,6 +94,7 @@ cdef extern from "producer_core.h" nogil:
 
     ctypedef struct kc_producer_t:
         rd_kafka_t *rk
+        int stats_ready
 
     int64_t kc_producer_now_us()
     kc_producer_t *kc_producer_new(rd_kafka_conf_t *conf, char *errstr, size_t errstr_size)
@@ -124,6 +126,7 @@ cdef extern from "producer_core.h" nogil:
     void kc_producer_get_stats(kc_producer_t *p, kc_producer_stats_t *out, char *last_error,
                                size_t last_error_size)
     int kc_producer_on_dr_thread(kc_producer_t *p)
+    char *kc_producer_take_stats(kc_producer_t *p)
 
 
 cdef extern from "<unistd.h>" nogil:
@@ -525,6 +528,8 @@ cdef class ProducerCore:
     cdef readonly str message_max_bytes
     cdef readonly object _key_serializer
     cdef readonly object _value_serializer
+    cdef object _stats_cb             # the user's stats_cb(json: str), or None
+    cdef object _stats                # summary of the last statistics (kipconsumer._stats), or None
 
     def __cinit__(self):
         self.p = NULL
@@ -536,12 +541,14 @@ cdef class ProducerCore:
 
     def __init__(self, dict rdkafka, int max_block_ms, int delivery_timeout_ms,
                  int request_timeout_ms, long long buffer_memory, key_serializer=None,
-                 value_serializer=None):
+                 value_serializer=None, stats_cb=None):
         cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
         cdef char errstr[512]
         cdef bytes bk, bv
         cdef int r
         self._topics = {}
+        self._stats_cb = stats_cb
+        self._stats = None
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self.max_block_ms = max_block_ms
@@ -736,6 +743,8 @@ cdef class ProducerCore:
         if self._value_serializer is not None and value is not None:
             value = _serialize(self._value_serializer, value, "value")
         drain_logs()
+        if self.p != NULL and self.p.stats_ready:
+            self._serve_stats()
         # a serializer may have closed the producer (or another thread did meanwhile)
         self._enter("send()")
         try:
@@ -911,6 +920,7 @@ cdef class ProducerCore:
         finally:
             self._leave()
             drain_logs()
+            self._serve_stats()
 
     def close(self, double timeout_s=-1.0):
         """Flush up to timeout_s (< 0 or infinite: no bound), purge what is left, fail its
@@ -1080,12 +1090,37 @@ cdef class ProducerCore:
     def closed(self):
         return self._closed
 
+    cdef _serve_stats(self):
+        """Hands the latest statistics JSON (statistics.interval.ms) to metrics() and stats_cb, on the
+        calling thread (send(), flush(), metrics()); the callback's exceptions are logged, as a
+        delivery callback's are."""
+        cdef char *doc
+        if self.p == NULL:
+            return
+        doc = kc_producer_take_stats(self.p)
+        if doc == NULL:
+            return
+        try:
+            text = (<bytes>doc).decode("utf-8", "replace")
+        finally:
+            free(doc)
+        try:
+            self._stats = stats_summary(text)
+        except (ValueError, TypeError, AttributeError) as exc:
+            _log.debug("librdkafka statistics not understood: %s", exc)
+        if self._stats_cb is not None:
+            try:
+                self._stats_cb(text)
+            except Exception:
+                _log.exception("stats_cb raised an exception (ignored)")
+
     def metrics(self):
         """Counters of the producer (see KafkaProducer.metrics())."""
         cdef kc_producer_stats_t st
         cdef char last_error[512]
         if self.p == NULL:
             return {"closed": True, "in_flight": 0}
+        self._serve_stats()
         kc_producer_get_stats(self.p, &st, last_error, sizeof(last_error))
         return {
             "closed": bool(self._closed),
@@ -1104,6 +1139,7 @@ cdef class ProducerCore:
             "last_error": last_error.decode("utf-8", "replace"),
             "librdkafka_queue_len": st.outq_len,
             "topics_known": len(self._topics),
+            "statistics": self._stats,
         }
 
 

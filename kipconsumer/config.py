@@ -97,6 +97,9 @@ class ProducerSettings:
     linger_ms: int
     buffer_memory: int
     rdkafka: dict[str, str]
+    #: ``stats_cb``: called with librdkafka's statistics JSON (``statistics.interval.ms``) on the
+    #: thread calling ``send()``, ``flush()`` or ``metrics()``
+    stats_cb: Callable[[str], object] | None = None
 
     __repr__ = _settings_repr
 
@@ -875,6 +878,7 @@ def producer_settings(conf: Mapping[str, object]) -> ProducerSettings:
     idempotence (explicit ``enable.idempotence=true`` or ``transactional.id`` with ``acks`` != all,
     more than 5 in-flight requests or ``retries=0``).
     """
+    conf, stats_cb = _take_stats_cb(conf)
     res = _resolve(conf, PRODUCER_SPECS, "producer", others=_others("producer"), forced=PRODUCER_FORCED,
                    passthrough=True)
     _check_common(res)
@@ -892,6 +896,7 @@ def producer_settings(conf: Mapping[str, object]) -> ProducerSettings:
         linger_ms=res.get_int("linger.ms"),
         buffer_memory=res.get_int("buffer.memory"),
         rdkafka=rd,
+        stats_cb=stats_cb,
     )
 
 

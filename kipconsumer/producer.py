@@ -103,7 +103,8 @@ class KafkaProducer:
         self._core = ProducerCore(_rdkafka_properties(settings.rdkafka, settings.request_timeout_ms),
                                   settings.max_block_ms,
                                   settings.delivery_timeout_ms, settings.request_timeout_ms,
-                                  settings.buffer_memory, key_serializer, value_serializer)
+                                  settings.buffer_memory, key_serializer, value_serializer,
+                                  settings.stats_cb)
         self._finalizer = weakref.finalize(self, _close_core, self._core, 0.0)
         if type(self).send is KafkaProducer.send:
             # Fast path: ``p.send`` is the native method itself (same parameters, serializers
@@ -265,7 +266,8 @@ class KafkaProducer:
         """Counters: ``in_flight`` (sent records whose future is not done yet), ``records_sent``,
         ``records_delivered``, ``records_failed``, ``records_timed_out``, ``buffer_full_waits``,
         ``buffer_full_timeouts``, ``delivery_batches``, ``callback_errors``, ``client_errors``,
-        ``fatal_error``, ``last_error``, ``librdkafka_queue_len``, ``topics_known``, plus the
+        ``fatal_error``, ``last_error``, ``librdkafka_queue_len``, ``topics_known``, ``statistics`` (a summary
+        of the last ``statistics.interval.ms`` document, or None), plus the
         effective ``max_block_ms``, ``request_timeout_ms``, ``delivery_timeout_ms``."""
         m: dict[str, Any] = self._core.metrics()
         m["max_block_ms"] = self._settings.max_block_ms

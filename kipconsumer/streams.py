@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from kipconsumer._records import ConsumerRecord
+from kipconsumer._timeouts import timeout_seconds
 from kipconsumer.config import (
     CONSUMER_SPECS,
     PRODUCER_SPECS,
@@ -454,7 +455,7 @@ class Pipeline:
         or the producer propagate. The pipeline stays usable for ``close()`` after an error."""
         if self._closed:
             raise KafkaError("Pipeline.run() after close()")
-        end = None if timeout is None else time.monotonic() + timeout
+        end = None if timeout is None else time.monotonic() + timeout_seconds(timeout, 0)
         consumer, executor, tasks = self._consumer, self._executor, self._tasks
         while True:
             if until is not None and until():
@@ -638,7 +639,7 @@ class Pipeline:
         if self._closed:
             return
         self._closed = True
-        budget = self._half_mpi_s if timeout is None else max(0.0, float(timeout))
+        budget = timeout_seconds(timeout, self._half_mpi_s * 1000.0)
         try:
             self._finish(list(self._tasks.values()), budget, commit=True, closing=True)
         finally:

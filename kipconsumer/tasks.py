@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+from kipconsumer._timeouts import timeout_seconds
 from kipconsumer.config import TaskSettings, task_settings
 from kipconsumer.errors import TaskTimeoutError
 
@@ -192,7 +193,7 @@ class TaskExecutor:
         retry time, at most ``retry.backoff.ms``; with no tasks at all it sleeps ``retry.backoff.ms``.
         """
         clock = self._clock
-        end = None if timeout is None else clock() + timeout
+        end = None if timeout is None else clock() + timeout_seconds(timeout, 0)
         passes = 0
         while True:
             if until is not None and until():

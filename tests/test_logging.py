@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
+import threading
 import time
 from collections.abc import Callable
 
@@ -119,3 +121,40 @@ def test_stats_cb_exception_is_raised_from_poll(broker: EmbeddedBroker) -> None:
                 c.poll(0.1)
     finally:
         c.close()
+
+
+def test_producer_stats_cb_runs_on_the_calling_thread_and_metrics_sum_up(broker: EmbeddedBroker) -> None:
+    got: list[tuple[str, int]] = []
+    p = KafkaProducer({"bootstrap.servers": broker.bootstrap_servers, "statistics.interval.ms": 100,
+                       "stats_cb": lambda doc: got.append((doc, threading.get_ident()))})
+    try:
+        broker.create_topic("stats-p", 1)
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            p.send("stats-p", value=b"x")
+            p.flush(1)
+            time.sleep(0.05)
+        assert got, "no statistics reached stats_cb"
+        doc, thread = got[-1]
+        assert thread == threading.get_ident()
+        assert json.loads(doc)["type"] == "producer"
+        stats = p.metrics()["statistics"]
+        assert stats is not None and stats["brokers_up"] >= 1 and stats["txmsgs"] >= 0
+    finally:
+        p.close(2)
+
+
+def test_producer_stats_cb_exception_is_logged_not_raised(broker: EmbeddedBroker,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    def bad(doc: str) -> None:
+        raise RuntimeError("stats consumer broke")
+
+    p = KafkaProducer({"bootstrap.servers": broker.bootstrap_servers, "statistics.interval.ms": 100,
+                       "stats_cb": bad})
+    try:
+        time.sleep(0.5)
+        with caplog.at_level(logging.ERROR, logger="kipconsumer.producer"):
+            p.metrics()
+        assert "stats_cb raised" in caplog.text
+    finally:
+        p.close(2)

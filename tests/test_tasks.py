@@ -248,3 +248,13 @@ def test_run_until_and_timeout_return() -> None:
     t0 = clock.now
     empty.run(timeout=1.0)  # no tasks: sleeps retry.backoff.ms at a time, returns at the timeout
     assert clock.now - t0 == pytest.approx(1.0)
+
+
+def test_run_timeout_is_checked_like_every_timeout_argument() -> None:
+    """NaN, negative or non-number timeouts raise ValueError naming it (kipconsumer/_timeouts.py);
+    NaN used to make run() loop forever (every comparison with it is false)."""
+    ex = TaskExecutor({"task.timeout.ms": 1000})
+    for bad in (-1.0, "1", float("nan")):
+        with pytest.raises(ValueError, match="timeout"):
+            ex.run(timeout=bad)  # type: ignore[arg-type]
+    assert ex.run(timeout=0.0) >= 0

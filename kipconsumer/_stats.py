@@ -1,0 +1,30 @@
+"""The summary of librdkafka's statistics JSON (``statistics.interval.ms``) in ``metrics()``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def summary(doc: str) -> dict[str, Any]:
+    """The parts of one statistics document that ``metrics()["statistics"]`` shows (both clients).
+
+    Raises ``ValueError`` for a document that is not JSON."""
+    d = json.loads(doc)
+    lag = 0
+    for t in d.get("topics", {}).values():
+        for part, pd in t.get("partitions", {}).items():
+            if part != "-1" and pd.get("consumer_lag", -1) >= 0:
+                lag += pd["consumer_lag"]
+    return {
+        "ts_ms": d.get("ts", 0) // 1000,
+        "replyq": d.get("replyq", 0),
+        "msg_cnt": d.get("msg_cnt", 0),
+        "msg_size": d.get("msg_size", 0),
+        "tx": d.get("tx", 0), "tx_bytes": d.get("tx_bytes", 0),
+        "rx": d.get("rx", 0), "rx_bytes": d.get("rx_bytes", 0),
+        "txmsgs": d.get("txmsgs", 0), "txmsg_bytes": d.get("txmsg_bytes", 0),
+        "rxmsgs": d.get("rxmsgs", 0), "rxmsg_bytes": d.get("rxmsg_bytes", 0),
+        "brokers_up": sum(1 for b in d.get("brokers", {}).values() if b.get("state") == "UP"),
+        "consumer_lag": lag,
+    }
