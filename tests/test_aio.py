@@ -414,6 +414,7 @@ async def main():
     c = AsyncKafkaConsumer({{"bootstrap.servers": {broker.bootstrap_servers!r}, "group.id": "gone"}})
     c.subscribe(["gone-topic"])
     await c.poll(0.1)
+    await p.send("gone-topic", value=b"warm")  # the topic's metadata: later sends enqueue at once
     for i in range(10):
         p.send("gone-topic", value=b"x")
     return p, c
