@@ -116,10 +116,6 @@ def _as_offsets(offsets: Mapping[Any, Any]) -> dict[TopicPartition, OffsetAndMet
     return out
 
 
-def _seconds(timeout: float | None, default_ms: int, arg: str = "timeout") -> float:
-    return timeout_seconds(timeout, default_ms, arg)
-
-
 log = logging.getLogger("kipconsumer.consumer")
 _get_ident = threading.get_ident
 
@@ -229,7 +225,7 @@ class KafkaConsumer:
         return self._settings
 
     def _api_timeout(self, timeout: float | None) -> float:
-        return _seconds(timeout, self._settings.default_api_timeout_ms)
+        return timeout_seconds(timeout, self._settings.default_api_timeout_ms)
 
     # -- group membership ----------------------------------------------------------
     @_owned
@@ -457,7 +453,7 @@ class KafkaConsumer:
         ``poll()`` returns an empty batch at once).
         A signal's exception (``KeyboardInterrupt``) ends the wait like the timeout does: the consumer
         is closed, librdkafka finishes in the background, and the exception propagates."""
-        seconds = _seconds(timeout, self._settings.default_api_timeout_ms)
+        seconds = timeout_seconds(timeout, self._settings.default_api_timeout_ms)
         me = threading.get_ident()
         with self._guard:
             if self._owner == me:  # from a callback inside a call of this thread: the native rules
