@@ -96,33 +96,23 @@ class _ListenerOnLoop:
         self._call("on_partitions_assigned", partitions)
 
 
-class _FdWaiter:
-    """One reader on an eventfd for a loop; wakes every coroutine waiting for activity on it."""
+class _Wakeups:
+    """Coroutines waiting for the next event of some kind, each at most its timeout (loop thread only)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
-        self.loop = loop
-        self.fd = fd
+    def __init__(self) -> None:
         self._waiters: list[asyncio.Future[None]] = []
-        loop.add_reader(fd, self._readable)
 
-    def _readable(self) -> None:
-        try:
-            os.read(self.fd, 8)  # reset the eventfd's counter (non-blocking fd)
-        except (BlockingIOError, InterruptedError):
-            pass
-        self._wake_all()
-
-    def _wake_all(self) -> None:
+    def wake_all(self) -> None:
         waiters, self._waiters = self._waiters, []
         for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
+            _resolve(fut)
 
     async def wait(self, timeout: float) -> None:
-        """Returns on the fd's next signal or after ``timeout`` seconds, whichever comes first."""
-        fut = self.loop.create_future()
+        """Returns at the next wake_all() or after ``timeout`` seconds, whichever comes first."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
         self._waiters.append(fut)
-        handle = self.loop.call_later(max(0.0, timeout), _resolve, fut)
+        handle = loop.call_later(max(0.0, timeout), _resolve, fut)
         try:
             await fut
         finally:
@@ -130,10 +120,27 @@ class _FdWaiter:
             if fut in self._waiters:
                 self._waiters.remove(fut)
 
+
+class _FdWaiter(_Wakeups):
+    """One reader on an eventfd for a loop; wakes every coroutine waiting for activity on it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        super().__init__()
+        self.loop = loop
+        self.fd = fd
+        loop.add_reader(fd, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            os.read(self.fd, 8)  # reset the eventfd's counter (non-blocking fd)
+        except (BlockingIOError, InterruptedError):
+            pass
+        self.wake_all()
+
     def detach(self) -> None:
         if not self.loop.is_closed():
             self.loop.remove_reader(self.fd)
-        self._wake_all()
+        self.wake_all()
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -402,7 +409,7 @@ class AsyncKafkaProducer:
         self._reports: collections.deque[tuple[asyncio.Future[RecordMetadata], Any, Any]]
         self._reports = collections.deque()
         self._drain_scheduled = False
-        self._waiters: list[asyncio.Future[None]] = []  # flush() waiting for deliveries
+        self._deliveries = _Wakeups()  # send()/flush() waiting for deliveries
         self._backlog: collections.deque[_Send] = collections.deque()  # sends waiting to be enqueued
         self._backlog_task: asyncio.Task[None] | None = None
         self._loop_closed_warned = False
@@ -441,10 +448,7 @@ class AsyncKafkaProducer:
                 fut.set_exception(exc)
             else:
                 fut.set_result(md)
-        waiters, self._waiters = self._waiters, []
-        for w in waiters:
-            if not w.done():
-                w.set_result(None)
+        self._deliveries.wake_all()
 
     # -- sending ----------------------------------------------------------------------------------
     def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
@@ -498,7 +502,7 @@ class AsyncKafkaProducer:
                                 f"{self._max_block_s * 1000:.0f} ms: {e}", code=e.code))
                         break
                     if e.code == "_QUEUE_FULL":  # deliveries free buffer space
-                        await self._wait_delivery(min(left, 0.02))
+                        await self._deliveries.wait(min(left, 0.02))
                     else:
                         # the topic's first metadata: one blocking lookup on a worker thread (the
                         # producer is thread-safe); send() then finds the topic known
@@ -514,16 +518,6 @@ class AsyncKafkaProducer:
                         raise
                     break
             self._backlog.popleft()
-
-    async def _wait_delivery(self, timeout: float) -> None:
-        loop = asyncio.get_running_loop()
-        w = loop.create_future()
-        self._waiters.append(w)
-        handle = loop.call_later(timeout, _resolve, w)
-        try:
-            await w
-        finally:
-            handle.cancel()
 
     def partitions_for(self, topic: str) -> list[int]:
         """As ``KafkaProducer.partitions_for`` (may block the loop for the topic's metadata)."""
@@ -547,7 +541,7 @@ class AsyncKafkaProducer:
             if left <= 0:
                 raise KafkaTimeoutError(f"flush() timed out after {secs} s with {left_records} record(s) "
                                         f"still pending")
-            await self._wait_delivery(min(left, _RECHECK_S))
+            await self._deliveries.wait(min(left, _RECHECK_S))
 
     async def close(self, timeout: float | None = None) -> None:
         """Flushes for at most ``timeout`` (None: ``delivery.timeout.ms`` + 1 s), then closes the
