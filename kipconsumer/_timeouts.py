@@ -5,9 +5,8 @@ Contract (API.md: method timeouts are seconds, ``None`` is the configured defaul
 - ``None`` means the default the caller passes (milliseconds, from the client's config);
 - a finite number >= 0 is a wait in seconds; values above :data:`MAX_FINITE_S` are clamped
   to it (so no conversion to milliseconds can overflow a C ``int``);
-- ``math.inf`` waits without bound: the result is ``math.inf`` and :func:`to_ms` gives
-  :data:`UNBOUNDED_MS` (librdkafka's "infinite", -1). Such a wait still ends on ``wakeup()``,
-  ``close()`` or a signal;
+- ``math.inf`` waits without bound: the result is ``math.inf``. Such a wait still ends on
+  ``wakeup()``, ``close()`` or a signal (the native waits go in slices);
 - NaN, a negative number, a bool or a non-number raises ``ValueError`` naming the argument.
 """
 
@@ -18,7 +17,6 @@ import math
 # The largest wait in milliseconds that fits librdkafka's int timeouts (about 24.8 days).
 MAX_FINITE_MS = 2**31 - 2
 MAX_FINITE_S = MAX_FINITE_MS / 1000.0
-UNBOUNDED_MS = -1
 
 
 def timeout_seconds(value: object, default_ms: int | float, arg: str = "timeout") -> float:
@@ -33,10 +31,3 @@ def timeout_seconds(value: object, default_ms: int | float, arg: str = "timeout"
     if math.isinf(seconds):
         return math.inf
     return min(seconds, MAX_FINITE_S)
-
-
-def to_ms(seconds: float) -> int:
-    """Milliseconds for a value returned by :func:`timeout_seconds` (``inf`` -> ``UNBOUNDED_MS``)."""
-    if math.isinf(seconds):
-        return UNBOUNDED_MS
-    return min(math.ceil(seconds * 1000.0), MAX_FINITE_MS)
