@@ -263,6 +263,8 @@ rd_kafka_topic_partition_t *rd_kafka_topic_partition_list_add(rd_kafka_topic_par
                                                               const char *topic, int32_t partition);
 rd_kafka_topic_partition_list_t *rd_kafka_topic_partition_list_copy(
     const rd_kafka_topic_partition_list_t *src);
+rd_kafka_topic_partition_t *rd_kafka_topic_partition_list_find(const rd_kafka_topic_partition_list_t *rktparlist,
+                                                               const char *topic, int32_t partition);
 
 /* ---- messages, headers ---------------------------------------------------------- */
 void rd_kafka_message_destroy(rd_kafka_message_t *rkmessage);
@@ -422,6 +424,8 @@ rd_kafka_AdminOptions_t *rd_kafka_AdminOptions_new(rd_kafka_t *rk, rd_kafka_admi
 void rd_kafka_AdminOptions_destroy(rd_kafka_AdminOptions_t *options);
 rd_kafka_resp_err_t rd_kafka_AdminOptions_set_request_timeout(rd_kafka_AdminOptions_t *options, int timeout_ms,
                                                               char *errstr, size_t errstr_size);
+rd_kafka_error_t *rd_kafka_AdminOptions_set_require_stable_offsets(rd_kafka_AdminOptions_t *options,
+                                                                   int true_or_false);
 rd_kafka_ListConsumerGroupOffsets_t *rd_kafka_ListConsumerGroupOffsets_new(
     const char *group_id, const rd_kafka_topic_partition_list_t *partitions);
 void rd_kafka_ListConsumerGroupOffsets_destroy(rd_kafka_ListConsumerGroupOffsets_t *list_grpoffsets);

@@ -185,6 +185,8 @@ cdef extern from "rdk.h" nogil:
         rd_kafka_topic_partition_list_t *rktparlist, const char *topic, int32_t partition)
     rd_kafka_topic_partition_list_t *rd_kafka_topic_partition_list_copy(
         const rd_kafka_topic_partition_list_t *src)
+    rd_kafka_topic_partition_t *rd_kafka_topic_partition_list_find(
+        const rd_kafka_topic_partition_list_t *rktparlist, const char *topic, int32_t partition)
 
     # --- messages --------------------------------------------------------------
     void rd_kafka_message_destroy(rd_kafka_message_t *rkmessage)
@@ -354,6 +356,8 @@ cdef extern from "rdk.h" nogil:
     rd_kafka_resp_err_t rd_kafka_AdminOptions_set_request_timeout(rd_kafka_AdminOptions_t *options,
                                                                   int timeout_ms, char *errstr,
                                                                   size_t errstr_size)
+    rd_kafka_error_t *rd_kafka_AdminOptions_set_require_stable_offsets(rd_kafka_AdminOptions_t *options,
+                                                                       int true_or_false)
     rd_kafka_ListConsumerGroupOffsets_t *rd_kafka_ListConsumerGroupOffsets_new(
         const char *group_id, const rd_kafka_topic_partition_list_t *partitions)
     void rd_kafka_ListConsumerGroupOffsets_destroy(

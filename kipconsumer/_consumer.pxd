@@ -1,0 +1,104 @@
+# Table of contents of the native consumer (kipconsumer/_consumer.pyx and the unit files it includes):
+# the member state machine, the listener invoker and the consumer's fields, each with what it holds.
+from libc.stdint cimport int64_t
+
+from kipconsumer._core cimport kc_consumer_t, kc_heartbeat_monitor_t, kc_partition_t, kc_poll_status_t
+from kipconsumer._rdk cimport rd_kafka_message_t, rd_kafka_queue_t, rd_kafka_resp_err_t, rd_kafka_t
+
+
+cdef extern from "consumer_close.h" nogil:
+    ctypedef struct kc_reaper_t:
+        kc_heartbeat_monitor_t *hb
+
+
+cdef enum MemberState:
+    # The consumer's place in its group (_consumer_membership.pxi); one function per transition.
+    MEMBER_UNJOINED = 0   # no subscription: manual assign() or nothing; max.poll.interval.ms does not apply
+    MEMBER_JOINED = 1     # subscribed; librdkafka joins or is a member, assignments are served
+    MEMBER_LEFT = 2       # librdkafka left the group (poll interval expired, or an assignment of a generation
+                          # it had left was discarded): commits raise CommitFailedError; the next poll rejoins
+    MEMBER_REJOINING = 3  # partitions of a discarded assignment were kept by the group: the next poll() leaves
+                          # and joins again
+
+
+cdef enum ClosePhase:
+    # Where close() is (_consumer_close.pxi).
+    CLOSE_OPEN = 0        # not closing
+    CLOSE_SETTLING = 1    # cooperative: letting a rebalance the member takes part in complete first
+    CLOSE_REVOKING = 2    # librdkafka's close started; the final revoke (listener may commit) not yet served
+    CLOSE_UNASSIGNED = 3  # the final revoke was answered (full unassign); librdkafka commits, leaves, terminates
+    CLOSE_DONE = 4        # closed: every method but close()/wakeup()/metrics() raises IllegalStateError
+
+
+cdef class _Handle:
+    # Owns the rd_kafka_t: destroys it when the consumer and every batch holding its messages are gone.
+    cdef rd_kafka_t *rk
+    cdef kc_reaper_t *reaper             # set: the rest of the close and the destruction go to the reaper
+    cdef kc_heartbeat_monitor_t *hb      # the core's heartbeat monitor, freed after rd_kafka_destroy
+
+
+cdef class ListenerInvoker:
+    # Calls the application's rebalance listener (_consumer_listener.pxi).
+    cdef object listener          # the RebalanceListener, or None
+    cdef int running              # > 0 while a listener method runs (poll()/close() are refused there)
+
+    cdef assigned(self, list tps)
+    cdef revoked(self, list tps, bint lost)
+
+
+cdef class NativeConsumer:
+    # --- the librdkafka handle and the C core (csrc/consumer_core.h)
+    cdef rd_kafka_t *rk
+    cdef _Handle _handle                 # destroys rk once no batch holds its messages
+    cdef kc_consumer_t *core             # fetch buffer, poll timer, heartbeat monitor, eventfd
+    cdef rd_kafka_message_t **out        # max.poll.records slots for one poll's records
+    # --- configuration
+    cdef readonly int64_t max_poll_interval_ms
+    cdef readonly int64_t default_api_timeout_ms
+    cdef readonly bint auto_commit
+    cdef readonly bint has_group         # the application gave a group.id
+    cdef bytes _group_id                 # group.id (or the private one of an assign-only consumer)
+    cdef bint _cooperative_cfg           # partition.assignment.strategy is cooperative-sticky
+    cdef bint _read_committed            # isolation.level=read_committed (stable offsets only)
+    cdef int64_t _session_timeout_ms     # for the close settle's bound
+    cdef int64_t _heartbeat_interval_ms  # for the close settle's bound
+    # --- group membership (_consumer_membership.pxi)
+    cdef MemberState _member             # see MemberState
+    cdef set _subscription               # the topics of subscribe(), empty when unsubscribed
+    cdef set _stale_parts                # partitions of a discarded assignment librdkafka may still hold
+    cdef ListenerInvoker _listener       # the application's rebalance listener
+    cdef readonly long rebalances
+    cdef readonly long poll_interval_expiries
+    cdef readonly long revoked_records_dropped
+    # --- commits (_consumer_commits.pxi)
+    cdef rd_kafka_queue_t *commit_q      # results of commit_async(); wakes the eventfd
+    cdef dict _commit_callbacks          # commit_async() key -> (callback, offsets, None)
+    cdef long _commit_seq                # last commit_async() key
+    cdef int _in_callback                # > 0 inside a commit_async() callback
+    # --- close (_consumer_close.pxi)
+    cdef ClosePhase _close_phase         # see ClosePhase
+    cdef int64_t _close_deadline_ms      # inside close(): when close() must return (kc_now_ms clock)
+    cdef rd_kafka_queue_t *_close_q      # inside close(): the queue librdkafka's close posts events to
+    cdef bint _close_requested           # close() from another thread waits for the running call
+    # --- poll and the rest
+    cdef bint _in_poll                   # inside poll()'s wait loop (a signal handler may run there)
+    cdef object _pending_exc             # an exception of a callback, raised when the call returns
+    cdef object _stats_cb                # the application's stats_cb(json: str), or None
+    cdef object _stats                   # summary of the last statistics (kipconsumer._stats), or None
+
+    cdef int _check_open(self) except -1
+    cdef int _check_not_in_callback(self, str method) except -1
+    cdef object _raise(self, rd_kafka_resp_err_t err, str what)
+    cdef _raise_pending(self)
+    cdef _keep_exception(self, BaseException exc)
+    cdef bint _cooperative(self) noexcept
+    cdef bint _closing(self) noexcept
+    cdef _store_positions(self, object only)
+    cdef kc_poll_status_t _poll_core(self, int timeout_ms) except *
+    cdef void _detach_commit_queue(self) noexcept
+    cdef void _destroy(self) noexcept
+    cdef _handle_errors(self)
+    cdef _poll(self, double timeout)
+    cdef kc_partition_t *_assigned(self, tp) except NULL
+    cdef _set_paused(self, list tps, bint paused)
+    cdef _on_stats(self, str doc)

@@ -1,0 +1,265 @@
+# Commits: the offset store (auto-commit), commit-and-wait, asynchronous commits and their callbacks,
+# the committed-offset lookup, and the translation of refused commits into kipconsumer's errors
+# (included by _consumer.pyx; fields in _consumer.pxd).
+
+
+cdef int _check_commit_allowed(NativeConsumer c) except -1:
+    """Refuses a commit the group would refuse: no group.id, or a member that left (KIP-62)."""
+    if not c.has_group:
+        raise CommitFailedError("commit requires group.id to be set")
+    # max.poll.interval.ms governs group membership only: a consumer with a manual assign() is no
+    # member and may take as long as it likes between polls (as in Java).
+    if c._subscription and (c._member == MEMBER_LEFT or kc_poll_timer_expired(&c.core.poll_timer)
+                            or rd_kafka_assignment_lost(c.rk)):
+        raise CommitFailedError(COMMIT_FAILED_MESSAGE.format(interval=c.max_poll_interval_ms),
+                                code="_MAX_POLL_EXCEEDED")
+    return 0
+
+
+cdef rd_kafka_topic_partition_list_t *_offsets_list(dict offsets) except NULL:
+    """{TopicPartition: OffsetAndMetadata} -> a new librdkafka list (caller destroys)."""
+    cdef rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new(max(1, len(offsets)))
+    cdef rd_kafka_topic_partition_t *e
+    cdef bytes md
+    try:
+        for tp, om in offsets.items():
+            e = rd_kafka_topic_partition_list_add(lst, c_string(tp.topic, "topic"), tp.partition)
+            e.offset = om.offset
+            if om.metadata:
+                md = om.metadata.encode()
+                e.metadata = malloc(len(md))  # freed by rd_kafka_topic_partition_list_destroy
+                if e.metadata == NULL:
+                    raise MemoryError()
+                memcpy(e.metadata, <char *>md, len(md))
+                e.metadata_size = len(md)
+    except BaseException:
+        rd_kafka_topic_partition_list_destroy(lst)
+        raise
+    return lst
+
+
+cdef rd_kafka_resp_err_t _commit_and_wait(NativeConsumer c, rd_kafka_topic_partition_list_t *lst,
+                                          int64_t deadline, bint interruptible,
+                                          rd_kafka_event_t **result) except *:
+    """Commits `lst` and waits until `deadline` (kc_now_ms clock) for the result event, stored in
+    *result (NULL on timeout; the caller destroys it). Waits in slices, checking for signals between
+    them when `interruptible` (the commit goes on if one interrupts). Returns the error of sending the
+    commit, if any."""
+    cdef rd_kafka_queue_t *q = rd_kafka_queue_new(c.rk)
+    cdef rd_kafka_event_t *ev = NULL
+    cdef rd_kafka_resp_err_t err
+    try:
+        err = rd_kafka_commit_queue(c.rk, lst, q, NULL, NULL)
+        if err:
+            return err
+        while True:
+            with nogil:
+                ev = rd_kafka_queue_poll(q, _slice(deadline))
+            if ev != NULL or kc_now_ms() >= deadline:
+                break
+            if interruptible:
+                PyErr_CheckSignals()
+        result[0] = ev
+        return RD_KAFKA_RESP_ERR_NO_ERROR
+    finally:
+        rd_kafka_queue_destroy(q)
+
+
+cdef tuple _result_error(rd_kafka_event_t *ev):
+    """(error, where) of a commit result event: the request's error, else the first partition's
+    (`where` names it: " of topic-partition"); error 0 if the commit succeeded."""
+    cdef rd_kafka_resp_err_t err = rd_kafka_event_error(ev)
+    cdef rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev)
+    cdef int i
+    if err or res == NULL:
+        return err, ""
+    for i in range(res.cnt):
+        if res.elems[i].err:
+            return res.elems[i].err, f" of {res.elems[i].topic.decode()}-{res.elems[i].partition}"
+    return RD_KAFKA_RESP_ERR_NO_ERROR, ""
+
+
+cdef _commit_result(NativeConsumer c, rd_kafka_event_t *ev, str what):
+    """Raises the typed error of a failed commit result event (_commit_error)."""
+    err, where = _result_error(ev)
+    if err:
+        _commit_error(c, err, what + where)
+
+
+cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
+    """Raises the error a refused commit means for the application: RebalanceInProgressError
+    (retriable: poll() completes the rebalance, then commit again), CommitFailedError (the member is
+    no longer in the group's generation) or KafkaError/KafkaTimeoutError."""
+    if (err in (RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
+                RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID)
+            and c._subscription and not c._closing()):
+        # The group is rebalancing, or has moved on without this member: hold records back until the
+        # rebalance is served (kc_consumer_rebalance_pending), as when a heartbeat learns it.
+        c.core.commit_refused_ms = kc_now_ms()
+    if (err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION and c._subscription and c._member != MEMBER_LEFT
+            and c._cooperative() and not rd_kafka_assignment_lost(c.rk)):
+        # Cooperative: the commit carried the generation before a rebalance this member takes part in
+        # (it keeps its partitions). As in Java, retriable.
+        raise RebalanceInProgressError(
+            f"{what} failed: the consumer's generation is stale because the group is completing "
+            f"a rebalance this member takes part in. Call poll() to complete the rebalance, "
+            f"then retry the commit.", code=_err_name(err))
+    if err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
+        if c._listener.running:
+            hint = ("The coordinator refused it while the group is joining (Kafka accepts "
+                    "commits from current members then; librdkafka's mock cluster does not): "
+                    "records after the last successful commit will be redelivered.")
+        else:
+            hint = ("Call poll() to complete the rebalance (commit in on_partitions_revoked), "
+                    "then retry.")
+        raise RebalanceInProgressError(
+            f"{what} failed: offset commit cannot be completed since the consumer group is "
+            f"rebalancing. {hint}", code=_err_name(err))
+    if err in _GROUP_GONE_ERRORS or err == RD_KAFKA_RESP_ERR__STATE:
+        if (c._member == MEMBER_LEFT or c.poll_interval_expiries
+                or kc_poll_timer_expired(&c.core.poll_timer)):
+            why = COMMIT_FAILED_MESSAGE.format(interval=c.max_poll_interval_ms)
+        else:
+            why = ("The group rebalanced (a member joined, left or was evicted) and this "
+                   "member's generation is no longer current; its partitions may have moved "
+                   "to another member. Commit in on_partitions_revoked to avoid redelivery.")
+        raise CommitFailedError(
+            f"{what} failed with {_err_name(err)}: the member is no longer part of the "
+            f"group's current generation. {why}", code=_err_name(err))
+    c._raise(err, what)
+
+
+cdef _serve_commit_callbacks(NativeConsumer c, int timeout_ms=0):
+    """Runs the callbacks of commit_async() calls whose results librdkafka reported."""
+    cdef rd_kafka_event_t *ev
+    cdef long key
+    while c._commit_callbacks:
+        with nogil:
+            ev = rd_kafka_queue_poll(c.commit_q, timeout_ms)
+        if ev == NULL:
+            break
+        key = <long>rd_kafka_event_opaque(ev)
+        entry = c._commit_callbacks.pop(key, None)
+        exc = None
+        try:
+            _commit_result(c, ev, "commit_async")
+        except KafkaError as e:
+            exc = e
+        finally:
+            rd_kafka_event_destroy(ev)
+        if entry is not None and entry[0] is not None:
+            _run_commit_callback(c, entry[0], entry[1], exc)
+    # empty commits complete at once
+    for key in [k for k in c._commit_callbacks if k < 0]:
+        cb, offs, _ = c._commit_callbacks.pop(key)
+        _run_commit_callback(c, cb, offs, None)
+
+
+cdef _run_commit_callback(NativeConsumer c, cb, offsets, exc):
+    c._in_callback += 1
+    try:
+        cb(offsets, exc)
+    finally:
+        c._in_callback -= 1
+
+
+cdef _finish_commit_callbacks(NativeConsumer c):
+    """Runs every commit_async() callback still due, once: the results librdkafka has (all of them once
+    its close is done: it waits for commits in flight), a KafkaTimeoutError for the others."""
+    _serve_commit_callbacks(c, 0)
+    for key in list(c._commit_callbacks):
+        cb, offsets, _ = c._commit_callbacks.pop(key)
+        if cb is not None:
+            try:
+                _run_commit_callback(
+                    c, cb, offsets, KafkaTimeoutError("the commit did not complete before close() returned"))
+            except BaseException as exc:
+                c._keep_exception(exc)
+
+
+cdef rd_kafka_resp_err_t _committed_lookup(NativeConsumer c, rd_kafka_topic_partition_list_t *lst,
+                                           int64_t deadline, bint interruptible) except *:
+    """Fills lst's offsets (and metadata) with the group's committed offsets (RD_KAFKA_OFFSET_INVALID
+    where none), waiting until `deadline` (kc_now_ms clock); in slices checking for signals when
+    `interruptible`. Asked with librdkafka's ListConsumerGroupOffsets on a queue of its own (the
+    group's OffsetFetch, as rd_kafka_committed() sends; stable offsets only with read_committed, as
+    KIP-447 requires). Returns the request's or the group's error; RD_KAFKA_RESP_ERR__TIMED_OUT when
+    no answer came in time."""
+    cdef rd_kafka_ListConsumerGroupOffsets_t *req = NULL
+    cdef rd_kafka_AdminOptions_t *opts = NULL
+    cdef rd_kafka_queue_t *q = NULL
+    cdef rd_kafka_event_t *ev = NULL
+    cdef rd_kafka_topic_partition_list_t *ask = NULL
+    cdef const rd_kafka_group_result_t **groups
+    cdef const rd_kafka_topic_partition_list_t *res
+    cdef const rd_kafka_error_t *gerr
+    cdef rd_kafka_topic_partition_t *e
+    cdef rd_kafka_error_t *error
+    cdef rd_kafka_resp_err_t err
+    cdef int64_t left = deadline - kc_now_ms()
+    cdef size_t cnt = 0
+    cdef char errstr[256]
+    cdef int i
+    for i in range(lst.cnt):
+        lst.elems[i].offset = RD_KAFKA_OFFSET_INVALID
+    ask = rd_kafka_topic_partition_list_copy(lst)
+    if ask == NULL:
+        raise MemoryError()
+    try:
+        req = rd_kafka_ListConsumerGroupOffsets_new(c._group_id, ask)
+        opts = rd_kafka_AdminOptions_new(c.rk, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS)
+        if req == NULL or opts == NULL:
+            raise MemoryError()
+        # The wait below is ours; librdkafka's own bound on the request ends well after it, and never
+        # under 30 s: librdkafka 2.16 aborts the process (rd_kafka_enq_once_del_source_return:
+        # eonce->refcnt > 0) when its admin request timer fires as the response arrives.
+        rd_kafka_AdminOptions_set_request_timeout(
+            opts, 3600000 if left > 3595000 else max(30000, <int>left + 5000), errstr, sizeof(errstr))
+        if c._read_committed:
+            error = rd_kafka_AdminOptions_set_require_stable_offsets(opts, 1)
+            if error != NULL:
+                rd_kafka_error_destroy(error)
+        q = rd_kafka_queue_new(c.rk)
+        rd_kafka_ListConsumerGroupOffsets(c.rk, &req, 1, opts, q)
+        while True:
+            with nogil:
+                ev = rd_kafka_queue_poll(q, _slice(deadline))
+            if ev != NULL or kc_now_ms() >= deadline:
+                break
+            if interruptible:
+                PyErr_CheckSignals()
+        if ev == NULL:
+            return RD_KAFKA_RESP_ERR__TIMED_OUT
+        err = rd_kafka_event_error(ev)
+        if err:
+            return err
+        groups = rd_kafka_ListConsumerGroupOffsets_result_groups(
+            rd_kafka_event_ListConsumerGroupOffsets_result(ev), &cnt)
+        if cnt < 1:
+            raise KafkaError("committed: librdkafka returned no result for the group")
+        gerr = rd_kafka_group_result_error(groups[0])
+        if gerr != NULL:
+            return rd_kafka_error_code(gerr)
+        res = rd_kafka_group_result_partitions(groups[0])
+        for i in range(res.cnt if res != NULL else 0):
+            e = rd_kafka_topic_partition_list_find(lst, res.elems[i].topic, res.elems[i].partition)
+            if e == NULL:
+                continue
+            e.err = res.elems[i].err
+            e.offset = res.elems[i].offset if res.elems[i].offset >= 0 else RD_KAFKA_OFFSET_INVALID
+            if res.elems[i].metadata != NULL and res.elems[i].metadata_size and e.metadata == NULL:
+                e.metadata = malloc(res.elems[i].metadata_size)  # freed with lst
+                if e.metadata != NULL:
+                    memcpy(e.metadata, res.elems[i].metadata, res.elems[i].metadata_size)
+                    e.metadata_size = res.elems[i].metadata_size
+        return RD_KAFKA_RESP_ERR_NO_ERROR
+    finally:
+        if ev != NULL:
+            rd_kafka_event_destroy(ev)
+        if q != NULL:
+            rd_kafka_queue_destroy(q)
+        if opts != NULL:
+            rd_kafka_AdminOptions_destroy(opts)
+        if req != NULL:
+            rd_kafka_ListConsumerGroupOffsets_destroy(req)
+        rd_kafka_topic_partition_list_destroy(ask)

@@ -1,0 +1,224 @@
+/* Unit tests of csrc/consumer_close.c: the *assign() answer to rebalance events and the reaper
+ * that finishes a consumer's close without Python, against librdkafka's in-process mock cluster.
+ * Output: one line per failed check, then "N passed, M failed". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "consumer_close.h"
+#include "poll_timer.h"
+
+static int g_passed, g_failed, g_case_failed;
+static rd_kafka_t *g_mock_owner;
+static const char *g_bootstraps;
+
+#define CHECK_MSG(cond, ...)                                                          \
+    do {                                                                              \
+        if (!(cond)) {                                                                \
+            g_case_failed = 1;                                                        \
+            printf("FAIL %s:%d: %s: ", __func__, __LINE__, #cond);                  \
+            printf(__VA_ARGS__);                                                      \
+            printf("\n");                                                             \
+        }                                                                             \
+    } while (0)
+#define CHECK(cond) CHECK_MSG(cond, "%s", "")
+
+static void run_case(const char *name, void (*fn)(void)) {
+    g_case_failed = 0;
+    fn();
+    if (g_case_failed) {
+        g_failed++;
+        printf("not ok - %s\n", name);
+    } else {
+        g_passed++;
+        printf("ok - %s\n", name);
+    }
+    fflush(stdout);
+}
+
+/* The rebalance callback answers with kc_answer_rebalance for the protocol in the opaque. */
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
+                         void *opaque) {
+    int cooperative = *(int *)opaque;
+    rd_kafka_error_t *error = kc_answer_rebalance(rk, err, parts, cooperative);
+    if (error != NULL) {
+        printf("FAIL rebalance answer: %s\n", rd_kafka_error_string(error));
+        g_case_failed = 1;
+        rd_kafka_error_destroy(error);
+    }
+}
+
+static int g_eager = 0, g_coop = 1;
+
+static rd_kafka_t *member(const char *group, const char *topic, int *cooperative) {
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", g_bootstraps, errstr, sizeof(errstr));
+    rd_kafka_conf_set(conf, "group.id", group, errstr, sizeof(errstr));
+    rd_kafka_conf_set(conf, "session.timeout.ms", "30000", errstr, sizeof(errstr));
+    rd_kafka_conf_set(conf, "heartbeat.interval.ms", "200", errstr, sizeof(errstr));
+    rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof(errstr));
+    if (*cooperative)
+        rd_kafka_conf_set(conf, "partition.assignment.strategy", "cooperative-sticky", errstr, sizeof(errstr));
+    rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+    rd_kafka_conf_set_opaque(conf, cooperative);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    if (rk == NULL) {
+        printf("FAIL consumer: %s\n", errstr);
+        return NULL;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(sub, topic, RD_KAFKA_PARTITION_UA);
+    rd_kafka_subscribe(rk, sub);
+    rd_kafka_topic_partition_list_destroy(sub);
+    return rk;
+}
+
+static int assigned_count(rd_kafka_t *rk) {
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    int n = -1;
+    if (rd_kafka_assignment(rk, &parts) == RD_KAFKA_RESP_ERR_NO_ERROR && parts != NULL) {
+        n = parts->cnt;
+        rd_kafka_topic_partition_list_destroy(parts);
+    }
+    return n;
+}
+
+/* Polls rk until it holds `want` partitions or `ms` passed; returns the count held. */
+static int poll_until_assigned(rd_kafka_t *rk, int want, int64_t ms) {
+    int64_t until = kc_now_ms() + ms;
+    int n = 0;
+    while (kc_now_ms() < until) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        if (m != NULL)
+            rd_kafka_message_destroy(m);
+        n = assigned_count(rk);
+        if (n == want)
+            break;
+    }
+    return n;
+}
+
+/* A member dropped without close(): the reaper starts librdkafka's close, answers its rebalance
+ * events and destroys the handle, in bounded time and without leaks (valgrind run). */
+static void reaper_closes_member(int *cooperative, const char *group) {
+    rd_kafka_t *a = member(group, "close-topic", cooperative);
+    int64_t t0, took;
+    CHECK(a != NULL);
+    if (a == NULL)
+        return;
+    CHECK_MSG(poll_until_assigned(a, 4, 60000) == 4, "member not assigned all 4 partitions");
+    t0 = kc_now_ms();
+    kc_reaper_t *r = kc_reaper_new(a, NULL, NULL, *cooperative, 0);
+    CHECK(r != NULL);
+    kc_reaper_run(r);
+    took = kc_now_ms() - t0;
+    CHECK_MSG(took < 20000, "reaper took %lld ms", (long long)took);
+}
+
+static void test_reaper_eager(void) { reaper_closes_member(&g_eager, "close-eager"); }
+static void test_reaper_cooperative(void) { reaper_closes_member(&g_coop, "close-coop"); }
+
+/* A close started by the application (close() that reached its deadline) is handed to the reaper
+ * with its queue, before any event on it was served. */
+static void test_reaper_takes_over_started_close(void) {
+    rd_kafka_t *a = member("close-started", "close-topic", &g_coop);
+    rd_kafka_queue_t *q;
+    rd_kafka_error_t *error;
+    CHECK(a != NULL);
+    if (a == NULL)
+        return;
+    CHECK(poll_until_assigned(a, 4, 60000) == 4);
+    q = rd_kafka_queue_new(a);
+    error = rd_kafka_consumer_close_queue(a, q);
+    CHECK(error == NULL);
+    if (error != NULL)
+        rd_kafka_error_destroy(error);
+    kc_reaper_t *r = kc_reaper_new(a, q, NULL, 1, 0);
+    int64_t t0 = kc_now_ms();
+    kc_reaper_run(r);
+    CHECK_MSG(kc_now_ms() - t0 < 20000, "reaper took %lld ms", (long long)(kc_now_ms() - t0));
+}
+
+/* The answer has to match the protocol: an incremental call in an eager group is an error. */
+static void test_answer_must_match_protocol(void) {
+    rd_kafka_t *a = member("close-mismatch", "close-topic", &g_eager);
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    rd_kafka_error_t *error;
+    CHECK(a != NULL);
+    if (a == NULL)
+        return;
+    CHECK(poll_until_assigned(a, 4, 60000) == 4);
+    CHECK(rd_kafka_assignment(a, &parts) == RD_KAFKA_RESP_ERR_NO_ERROR);
+    error = kc_answer_rebalance(a, RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS, parts, 1);
+    CHECK_MSG(error != NULL, "incremental unassign accepted in an eager group");
+    if (error != NULL)
+        rd_kafka_error_destroy(error);
+    rd_kafka_topic_partition_list_destroy(parts);
+    CHECK(assigned_count(a) == 4);
+    kc_reaper_run(kc_reaper_new(a, NULL, NULL, 0, 0));
+}
+
+/* close() served by hand as NativeConsumer.close() does: the first event (the revoke) gets its
+ * answer, the queue is drained, and the reaper finishes the close with `unassigned` set. */
+static void test_close_served_then_reaped(void) {
+    rd_kafka_t *a = member("close-drain", "close-topic", &g_eager);
+    rd_kafka_queue_t *q;
+    rd_kafka_event_t *ev = NULL;
+    rd_kafka_error_t *error;
+    CHECK(a != NULL);
+    if (a == NULL)
+        return;
+    CHECK(poll_until_assigned(a, 4, 60000) == 4);
+    q = rd_kafka_queue_new(a);
+    CHECK(kc_close_drain_stale(q) == 0);
+    error = rd_kafka_consumer_close_queue(a, q);
+    CHECK(error == NULL);
+    if (error != NULL)
+        rd_kafka_error_destroy(error);
+    int64_t until = kc_now_ms() + 10000;
+    while (ev == NULL && kc_now_ms() < until)
+        ev = rd_kafka_queue_poll(q, 100);
+    CHECK_MSG(ev != NULL && rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE, "no revoke event from the close");
+    if (ev != NULL) {
+        CHECK(rd_kafka_event_error(ev) == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS);
+        CHECK(rd_kafka_event_topic_partition_list(ev)->cnt == 4);
+        CHECK(kc_answer_rebalance(a, rd_kafka_event_error(ev), rd_kafka_event_topic_partition_list(ev), 0) == NULL);
+        rd_kafka_event_destroy(ev);
+    }
+    CHECK(kc_close_drain_stale(q) >= 0);
+    CHECK(rd_kafka_queue_length(q) == 0);
+    CHECK(assigned_count(a) == 0);
+    int64_t t0 = kc_now_ms();
+    kc_reaper_run(kc_reaper_new(a, q, NULL, 0, 1));
+    CHECK_MSG(kc_now_ms() - t0 < 20000, "reaper took %lld ms", (long long)(kc_now_ms() - t0));
+}
+
+int main(void) {
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_mock_cluster_t *mc;
+    rd_kafka_conf_set(conf, "test.mock.num.brokers", "1", errstr, sizeof(errstr));
+    rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof(errstr));
+    g_mock_owner = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    if (g_mock_owner == NULL) {
+        printf("rd_kafka_new failed: %s\n0 passed, 1 failed\n", errstr);
+        return 1;
+    }
+    mc = rd_kafka_handle_mock_cluster(g_mock_owner);
+    rd_kafka_mock_group_initial_rebalance_delay_ms(mc, 0);
+    rd_kafka_mock_topic_create(mc, "close-topic", 4, 1);
+    g_bootstraps = rd_kafka_mock_cluster_bootstraps(mc);
+
+    run_case("reaper closes an eager member", test_reaper_eager);
+    run_case("reaper closes a cooperative member", test_reaper_cooperative);
+    run_case("reaper takes over a close already started", test_reaper_takes_over_started_close);
+    run_case("answer must match the group's protocol", test_answer_must_match_protocol);
+    run_case("close served by hand, then reaped", test_close_served_then_reaped);
+
+    rd_kafka_destroy(g_mock_owner);
+    printf("%d passed, %d failed\n", g_passed, g_failed);
+    return g_failed ? 1 : 0;
+}
