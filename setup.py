@@ -10,6 +10,7 @@ so the dynamic linker resolves them (see docs/releasing.md).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from Cython.Build import cythonize
@@ -18,9 +19,47 @@ from setuptools import Extension, setup
 ROOT = Path(__file__).resolve().parent
 
 
+CSRC = ROOT / "csrc"
+PKG = ROOT / "kipconsumer"
+_EXTERN_H = re.compile(r'cdef extern from "([\w.]+\.h)"')
+_CIMPORT = re.compile(r"^\s*from kipconsumer\.(\w+) cimport", re.M)
+_INCLUDE_PXI = re.compile(r'^include "([\w.]+)"', re.M)
+_INCLUDE_H = re.compile(r'^#include "([\w.]+\.h)"', re.M)
+
+
+def c_sources_for(pyx: Path) -> list[str]:
+    """The csrc/*.c files a Cython module needs: the csrc headers it (or a .pxi it includes, or a
+    kipconsumer .pxd it cimports) declares with `cdef extern from "x.h"`, each with its x.c, closed over
+    the `#include "y.h"` of those headers and sources. Each extension links only the C it uses."""
+    seen_cy: set[Path] = set()
+    todo = [pyx]
+    headers: set[str] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen_cy or not path.exists():
+            continue
+        seen_cy.add(path)
+        text = path.read_text()
+        headers.update(_EXTERN_H.findall(text))
+        todo += [PKG / f"{name}.pxd" for name in _CIMPORT.findall(text)]
+        todo += [path.parent / name for name in _INCLUDE_PXI.findall(text)]
+    sources: set[Path] = set()
+    todo_c = [CSRC / h for h in headers]
+    seen_c: set[Path] = set()
+    while todo_c:
+        path = todo_c.pop()
+        if path in seen_c or not path.exists():
+            continue
+        seen_c.add(path)
+        todo_c += [CSRC / h for h in _INCLUDE_H.findall(path.read_text())]
+        if path.suffix == ".h" and path.with_suffix(".c").exists():
+            sources.add(path.with_suffix(".c"))
+            todo_c.append(path.with_suffix(".c"))
+    return sorted(str(p.relative_to(ROOT)) for p in sources)
+
+
 def extensions() -> list[Extension]:
-    csources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc").glob("*.c"))
-    headers = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc").glob("*.h"))
+    headers = sorted(str(p.relative_to(ROOT)) for p in CSRC.glob("*.h"))
     debug = os.environ.get("KIPCONSUMER_DEBUG_BUILD") == "1"
     cflags = ["-O0", "-g", "-fno-omit-frame-pointer"] if debug else ["-O2", "-g0"]
     sanitize = os.environ.get("KIPCONSUMER_SANITIZE", "")
@@ -36,7 +75,7 @@ def extensions() -> list[Extension]:
         exts.append(
             Extension(
                 name,
-                sources=[str(pyx.relative_to(ROOT))] + csources,
+                sources=[str(pyx.relative_to(ROOT))] + c_sources_for(pyx),
                 include_dirs=["csrc"],
                 depends=headers,
                 extra_compile_args=cflags + ["-std=gnu11", "-Wall", "-Wno-unused-function"],

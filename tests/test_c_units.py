@@ -1,7 +1,7 @@
 """Build and run the C unit tests in tests/c/ (see tests/c/README.md).
 
-Each ``tests/c/test_*.c`` is compiled together with every ``csrc/*.c`` (as setup.py
-compiles them into every extension module) into a stand-alone program linked against
+Each ``tests/c/test_*.c`` is compiled together with every ``csrc/*.c`` (a superset of
+what any extension links, see setup.py ``c_sources_for``) into a stand-alone program linked against
 the librdkafka shared library from confluent-kafka's wheel, then run directly and, when
 valgrind is installed, under ``valgrind --error-exitcode=1 --leak-check=full``.
 A program passes when it exits 0 and its last line is ``N passed, 0 failed``.
