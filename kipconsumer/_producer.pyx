@@ -44,6 +44,7 @@ from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicErro
                                 KafkaTimeoutError, ProducerFencedError, SerializationError,
                                 TransactionAbortableError)
 from kipconsumer._stats import summary as stats_summary
+from kipconsumer._validate import check_topic_name
 from kipconsumer.structs import RecordMetadata
 
 
@@ -158,16 +159,12 @@ _log = logging.getLogger("kipconsumer.producer")
 _tuple_new = tuple.__new__
 
 _INT64_MAX = 2**63 - 1
-_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 cdef _check_topic_name(str topic, str who):
     """Kafka's topic name rule, checked before librdkafka sees the name (a NUL byte would
     truncate it there). Called only for topics not cached yet: valid names are checked once."""
-    if _TOPIC_RE.fullmatch(topic) is None or topic == "." or topic == "..":
-        raise InvalidTopicError(
-            f"{who}: invalid topic name {topic!r}: a topic name is 1..249 characters of "
-            f"[a-zA-Z0-9._-], not '.' or '..'")
+    check_topic_name(topic, who)
 
 
 cdef int64_t _timestamp_ms(object timestamp) except? -1:

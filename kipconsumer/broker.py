@@ -27,9 +27,7 @@ prints ``BOOTSTRAP=<servers>`` as its first line on stdout and runs until SIGTER
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
-import re
 import signal
 import sys
 import threading
@@ -37,6 +35,7 @@ from collections.abc import Sequence
 from types import FrameType, TracebackType
 
 from kipconsumer import _mock
+from kipconsumer._validate import check_topic_name, is_topic_name, suggest_any
 from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError
 
 __all__ = ["EmbeddedBroker", "API_KEYS", "MAX_BROKERS", "MAX_PARTITIONS", "error_codes"]
@@ -164,7 +163,6 @@ _ERROR_ALIASES: dict[str, int] = {
 
 _MAX_INT16 = 32767
 _MAX_INT32 = 2**31 - 1
-_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 #: Most brokers one EmbeddedBroker runs. Each takes a listening socket (a file descriptor) and
 #: librdkafka's mock aborts the process when it runs out of descriptors while creating them.
@@ -203,10 +201,6 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_topic_name(name: object) -> bool:
-    return isinstance(name, str) and _TOPIC_RE.fullmatch(name) is not None and name not in (".", "..")
-
-
 def _check_num_brokers(num_brokers: object) -> int:
     if isinstance(num_brokers, int) and not isinstance(num_brokers, bool) and 1 <= num_brokers <= MAX_BROKERS:
         return num_brokers
@@ -242,8 +236,7 @@ def _resolve_api(api: str | int, argname: str = "api") -> int:
         key = _API_BY_LOWER.get(api.strip().lower())
         if key is not None:
             return key
-        close = difflib.get_close_matches(api, list(API_KEYS), n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        hint = suggest_any(api, API_KEYS)
         raise ConfigError(
             f"{argname}: unknown Kafka request name {api!r}{hint}; allowed: {', '.join(API_KEYS)} "
             "or an int ApiKey"
@@ -267,8 +260,7 @@ def _resolve_error(err: str | int, argname: str) -> int:
             name = name[len("RD_KAFKA_RESP_ERR_") :]
         if name in codes:
             return codes[name]
-        close = difflib.get_close_matches(name, list(codes), n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        hint = suggest_any(name, codes)
         raise ConfigError(
             f"{argname}: unknown Kafka error name {err!r}{hint}; allowed: {', '.join(sorted(codes))} "
             "or an int error code"
@@ -395,10 +387,7 @@ class EmbeddedBroker:
         ``replication_factor`` must be in ``1..num_brokers``. Raises KafkaError with code
         ``TOPIC_ALREADY_EXISTS`` if the topic exists, unless ``exist_ok``.
         """
-        if not _is_topic_name(name):
-            raise ConfigError(
-                f"name: invalid topic name {name!r}: 1..249 characters of [A-Za-z0-9._-], not '.' or '..'"
-            )
+        check_topic_name(name, "name", error=ConfigError)
         if not _is_int(partitions) or not 1 <= partitions <= MAX_PARTITIONS:
             raise ConfigError(f"partitions: must be an int in 1..{MAX_PARTITIONS}, got {partitions!r}")
         if not _is_int(replication_factor) or not 1 <= replication_factor <= self._num_brokers:
@@ -446,10 +435,7 @@ class EmbeddedBroker:
 
         The mock creates the topic (4 partitions) if it does not exist."""
         code = _resolve_error(error, "error")
-        if not _is_topic_name(topic):
-            raise ConfigError(
-                f"topic: invalid topic name {topic!r}: 1..249 characters of [A-Za-z0-9._-], not '.' or '..'"
-            )
+        check_topic_name(topic, "topic", error=ConfigError)
         with self._lock:
             self._running().topic_set_error(topic, code)
 
@@ -522,7 +508,7 @@ def _topic_spec(spec: str) -> tuple[str, int, int]:
             f"bad topic spec {spec!r}: expected NAME[:PARTITIONS[:REPLICATION_FACTOR]], e.g. events:6"
         )
     name = parts[0]
-    if not _is_topic_name(name):
+    if not is_topic_name(name):
         raise argparse.ArgumentTypeError(
             f"bad topic name {name!r} in {spec!r}: use 1..249 characters of [A-Za-z0-9._-]"
         )

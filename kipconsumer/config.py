@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import difflib
 import enum
 import functools
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kipconsumer._validate import suggest
 from kipconsumer.errors import ConfigError
 
 log = logging.getLogger("kipconsumer.config")
@@ -595,11 +595,6 @@ def _alias_index(specs: Mapping[str, Spec]) -> dict[str, str]:
     return {alias: key for key, spec in specs.items() for alias in spec.aliases if alias not in specs}
 
 
-def _suggest(key: str, candidates: Iterable[str]) -> str:
-    match = difflib.get_close_matches(key.lower(), sorted(set(candidates)), n=1, cutoff=0.6)
-    return f": did you mean {match[0]!r}?" if match else ""
-
-
 def _unknown(key: str, client: str, specs: Mapping[str, Spec], others: Mapping[str, str],
              passthrough: bool) -> ConfigError:
     if key in others:
@@ -612,7 +607,7 @@ def _unknown(key: str, client: str, specs: Mapping[str, Spec], others: Mapping[s
     candidates = [*specs, *_alias_index(specs)]
     if passthrough:
         candidates.extend(librdkafka_names())
-    return ConfigError(f"unknown config {key!r}{_suggest(key, candidates)}")
+    return ConfigError(f"unknown config {key!r}{suggest(key, candidates)}")
 
 
 def _record(res: _Resolved, key: str, canonical: str, raw: object) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -30,8 +29,9 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from kipconsumer._consumer import NativeConsumer
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
+from kipconsumer._validate import check_topic_name
 from kipconsumer.config import ConsumerSettings, consumer_settings
-from kipconsumer.errors import ConcurrentAccessError, IllegalStateError, InvalidTopicError
+from kipconsumer.errors import ConcurrentAccessError, IllegalStateError
 from kipconsumer.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 # librdkafka's logical offsets
@@ -51,24 +51,6 @@ class RebalanceListener(Protocol):
 
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
-_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
-
-
-def _check_topic(topic: str, arg: str, *, pattern_ok: bool = False) -> str:
-    """Kafka's topic name rule (1..249 of [A-Za-z0-9._-], not '.' or '..'); with ``pattern_ok`` a
-    name starting with '^' is a librdkafka subscription regex (any text without NUL)."""
-    if pattern_ok and topic.startswith("^") and len(topic) > 1 and "\0" not in topic:
-        try:
-            re.compile(topic)
-        except re.error as exc:
-            raise InvalidTopicError(
-                f"{arg}: {topic!r} starts with '^', so it is a regular expression, and it is not a valid "
-                f"one ({exc}); escape regex characters, or name the topic without '^'") from None
-        return topic
-    if not _TOPIC_RE.fullmatch(topic) or topic in (".", ".."):
-        raise InvalidTopicError(f"{arg}: invalid topic name {topic!r}: 1..249 characters of [A-Za-z0-9._-], "
-                         f"not '.' or '..'")
-    return topic
 
 
 def _as_tp(obj: object, arg: str) -> TopicPartition:
@@ -76,7 +58,7 @@ def _as_tp(obj: object, arg: str) -> TopicPartition:
         topic, partition = obj
         if isinstance(partition, bool) or not 0 <= partition <= _INT32_MAX:
             raise ValueError(f"{arg}: partition must be an int in 0..{_INT32_MAX}, got {partition!r}")
-        _check_topic(topic, arg)
+        check_topic_name(topic, arg)
         return obj if isinstance(obj, TopicPartition) else TopicPartition(topic, partition)
     raise TypeError(f"{arg} must be a TopicPartition, got {type(obj).__name__}: {obj!r}")
 
@@ -237,7 +219,7 @@ class KafkaConsumer:
         if not names or not all(isinstance(t, str) and t for t in names):
             raise ValueError(f"topics must be a non-empty list of topic names, got {names!r}")
         for t in names:
-            _check_topic(t, "topics", pattern_ok=True)
+            check_topic_name(t, "topics", pattern_ok=True)
         names = list(dict.fromkeys(names))  # a repeated name is one subscription (librdkafka refuses)
         if not self._settings.group_id:
             raise IllegalStateError("subscribe() requires group.id in the consumer config")

@@ -38,7 +38,6 @@ Unknown keys raise ``ConfigError`` naming the key and the closest known one. ``g
 
 from __future__ import annotations
 
-import difflib
 import logging
 import time
 from collections import deque
@@ -49,6 +48,7 @@ from typing import Any, Literal, TypeVar
 
 from kipconsumer._records import ConsumerRecord
 from kipconsumer._timeouts import timeout_seconds
+from kipconsumer._validate import suggest
 from kipconsumer.config import (
     CONSUMER_SPECS,
     PRODUCER_SPECS,
@@ -153,10 +153,8 @@ def split_config(config: Mapping[str, object]) -> PipelineConfig:
                 routed = True
             if not routed:
                 known = [*PIPELINE_KEYS, *_TASK_KEYS, *_CONSUMER_KEYS, *_PRODUCER_KEYS, *rdkafka]
-                match = difflib.get_close_matches(key.lower(), sorted(set(known)), n=1, cutoff=0.6)
-                hint = f": did you mean {match[0]!r}?" if match else ""
-                raise ConfigError(f"unknown pipeline config {key!r}{hint} (use consumer.<key> or "
-                                  "producer.<key> for one client only)")
+                raise ConfigError(f"unknown pipeline config {key!r}{suggest(key, known)} (use "
+                                  "consumer.<key> or producer.<key> for one client only)")
     if not consumer.get("group.id"):
         raise ConfigError("pipeline config 'group.id' is required (the pipeline consumes with a group)")
     auto = consumer.get("enable.auto.commit", consumer.get("auto.commit.enable"))
