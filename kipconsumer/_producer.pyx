@@ -465,12 +465,7 @@ cdef void _on_batch(void *ctxp, kc_producer_dr_t *items, size_t n) noexcept with
         # rec is a field of the future: fut (a new reference) keeps it alive from here on
         fut = <_FutureCore>rec.future
         Py_DECREF(fut)  # the registry's reference
-        if rec.callback != NULL:
-            cb = <object>rec.callback
-            Py_DECREF(cb)
-            rec.callback = NULL
-        else:
-            cb = None
+        cb = _take_callback(rec)
         exc = None
         try:
             if it.topic != last_topic:
@@ -968,12 +963,7 @@ cdef class ProducerCore:
                 nxt = rec.next
                 fut = <_FutureCore>rec.future
                 Py_DECREF(fut)  # the registry's reference
-                if rec.callback != NULL:
-                    cb = <object>rec.callback
-                    Py_DECREF(cb)
-                    rec.callback = NULL
-                else:
-                    cb = None
+                cb = _take_callback(rec)
                 _complete(fut, cb, KafkaError(
                     "Record was not acknowledged when the producer was closed (no delivery report)",
                     code="_DESTROY"), self.ctx)
@@ -1138,6 +1128,16 @@ cdef class ProducerCore:
             "topics_known": len(self._topics),
             "statistics": self._stats,
         }
+
+
+cdef inline object _take_callback(kc_producer_rec_t *rec):
+    """The record's delivery callback (or None), taken out of the registry with its reference."""
+    if rec.callback == NULL:
+        return None
+    cb = <object>rec.callback
+    Py_DECREF(cb)
+    rec.callback = NULL
+    return cb
 
 
 cdef void _unref_record(_FutureCore fut, kc_producer_rec_t *rec, rd_kafka_headers_t *hdrs) noexcept:

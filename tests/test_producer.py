@@ -563,14 +563,13 @@ def test_topic_name_checked_once_per_topic(broker: EmbeddedBroker,
     from kipconsumer.producer import InvalidTopicError
 
     checked: list[str] = []
-    real = _producer._TOPIC_RE  # type: ignore[attr-defined]  # module global, not in the stub
+    real = _producer.check_topic_name  # type: ignore[attr-defined]  # module global, not in the stub
 
-    class Counting:
-        def fullmatch(self, s: str) -> object:
-            checked.append(s)
-            return real.fullmatch(s)
+    def counting(topic: str, arg: str) -> str:
+        checked.append(topic)
+        return real(topic, arg)
 
-    monkeypatch.setattr(_producer, "_TOPIC_RE", Counting(), raising=True)
+    monkeypatch.setattr(_producer, "check_topic_name", counting, raising=True)
     a, b = unique_name("prod-name-a"), unique_name("prod-name-b")
     broker.create_topic(a, partitions=1)
     broker.create_topic(b, partitions=1)
