@@ -71,10 +71,6 @@ cdef class MockCluster:
     listeners down; any later call raises ``IllegalStateError``.
     """
 
-    cdef rd_kafka_t *rk
-    cdef rd_kafka_mock_cluster_t *mcluster
-    cdef readonly int num_brokers
-
     def __cinit__(self, int num_brokers=3, int initial_rebalance_delay_ms=0):
         self.rk = NULL
         self.mcluster = NULL

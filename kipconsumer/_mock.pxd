@@ -1,0 +1,11 @@
+# Table of contents of kipconsumer/_mock.pyx: the embedded broker's handle on librdkafka's mock cluster.
+from kipconsumer._rdk cimport rd_kafka_mock_cluster_t, rd_kafka_t
+
+
+cdef class MockCluster:
+    cdef rd_kafka_t *rk                       # the producer handle that owns the mock cluster
+    cdef rd_kafka_mock_cluster_t *mcluster    # the cluster; NULL once destroyed
+    cdef readonly int num_brokers             # broker ids are 1..num_brokers
+
+    cdef void _destroy(self) noexcept                   # destroys the cluster and the handle (idempotent)
+    cdef rd_kafka_mock_cluster_t *_mc(self) except NULL # the cluster, or IllegalStateError once destroyed
