@@ -113,6 +113,19 @@ cdef rd_kafka_topic_partition_list_t *_c_list(object tps) except NULL:
     return lst
 
 
+cdef rd_kafka_event_t *_await_event(rd_kafka_queue_t *q, int64_t deadline, bint interruptible) except? NULL:
+    """The next event on `q`, or NULL once `deadline` (kc_now_ms clock) passed. Waits without the GIL in
+    slices of _SIGNAL_SLICE_MS; between them a signal's exception is raised when `interruptible`."""
+    cdef rd_kafka_event_t *ev
+    while True:
+        with nogil:
+            ev = rd_kafka_queue_poll(q, _slice(deadline))
+        if ev != NULL or kc_now_ms() >= deadline:
+            return ev
+        if interruptible:
+            PyErr_CheckSignals()
+
+
 cdef void _drop_error(rd_kafka_error_t *error) noexcept nogil:
     """Destroys a librdkafka error object nobody needs to see (NULL: nothing)."""
     if error != NULL:

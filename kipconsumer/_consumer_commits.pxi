@@ -46,20 +46,12 @@ cdef rd_kafka_resp_err_t _commit_and_wait(NativeConsumer c, rd_kafka_topic_parti
     them when `interruptible` (the commit goes on if one interrupts). Returns the error of sending the
     commit, if any."""
     cdef rd_kafka_queue_t *q = rd_kafka_queue_new(c.rk)
-    cdef rd_kafka_event_t *ev = NULL
     cdef rd_kafka_resp_err_t err
     try:
         err = rd_kafka_commit_queue(c.rk, lst, q, NULL, NULL)
         if err:
             return err
-        while True:
-            with nogil:
-                ev = rd_kafka_queue_poll(q, _slice(deadline))
-            if ev != NULL or kc_now_ms() >= deadline:
-                break
-            if interruptible:
-                PyErr_CheckSignals()
-        result[0] = ev
+        result[0] = _await_event(q, deadline, interruptible)
         return RD_KAFKA_RESP_ERR_NO_ERROR
     finally:
         rd_kafka_queue_destroy(q)
@@ -221,13 +213,7 @@ cdef rd_kafka_resp_err_t _committed_lookup(NativeConsumer c, rd_kafka_topic_part
                 rd_kafka_error_destroy(error)
         q = rd_kafka_queue_new(c.rk)
         rd_kafka_ListConsumerGroupOffsets(c.rk, &req, 1, opts, q)
-        while True:
-            with nogil:
-                ev = rd_kafka_queue_poll(q, _slice(deadline))
-            if ev != NULL or kc_now_ms() >= deadline:
-                break
-            if interruptible:
-                PyErr_CheckSignals()
+        ev = _await_event(q, deadline, interruptible)
         if ev == NULL:
             return RD_KAFKA_RESP_ERR__TIMED_OUT
         err = rd_kafka_event_error(ev)
