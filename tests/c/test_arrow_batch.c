@@ -20,44 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-static int g_passed, g_failed, g_case_failed, g_case_fail_prints;
-static const char *g_case;
-
-#define CHECK(cond)                                                                                  \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            g_case_failed = 1;                                                                       \
-            if (g_case_fail_prints++ < 20)                                                           \
-                printf("FAIL [%s] %s:%d: %s\n", g_case, __FILE__, __LINE__, #cond);                  \
-        }                                                                                            \
-    } while (0)
-
-#define CHECK_MSG(cond, ...)                                                                         \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            g_case_failed = 1;                                                                       \
-            if (g_case_fail_prints++ < 20) {                                                         \
-                printf("FAIL [%s] %s:%d: %s: ", g_case, __FILE__, __LINE__, #cond);                  \
-                printf(__VA_ARGS__);                                                                 \
-                printf("\n");                                                                        \
-            }                                                                                        \
-        }                                                                                            \
-    } while (0)
-
-static void run_case(const char *name, void (*fn)(void)) {
-    g_case = name;
-    g_case_failed = 0;
-    g_case_fail_prints = 0;
-    fn();
-    if (g_case_failed) {
-        g_failed++;
-        printf("not ok - %s\n", name);
-    } else {
-        g_passed++;
-        printf("ok - %s\n", name);
-    }
-    fflush(stdout);
-}
+#include "kc_test.h"
 
 /* ------------------------------------------------------------------ fixtures */
 
@@ -878,6 +841,5 @@ int main(void) {
         rd_kafka_topic_destroy(g_rkt[i]);
     rd_kafka_destroy(g_rk);
 
-    printf("%d passed, %d failed\n", g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    return kc_test_summary();
 }

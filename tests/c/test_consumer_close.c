@@ -9,33 +9,10 @@
 #include "consumer_close.h"
 #include "poll_timer.h"
 
-static int g_passed, g_failed, g_case_failed;
+#include "kc_test.h"
+
 static rd_kafka_t *g_mock_owner;
 static const char *g_bootstraps;
-
-#define CHECK_MSG(cond, ...)                                                          \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            g_case_failed = 1;                                                        \
-            printf("FAIL %s:%d: %s: ", __func__, __LINE__, #cond);                  \
-            printf(__VA_ARGS__);                                                      \
-            printf("\n");                                                             \
-        }                                                                             \
-    } while (0)
-#define CHECK(cond) CHECK_MSG(cond, "%s", "")
-
-static void run_case(const char *name, void (*fn)(void)) {
-    g_case_failed = 0;
-    fn();
-    if (g_case_failed) {
-        g_failed++;
-        printf("not ok - %s\n", name);
-    } else {
-        g_passed++;
-        printf("ok - %s\n", name);
-    }
-    fflush(stdout);
-}
 
 /* The rebalance callback answers with kc_answer_rebalance for the protocol in the opaque. */
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
@@ -101,21 +78,34 @@ static int poll_until_assigned(rd_kafka_t *rk, int want, int64_t ms) {
     return n;
 }
 
+/* A member of `group` holding all 4 partitions of close-topic, or NULL (a failed check). */
+static rd_kafka_t *assigned_member(const char *group, int *cooperative) {
+    rd_kafka_t *rk = member(group, "close-topic", cooperative);
+    CHECK(rk != NULL);
+    if (rk == NULL)
+        return NULL;
+    int n = poll_until_assigned(rk, 4, 60000);
+    CHECK_MSG(n == 4, "member of %s holds %d of 4 partitions", group, n);
+    return rk;
+}
+
+/* Runs the reaper on rk (q: a close already started, or NULL) and checks that it took < 20 s. */
+static void reap(rd_kafka_t *rk, rd_kafka_queue_t *q, int cooperative, int unassigned) {
+    int64_t t0 = kc_now_ms();
+    kc_reaper_t *r = kc_reaper_new(rk, q, NULL, cooperative, unassigned);
+    CHECK(r != NULL);
+    if (r == NULL)
+        return;
+    kc_reaper_run(r);
+    CHECK_MSG(kc_now_ms() - t0 < 20000, "reaper took %lld ms", (long long)(kc_now_ms() - t0));
+}
+
 /* A member dropped without close(): the reaper starts librdkafka's close, answers its rebalance
  * events and destroys the handle, in bounded time and without leaks (valgrind run). */
 static void reaper_closes_member(int *cooperative, const char *group) {
-    rd_kafka_t *a = member(group, "close-topic", cooperative);
-    int64_t t0, took;
-    CHECK(a != NULL);
-    if (a == NULL)
-        return;
-    CHECK_MSG(poll_until_assigned(a, 4, 60000) == 4, "member not assigned all 4 partitions");
-    t0 = kc_now_ms();
-    kc_reaper_t *r = kc_reaper_new(a, NULL, NULL, *cooperative, 0);
-    CHECK(r != NULL);
-    kc_reaper_run(r);
-    took = kc_now_ms() - t0;
-    CHECK_MSG(took < 20000, "reaper took %lld ms", (long long)took);
+    rd_kafka_t *a = assigned_member(group, cooperative);
+    if (a != NULL)
+        reap(a, NULL, *cooperative, 0);
 }
 
 static void test_reaper_eager(void) { reaper_closes_member(&g_eager, "close-eager"); }
@@ -124,33 +114,26 @@ static void test_reaper_cooperative(void) { reaper_closes_member(&g_coop, "close
 /* A close started by the application (close() that reached its deadline) is handed to the reaper
  * with its queue, before any event on it was served. */
 static void test_reaper_takes_over_started_close(void) {
-    rd_kafka_t *a = member("close-started", "close-topic", &g_coop);
+    rd_kafka_t *a = assigned_member("close-started", &g_coop);
     rd_kafka_queue_t *q;
     rd_kafka_error_t *error;
-    CHECK(a != NULL);
     if (a == NULL)
         return;
-    CHECK(poll_until_assigned(a, 4, 60000) == 4);
     q = rd_kafka_queue_new(a);
     error = rd_kafka_consumer_close_queue(a, q);
     CHECK(error == NULL);
     if (error != NULL)
         rd_kafka_error_destroy(error);
-    kc_reaper_t *r = kc_reaper_new(a, q, NULL, 1, 0);
-    int64_t t0 = kc_now_ms();
-    kc_reaper_run(r);
-    CHECK_MSG(kc_now_ms() - t0 < 20000, "reaper took %lld ms", (long long)(kc_now_ms() - t0));
+    reap(a, q, 1, 0);
 }
 
 /* The answer has to match the protocol: an incremental call in an eager group is an error. */
 static void test_answer_must_match_protocol(void) {
-    rd_kafka_t *a = member("close-mismatch", "close-topic", &g_eager);
+    rd_kafka_t *a = assigned_member("close-mismatch", &g_eager);
     rd_kafka_topic_partition_list_t *parts = NULL;
     rd_kafka_error_t *error;
-    CHECK(a != NULL);
     if (a == NULL)
         return;
-    CHECK(poll_until_assigned(a, 4, 60000) == 4);
     CHECK(rd_kafka_assignment(a, &parts) == RD_KAFKA_RESP_ERR_NO_ERROR);
     error = kc_answer_rebalance(a, RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS, parts, 1);
     CHECK_MSG(error != NULL, "incremental unassign accepted in an eager group");
@@ -158,20 +141,18 @@ static void test_answer_must_match_protocol(void) {
         rd_kafka_error_destroy(error);
     rd_kafka_topic_partition_list_destroy(parts);
     CHECK(assigned_count(a) == 4);
-    kc_reaper_run(kc_reaper_new(a, NULL, NULL, 0, 0));
+    reap(a, NULL, 0, 0);
 }
 
 /* close() served by hand as NativeConsumer.close() does: the first event (the revoke) gets its
  * answer, the queue is drained, and the reaper finishes the close with `unassigned` set. */
 static void test_close_served_then_reaped(void) {
-    rd_kafka_t *a = member("close-drain", "close-topic", &g_eager);
+    rd_kafka_t *a = assigned_member("close-drain", &g_eager);
     rd_kafka_queue_t *q;
     rd_kafka_event_t *ev = NULL;
     rd_kafka_error_t *error;
-    CHECK(a != NULL);
     if (a == NULL)
         return;
-    CHECK(poll_until_assigned(a, 4, 60000) == 4);
     q = rd_kafka_queue_new(a);
     CHECK(kc_close_drain_stale(q) == 0);
     error = rd_kafka_consumer_close_queue(a, q);
@@ -191,9 +172,7 @@ static void test_close_served_then_reaped(void) {
     CHECK(kc_close_drain_stale(q) >= 0);
     CHECK(rd_kafka_queue_length(q) == 0);
     CHECK(assigned_count(a) == 0);
-    int64_t t0 = kc_now_ms();
-    kc_reaper_run(kc_reaper_new(a, q, NULL, 0, 1));
-    CHECK_MSG(kc_now_ms() - t0 < 20000, "reaper took %lld ms", (long long)(kc_now_ms() - t0));
+    reap(a, q, 0, 1);
 }
 
 int main(void) {
@@ -219,6 +198,5 @@ int main(void) {
     run_case("close served by hand, then reaped", test_close_served_then_reaped);
 
     rd_kafka_destroy(g_mock_owner);
-    printf("%d passed, %d failed\n", g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    return kc_test_summary();
 }
