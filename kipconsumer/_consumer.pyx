@@ -1243,6 +1243,70 @@ cdef class NativeConsumer:
             self._raise(err, f"watermark offsets of {topic}-{partition}")
         return low, high
 
+    def offsets_for_times(self, list queries, double timeout):
+        """``{TopicPartition: (offset, timestamp) | None}`` for ``queries``, a list of
+        ``(TopicPartition, timestamp_ms)``: the earliest offset whose record timestamp is at or after
+        the timestamp, and that record's timestamp; None where no record is that late. Asked with
+        librdkafka's ListOffsets (the broker's ListOffsets by timestamp, which carries the record's
+        timestamp; rd_kafka_offsets_for_times() drops it) on a queue of its own, so the wait goes in
+        slices and a signal interrupts it. Raises KafkaError for a partition the broker refuses."""
+        self._check_open()
+        cdef rd_kafka_topic_partition_list_t *lst
+        cdef rd_kafka_AdminOptions_t *opts = NULL
+        cdef rd_kafka_queue_t *q = NULL
+        cdef rd_kafka_event_t *ev = NULL
+        cdef const rd_kafka_ListOffsetsResultInfo_t **infos
+        cdef const rd_kafka_topic_partition_t *rtp
+        cdef rd_kafka_resp_err_t err
+        cdef int64_t deadline = _deadline_ms(timeout)
+        cdef int tmo = _ms(timeout)
+        cdef size_t cnt = 0, i
+        cdef char errstr[256]
+        asked = dict(queries)  # the request refuses duplicates; the last timestamp of a partition wins
+        out = dict.fromkeys(asked)
+        if not asked:
+            return out
+        lst = _c_list(list(asked))
+        try:
+            for i in range(lst.cnt):
+                lst.elems[i].offset = asked[TopicPartition(lst.elems[i].topic.decode(), lst.elems[i].partition)]
+            opts = rd_kafka_AdminOptions_new(self.rk, RD_KAFKA_ADMIN_OP_ANY)
+            if opts == NULL:
+                raise MemoryError()
+            # as in committed(): librdkafka's own bound on the request ends after ours, never under 30 s
+            rd_kafka_AdminOptions_set_request_timeout(
+                opts, 3600000 if tmo < 0 or tmo > 3595000 else max(30000, tmo + 5000), errstr, sizeof(errstr))
+            q = rd_kafka_queue_new(self.rk)
+            rd_kafka_ListOffsets(self.rk, lst, opts, q)
+            while True:  # in slices, checking for signals
+                with nogil:
+                    ev = rd_kafka_queue_poll(q, _slice(deadline))
+                if ev != NULL or kc_now_ms() >= deadline:
+                    break
+                PyErr_CheckSignals()
+            if ev == NULL:
+                self._raise(RD_KAFKA_RESP_ERR__TIMED_OUT, "offsets_for_times")
+            err = rd_kafka_event_error(ev)
+            if err:
+                self._raise(err, "offsets_for_times")
+            infos = rd_kafka_ListOffsets_result_infos(rd_kafka_event_ListOffsets_result(ev), &cnt)
+            for i in range(cnt):
+                rtp = rd_kafka_ListOffsetsResultInfo_topic_partition(infos[i])
+                tp = TopicPartition(rtp.topic.decode(), rtp.partition)
+                if rtp.err:
+                    self._raise(rtp.err, f"offsets_for_times of {tp.topic}-{tp.partition}")
+                if tp in out and rtp.offset >= 0:
+                    out[tp] = (rtp.offset, rd_kafka_ListOffsetsResultInfo_timestamp(infos[i]))
+            return out
+        finally:
+            if ev != NULL:
+                rd_kafka_event_destroy(ev)
+            if q != NULL:
+                rd_kafka_queue_destroy(q)
+            if opts != NULL:
+                rd_kafka_AdminOptions_destroy(opts)
+            rd_kafka_topic_partition_list_destroy(lst)
+
     cdef kc_partition_t *_assigned(self, tp) except NULL:
         cdef kc_partition_t *p = kc_fb_find(&self.core.fb, c_string(tp.topic, "topic"), tp.partition)
         if p == NULL:
