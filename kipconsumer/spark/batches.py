@@ -4,13 +4,14 @@ for benchmarks)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
 
-from kipconsumer.spark.executor import RangeLike, read_range
+from kipconsumer.spark.executor import RangeLike, read_range, timings
 from kipconsumer.spark.options import DEFAULT_MAX_POLL_RECORDS, ReadOptions
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
@@ -65,16 +66,24 @@ def read_arrow(opts: ReadOptions, rng: RangeLike) -> Iterator[Any]:
     held: list[Any] = []
     rows = 0
     for recs, lo, hi in read_range(opts, rng):
+        t0 = time.perf_counter()
         rb = recs.to_arrow(timestamp_type=True, headers=opts.include_headers)
         if lo or hi < rb.num_rows:
             rb = rb.slice(lo, hi - lo)
         held.append(to_spark_batch(rb))
         rows += hi - lo
         if rows >= target:
-            yield _concat(held)
+            out = _concat(held)
             held, rows = [], 0
+            timings["arrow_s"] += time.perf_counter() - t0
+            yield out
+        else:
+            timings["arrow_s"] += time.perf_counter() - t0
     if held:
-        yield _concat(held)
+        t0 = time.perf_counter()
+        out = _concat(held)
+        timings["arrow_s"] += time.perf_counter() - t0
+        yield out
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -53,12 +53,17 @@ _cache_lock = threading.Lock()
 _stats = {"created": 0, "reused": 0, "continued": 0, "seeks": 0, "closed": 0}
 
 
-def consumer_cache_stats() -> dict[str, int]:
+#: Seconds this process spent creating consumers, seeking and in poll() (waiting for and taking
+#: fetched records), and building the Arrow batches handed to Spark (batches.read_arrow).
+timings = {"create_s": 0.0, "seek_s": 0.0, "poll_s": 0.0, "arrow_s": 0.0}
+
+
+def consumer_cache_stats() -> dict[str, float]:
     """Counters of this process's consumer cache: created, reused, continued (a micro-batch
     that started where the cached consumer stopped: no seek, prefetched records kept), seeks,
-    closed, cached."""
+    closed, cached; and the seconds of ``timings``."""
     with _cache_lock:
-        return dict(_stats, cached=len(_cache))
+        return dict(_stats, cached=len(_cache), **timings)
 
 
 def _close_quietly(c: KafkaConsumer) -> None:
@@ -77,7 +82,10 @@ def _acquire(conf: tuple[tuple[str, str], ...], topic: str, partition: int) -> _
             _stats["reused"] += 1
             return entry
         _stats["created"] += 1
-    return _Entry(KafkaConsumer(dict(conf)), TopicPartition(topic, partition))
+    t0 = time.perf_counter()
+    entry = _Entry(KafkaConsumer(dict(conf)), TopicPartition(topic, partition))
+    timings["create_s"] += time.perf_counter() - t0
+    return entry
 
 
 def _release(conf: tuple[tuple[str, str], ...], entry: _Entry) -> None:
@@ -104,6 +112,7 @@ def clear_consumer_cache() -> None:
 
 
 def _seek(entry: _Entry, offset: int) -> None:
+    t0 = time.perf_counter()
     c = entry.consumer
     if c.assignment() != {entry.tp}:
         c.assign([entry.tp])
@@ -120,6 +129,7 @@ def _seek(entry: _Entry, offset: int) -> None:
     entry.next_offset = offset
     entry.pending = None
     _stats["seeks"] += 1
+    timings["seek_s"] += time.perf_counter() - t0
 
 
 def read_range(opts: ReadOptions, rng: RangeLike) -> Iterator[tuple[ConsumerRecords, int, int]]:
@@ -146,7 +156,9 @@ def read_range(opts: ReadOptions, rng: RangeLike) -> Iterator[tuple[ConsumerReco
                 recs, lo = pending
                 pending = None
             else:
+                t0 = time.perf_counter()
                 recs = entry.consumer.poll(timeout=min(1.0, timeout_s))
+                timings["poll_s"] += time.perf_counter() - t0
                 lo = 0
                 if not recs:
                     if time.monotonic() - last_progress > timeout_s:
