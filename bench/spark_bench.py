@@ -207,7 +207,8 @@ def main() -> int:
             from kipconsumer.spark_cluster import StandaloneCluster, cluster_session
             from kipconsumer.spark_env import build_executor_env
 
-            python = args.executor_python or str(build_executor_env(tempfile.mkdtemp(prefix="kip-exec-")))
+            venv = Path(tempfile.mkdtemp(prefix="kip-exec-")) / "venv"
+            python = args.executor_python or str(build_executor_env(venv))
             cluster = StandaloneCluster(workers=2, python=python, env={"KIPKAFKA_STATS_DIR": str(stats_dir)})
             cluster.start()
             spark = cluster_session(cluster, "kipkafka-bench",

@@ -222,3 +222,44 @@ def test_unknown_and_refused_options_fail_the_query(spark: SparkSession, broker:
         spark.range(1).select(F.lit(b"x").alias("value")).write.format("kipkafka") \
             .option("kafka.bootstrap.servers", broker.bootstrap_servers).option("topics", topic) \
             .mode("append").save()
+
+
+def test_assign_and_subscribe_pattern(spark: SparkSession, broker: EmbeddedBroker,
+                                      topic_factory: Callable[..., str]) -> None:
+    topic = topic_factory(partitions=3, prefix="pattern-only")
+    produce(broker.bootstrap_servers, topic, {0: 10, 1: 20, 2: 30})
+    r = spark.read.format("kipkafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+    assigned = r.option("assign", json.dumps({topic: [0, 2]})).load()
+    assert sorted(set(row.partition for row in assigned.select("partition").collect())) == [0, 2]
+    assert assigned.count() == 40
+    pattern = spark.read.format("kipkafka").option("kafka.bootstrap.servers", broker.bootstrap_servers) \
+        .option("subscribePattern", topic.replace("-", ".") + "$").load()
+    assert pattern.count() == 60 and {r.topic for r in pattern.select("topic").collect()} == {topic}
+
+
+def test_poll_timeout_and_fetch_offset_retries(broker: EmbeddedBroker,
+                                               topic_factory: Callable[..., str]) -> None:
+    from kipconsumer.errors import KafkaError
+    from kipconsumer.spark import OffsetRange, read_arrow
+
+    topic = topic_factory(partitions=1)
+    produce(broker.bootstrap_servers, topic, {0: 5})
+    # a range past the end: the task fails after kafkaConsumer.pollTimeoutMs without a record
+    opts = ReadOptions.parse({"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": topic,
+                              "kafkaConsumer.pollTimeoutMs": "1200"}, True)
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="kafkaConsumer.pollTimeoutMs=1200"):
+        list(read_arrow(opts, OffsetRange(topic, 0, 0, 10)))
+    assert 1.0 < time.monotonic() - t0 < 30
+    # fetchOffset.numRetries: the driver's offset queries are tried 1 + n times
+    dead = ReadOptions.parse({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": topic,
+                              "kafka.default.api.timeout.ms": "300", "fetchOffset.numRetries": "2",
+                              "fetchOffset.retryIntervalMs": "200"}, True)
+    md = Metadata(dead)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KafkaError):
+            md.latest([(topic, 0)])
+        assert time.monotonic() - t0 >= 3 * 0.3 + 2 * 0.2 - 0.05
+    finally:
+        md.close()
