@@ -111,6 +111,35 @@ static int kc_hdr_fail(int err, char *errbuf, size_t errlen, const char *what, s
 
 #define KC_HDR_SET_BIT(bm, i) ((bm)[(i) >> 3] |= (uint8_t)(1u << ((i)&7)))
 
+/* One header of a message: name (never NULL here) and its length, value (NULL: a null value). */
+typedef struct kc_hdr {
+    const char *name;
+    size_t nlen;
+    const void *val;
+    size_t size;
+} kc_hdr;
+
+/* The message's headers and their count (0 when it has none). */
+static size_t kc_hdr_count(const rd_kafka_message_t *m, rd_kafka_headers_t **hdrs) {
+    *hdrs = NULL;
+    if (rd_kafka_message_headers(m, hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR || !*hdrs)
+        return 0;
+    return rd_kafka_header_cnt(*hdrs);
+}
+
+/* Header `idx` of `hdrs` into `out`; 0, or -1 when librdkafka has no such header. */
+static int kc_hdr_at(const rd_kafka_headers_t *hdrs, size_t idx, kc_hdr *out) {
+    out->name = NULL;
+    out->val = NULL;
+    out->size = 0;
+    if (rd_kafka_header_get_all(hdrs, idx, &out->name, &out->val, &out->size) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return -1;
+    if (!out->name)
+        out->name = "";
+    out->nlen = strlen(out->name);
+    return 0;
+}
+
 int kc_arrow_build_headers(rd_kafka_message_t *const *msgs, size_t n, struct ArrowSchema *schema_out,
                            struct ArrowArray *array_out, char *errbuf, size_t errlen) {
     kc_hdr_node *list = NULL, *item = NULL, *key = NULL, *value = NULL;
@@ -132,30 +161,23 @@ int kc_arrow_build_headers(rd_kafka_message_t *const *msgs, size_t n, struct Arr
 
     /* Pass 1: header counts and bytes. */
     for (i = 0; i < n; i++) {
-        rd_kafka_headers_t *hdrs = NULL;
+        rd_kafka_headers_t *hdrs;
         size_t cnt;
+        kc_hdr hd;
 
         if (!msgs[i] || msgs[i]->err)
             return kc_hdr_fail(EINVAL, errbuf, errlen, "a NULL or error message", i);
-        if (rd_kafka_message_headers(msgs[i], &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR || !hdrs ||
-            (cnt = rd_kafka_header_cnt(hdrs)) == 0) {
+        if ((cnt = kc_hdr_count(msgs[i], &hdrs)) == 0) {
             null_rows++;
             continue;
         }
-        for (h = 0; h < cnt; h++) {
-            const char *name = NULL;
-            const void *val = NULL;
-            size_t size = 0, nlen;
-
-            if (rd_kafka_header_get_all(hdrs, h, &name, &val, &size) != RD_KAFKA_RESP_ERR_NO_ERROR)
-                break;
-            nlen = name ? strlen(name) : 0;
-            if (nlen > (size_t)INT32_MAX - kbytes || size > (size_t)INT32_MAX - vbytes ||
+        for (h = 0; h < cnt && kc_hdr_at(hdrs, h, &hd) == 0; h++) {
+            if (hd.nlen > (size_t)INT32_MAX - kbytes || hd.size > (size_t)INT32_MAX - vbytes ||
                 total >= (size_t)INT32_MAX - 1)
                 return kc_hdr_fail(EOVERFLOW, errbuf, errlen, "headers exceed int32 offsets", i);
-            kbytes += nlen;
-            if (val)
-                vbytes += size;
+            kbytes += hd.nlen;
+            if (hd.val)
+                vbytes += hd.size;
             else
                 null_values++;
             total++;
@@ -175,26 +197,18 @@ int kc_arrow_build_headers(rd_kafka_message_t *const *msgs, size_t n, struct Arr
     j = 0;
     kbytes = vbytes = 0;
     for (i = 0; i < n; i++) {
-        rd_kafka_headers_t *hdrs = NULL;
-        size_t cnt = 0;
+        rd_kafka_headers_t *hdrs;
+        size_t cnt = kc_hdr_count(msgs[i], &hdrs);
+        kc_hdr hd;
 
-        if (rd_kafka_message_headers(msgs[i], &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs)
-            cnt = rd_kafka_header_cnt(hdrs);
         if (cnt && lbm)
             KC_HDR_SET_BIT(lbm, i);
-        for (h = 0; h < cnt && j < total; h++) {
-            const char *name = NULL;
-            const void *val = NULL;
-            size_t size = 0, nlen;
-
-            if (rd_kafka_header_get_all(hdrs, h, &name, &val, &size) != RD_KAFKA_RESP_ERR_NO_ERROR)
-                break;
-            nlen = name ? strlen(name) : 0;
-            memcpy(kdata + kbytes, name ? name : "", nlen);
-            kbytes += nlen;
-            if (val) {
-                memcpy(vdata + vbytes, val, size);
-                vbytes += size;
+        for (h = 0; h < cnt && j < total && kc_hdr_at(hdrs, h, &hd) == 0; h++) {
+            memcpy(kdata + kbytes, hd.name, hd.nlen);
+            kbytes += hd.nlen;
+            if (hd.val) {
+                memcpy(vdata + vbytes, hd.val, hd.size);
+                vbytes += hd.size;
                 if (vbm)
                     KC_HDR_SET_BIT(vbm, j);
             }

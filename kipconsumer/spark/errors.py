@@ -16,3 +16,8 @@ class KafkaWriteError(KafkaError):
 class OffsetForTimestampError(KafkaError):
     """``startingOffsetsByTimestamp`` / ``startingTimestamp``: a partition has no record at or after
     the timestamp and ``startingOffsetsByTimestampStrategy`` is ``error`` (Spark's default)."""
+
+
+# Shown (tracebacks, Spark's error text) and pickled under the package's public name.
+for _cls in (DataLossError, KafkaWriteError, OffsetForTimestampError):
+    _cls.__module__ = "kipconsumer.spark"
