@@ -1,38 +1,58 @@
-"""Spark read throughput: ``kipkafka`` (Arrow batches built in C) vs a plain Python-tuple source.
+"""Spark read throughput, three sources in one run: ``kipkafka`` (Arrow batches built in C), the same
+source yielding Python tuples, and a source yielding pre-built Arrow batches (the API's ceiling).
 
-Both sources read the same records through the same kipconsumer code path (same offsets,
-partitions, cached assign-only consumers); they differ only in what ``read()`` yields to Spark:
+* ``kipkafka``: ``pyarrow.RecordBatch`` from ``ConsumerRecords.to_arrow()`` (built in C), read with
+  cached assign-only consumers;
+* ``kipkafka_tuples``: the same records through the same consumers, one Python tuple per record,
+  which Spark's Python worker converts to Arrow itself;
+* ``arrow_ceiling``: no broker at all in ``read()``: slices of one Arrow batch built once per
+  worker process with the source's schema, the same row count per input partition and the same
+  value size (key null, as produced here). What Spark costs per Arrow row through the Python Data
+  Source API: scheduling, Python worker, Arrow IPC to the JVM, the ``noop`` sink.
 
-* ``kipkafka``: ``pyarrow.RecordBatch`` from ``ConsumerRecords.to_arrow()`` (built in C);
-* ``kipkafka_tuples``: one Python tuple per record (``ConsumerRecord`` attributes), which Spark's
-  Python worker converts to Arrow itself.
+Each run is a Structured Streaming query (``Trigger.AvailableNow``, one micro-batch) into the
+``noop`` sink. The three alternate; the best of ``--repeat`` is kept. Reported: rows/s of the read
+job (the micro-batch's ``addBatch``) and of the whole query, the ratios to the ceiling, the driver's
+phases (Spark's ``durationMs``) and, for ``kipkafka``, the executor Python workers' seconds in
+consumer creation, seek, poll (fetch) and Arrow building (``consumer_cache_stats``); the rest of
+the read job is Spark: task scheduling, worker start, Arrow IPC to the JVM, the sink.
 
-Each run is a Structured Streaming query (``Trigger.AvailableNow``, one micro-batch unless
-``--max-offsets-per-trigger``) into the ``noop`` sink on Spark ``local[2]``, against an embedded
-broker in this process. Runs alternate between the two sources; the best of ``--repeat`` is kept.
-Prints rows/s of each and the ratio.
+    python bench/spark_bench.py [--broker tansu|mock] [--records N] [--partitions P]
+                                [--value-size B] [--repeat R] [--cluster] [--json PATH]
 
-    python bench/spark_bench.py [--records N] [--partitions P] [--value-size B] [--repeat R]
+``--cluster`` runs the same on a Spark standalone cluster (master + 2 workers of 1 core, executors
+in a venv with kipconsumer installed from its wheel; ``--executor-python`` reuses one).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from kipconsumer.spark import (
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import fill_partitions, start_broker  # noqa: E402
+
+from kipconsumer.spark import (  # noqa: E402
+    ARROW_SCHEMA,
     KipKafkaDataSource,
     KipKafkaStreamReader,
     ReadOptions,
     local_session,
     read_tuples,
 )
+
+SOURCES = ("kipkafka", "kipkafka_tuples", "arrow_ceiling")
+#: Rows per pre-built batch of the ceiling source (kipkafka hands Spark batches of >= 10,000 rows).
+CEILING_BATCH_ROWS = 10_000
 
 
 class TupleStreamReader(KipKafkaStreamReader):
@@ -51,16 +71,63 @@ class TupleDataSource(KipKafkaDataSource):
         return TupleStreamReader(ReadOptions.parse(self.options, streaming=True))
 
 
-def run_query(spark: Any, fmt: str, servers: str, topic: str, max_per_trigger: int | None,
-              extra: dict[str, str] | None = None) -> tuple[int, float, float]:
-    """Returns (rows, query wall seconds, seconds spent in the micro-batches' Spark jobs)."""
+_template: dict[tuple[str, int], Any] = {}
+
+
+def _ceiling_batch(topic: str, value_size: int) -> Any:
+    """One Arrow batch of the source's schema, built once per worker process."""
+    import pyarrow as pa
+
+    key = (topic, value_size)
+    if key not in _template:
+        n = CEILING_BATCH_ROWS
+        now_us = int(time.time() * 1_000_000)
+        _template[key] = pa.RecordBatch.from_arrays([
+            pa.nulls(n, pa.binary()),
+            pa.array([b"x" * value_size] * n, pa.binary()),
+            pa.array([topic] * n, pa.string()),
+            pa.array([0] * n, pa.int32()),
+            pa.array(range(n), pa.int64()),
+            pa.array([now_us] * n, pa.timestamp("us", tz="UTC")),
+            pa.array([1] * n, pa.int32()),
+        ], schema=ARROW_SCHEMA)
+    return _template[key]
+
+
+class CeilingStreamReader(KipKafkaStreamReader):
+    """The planning of ``kipkafka`` (same input partitions); read() yields pre-built batches."""
+
+    value_size = 32
+
+    def read(self, partition: Any) -> Iterator[Any]:
+        batch = _ceiling_batch(partition.topic, self.value_size)
+        left = partition.end - partition.start
+        while left > 0:
+            n = min(left, batch.num_rows)
+            yield batch if n == batch.num_rows else batch.slice(0, n)
+            left -= n
+
+
+class CeilingDataSource(KipKafkaDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "arrow_ceiling"
+
+    def streamReader(self, schema: Any) -> CeilingStreamReader:
+        low = {k.lower(): v for k, v in self.options.items()}
+        reader = CeilingStreamReader(ReadOptions.parse(
+            {k: v for k, v in self.options.items() if k.lower() != "bench.valuesize"}, streaming=True))
+        reader.value_size = int(low.get("bench.valuesize", "32"))
+        return reader
+
+
+def run_query(spark: Any, fmt: str, servers: str, topic: str, extra: dict[str, str]) -> dict[str, Any]:
+    """One AvailableNow query into ``noop``: rows, wall seconds, Spark's phase durations (ms)."""
     ck = tempfile.mkdtemp(prefix="kipkafka-bench-")
     try:
         r = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", servers)
              .option("subscribe", topic).option("startingOffsets", "earliest"))
-        if max_per_trigger:
-            r = r.option("maxOffsetsPerTrigger", max_per_trigger)
-        for k, v in (extra or {}).items():
+        for k, v in extra.items():
             r = r.option(k, v)
         t0 = time.perf_counter()
         q = (r.load().writeStream.format("noop").option("checkpointLocation", ck)
@@ -69,84 +136,146 @@ def run_query(spark: Any, fmt: str, servers: str, topic: str, max_per_trigger: i
         elapsed = time.perf_counter() - t0
         if q.exception() is not None:
             raise RuntimeError(str(q.exception()))
+        phases: dict[str, int] = {}
+        for p in q.recentProgress:
+            for k, v in p["durationMs"].items():
+                phases[k] = phases.get(k, 0) + int(v)
         rows = sum(p["numInputRows"] for p in q.recentProgress)
-        job_s = sum(p["durationMs"].get("addBatch", 0) for p in q.recentProgress) / 1000.0
-        return rows, elapsed, job_s
+        return {"rows": rows, "wall_s": elapsed, "job_s": phases.get("addBatch", 0) / 1000.0,
+                "phases": phases}
     finally:
         shutil.rmtree(ck, ignore_errors=True)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc), 0 if unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def worker_totals(stats_dir: Path) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for f in stats_dir.glob("*.json"):
+        try:
+            for k, v in json.loads(f.read_text()).items():
+                total[k] = total.get(k, 0) + v
+        except (OSError, ValueError):
+            pass
+    return total
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--records", type=int, default=600_000)
+    ap.add_argument("--broker", choices=("tansu", "mock"), default="tansu")
+    ap.add_argument("--records", type=int, default=1_200_000)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--value-size", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    ap.add_argument("--cluster", action="store_true", help="a standalone cluster instead of local[2]")
+    ap.add_argument("--executor-python", help="with --cluster: an interpreter with kipconsumer installed")
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                    help="extra source option for both sources, e.g. kafka.max.poll.records=50000")
+                    help="extra source option for every source, e.g. kafka.max.poll.records=50000")
     args = ap.parse_args()
     extra = dict(o.split("=", 1) for o in args.option)
 
-    from kipconsumer import KafkaConsumer, KafkaProducer, TopicPartition
-    from kipconsumer.broker import EmbeddedBroker
+    from kipconsumer import KafkaConsumer, TopicPartition
 
+    stats_dir = Path(tempfile.mkdtemp(prefix="kipkafka-bench-stats-"))
+    os.environ["KIPKAFKA_STATS_DIR"] = str(stats_dir)  # executor workers inherit it (local mode)
     topic = "bench"
-    with EmbeddedBroker(num_brokers=1) as broker:
-        servers = broker.bootstrap_servers
-        broker.create_topic(topic, partitions=args.partitions)
-        value = b"v" * args.value_size
-        with KafkaProducer({"bootstrap.servers": servers, "linger.ms": 20}) as p:
-            futs = [p.send(topic, value=value, key=b"%d" % i, partition=i % args.partitions)
-                    for i in range(args.records)]
-            p.flush()
-            for f in futs:
-                f.result()
+    cluster = None
+    with start_broker(args.broker) as broker:
+        servers = broker.bootstrap
+        broker_pid = broker.proc.pid if hasattr(broker, "proc") else None  # Tansu: its own process
+        broker.create_topic(topic, args.partitions)
+        per = [args.records // args.partitions + (1 if i < args.records % args.partitions else 0)
+               for i in range(args.partitions)]
+        fill_partitions(servers, topic, per, args.value_size)
         c = KafkaConsumer({"bootstrap.servers": servers})
         tps = [TopicPartition(topic, i) for i in range(args.partitions)]
         lows, highs = c.beginning_offsets(tps), c.end_offsets(tps)
         c.close()
         available = sum(highs[tp] - lows[tp] for tp in tps)
-        if available != args.records:
-            print(f"note: the embedded broker kept {available} of {args.records} records "
-                  "(it keeps ~100k records / 5 MiB per partition)")
-        print(f"topic {topic}: {available} records x {args.value_size} B over {args.partitions} partitions")
+        print(f"{args.broker}: topic {topic}: {available} records readable x {args.value_size} B over "
+              f"{args.partitions} partitions (produced {args.records})")
 
-        spark = local_session("kipkafka-bench", cores=2, shuffle_partitions=2)
-        spark.dataSource.register(TupleDataSource)
-        results: dict[str, list[float]] = {"kipkafka": [], "kipkafka_tuples": []}
-        wall: dict[str, list[float]] = {"kipkafka": [], "kipkafka_tuples": []}
-        # warm-up: JVM, Python workers, consumer caches
-        run_query(spark, "kipkafka", servers, topic, args.max_offsets_per_trigger, extra)
-        run_query(spark, "kipkafka_tuples", servers, topic, args.max_offsets_per_trigger, extra)
-        for i in range(args.repeat):
-            for fmt in (("kipkafka", "kipkafka_tuples") if i % 2 == 0 else ("kipkafka_tuples", "kipkafka")):
-                rows, secs, job_s = run_query(spark, fmt, servers, topic, args.max_offsets_per_trigger, extra)
-                if rows != available:
-                    raise SystemExit(f"{fmt}: read {rows} rows, expected {available}")
-                results[fmt].append(rows / job_s)
-                wall[fmt].append(rows / secs)
-                print(f"  {fmt:16s} {rows} rows: read job {job_s:6.2f} s = {rows / job_s:10,.0f} rows/s; "
-                      f"whole query {secs:6.2f} s = {rows / secs:10,.0f} rows/s")
-        spark.stop()
+        if args.cluster:
+            from kipconsumer.spark_cluster import StandaloneCluster, cluster_session
+            from kipconsumer.spark_env import build_executor_env
 
-    best = {k: max(v) for k, v in results.items()}
-    best_wall = {k: max(v) for k, v in wall.items()}
-    ratio = best["kipkafka"] / best["kipkafka_tuples"]
-    ratio_wall = best_wall["kipkafka"] / best_wall["kipkafka_tuples"]
-    print(f"kipkafka (Arrow from C):  {best['kipkafka']:12,.0f} rows/s read job, "
-          f"{best_wall['kipkafka']:12,.0f} rows/s whole query (best of {args.repeat})")
-    print(f"Python-tuple source:      {best['kipkafka_tuples']:12,.0f} rows/s read job, "
-          f"{best_wall['kipkafka_tuples']:12,.0f} rows/s whole query (best of {args.repeat})")
-    print(f"ratio kipkafka / tuples: {ratio:.2f}x on the read job (micro-batch execution), "
-          f"{ratio_wall:.2f}x on the whole query incl. planning/checkpoint overhead")
+            venv = Path(tempfile.mkdtemp(prefix="kip-exec-")) / "venv"
+            python = args.executor_python or str(build_executor_env(venv))
+            cluster = StandaloneCluster(workers=2, python=python, env={"KIPKAFKA_STATS_DIR": str(stats_dir)})
+            cluster.start()
+            spark = cluster_session(cluster, "kipkafka-bench",
+                                    extra={"spark.executorEnv.KIPKAFKA_STATS_DIR": str(stats_dir)})
+        else:
+            spark = local_session("kipkafka-bench", cores=2, shuffle_partitions=2)
+        try:
+            spark.dataSource.register(TupleDataSource)
+            spark.dataSource.register(CeilingDataSource)
+            opts = {fmt: dict(extra) for fmt in SOURCES}
+            opts["arrow_ceiling"]["bench.valueSize"] = str(args.value_size)
+            runs: dict[str, list[dict[str, Any]]] = {fmt: [] for fmt in SOURCES}
+            for fmt in SOURCES:  # warm-up: JVM, Python workers, consumer caches, the ceiling's batch
+                run_query(spark, fmt, servers, topic, opts[fmt])
+            for i in range(args.repeat):
+                order = SOURCES[i % 3:] + SOURCES[:i % 3]
+                for fmt in order:
+                    before = worker_totals(stats_dir)
+                    broker_cpu = cpu_seconds(broker_pid) if broker_pid else 0.0
+                    r = run_query(spark, fmt, servers, topic, opts[fmt])
+                    r["broker_cpu_s"] = (cpu_seconds(broker_pid) - broker_cpu) if broker_pid else None
+                    after = worker_totals(stats_dir)
+                    r["executor"] = {k: after.get(k, 0) - before.get(k, 0)
+                                     for k in ("create_s", "seek_s", "poll_s", "arrow_s", "seeks",
+                                               "continued", "created")}
+                    if r["rows"] != available:
+                        raise SystemExit(f"{fmt}: read {r['rows']} rows, expected {available}")
+                    runs[fmt].append(r)
+                    print(f"  {fmt:16s} {r['rows']} rows: read job {r['job_s']:6.2f} s = "
+                          f"{r['rows'] / r['job_s']:10,.0f} rows/s; whole query {r['wall_s']:6.2f} s = "
+                          f"{r['rows'] / r['wall_s']:10,.0f} rows/s", flush=True)
+        finally:
+            spark.stop()
+            if cluster is not None:
+                cluster.stop()
+
+    best = {fmt: max(available / r["job_s"] for r in rs) for fmt, rs in runs.items()}
+    best_wall = {fmt: max(available / r["wall_s"] for r in rs) for fmt, rs in runs.items()}
+    mode = "standalone cluster (2 workers x 1 core)" if args.cluster else "local[2]"
+    print(f"\n{mode}, {args.broker}, best of {args.repeat} (the machine may be shared: compare ratios)")
+    print(f"{'source':18s} {'read job rows/s':>16s} {'x ceiling':>10s} "
+          f"{'whole query rows/s':>19s} {'x ceiling':>10s}")
+    for fmt in SOURCES:
+        print(f"{fmt:18s} {best[fmt]:16,.0f} {best[fmt] / best['arrow_ceiling']:10.2f} "
+              f"{best_wall[fmt]:19,.0f} {best_wall[fmt] / best_wall['arrow_ceiling']:10.2f}")
+    fastest = min(runs["kipkafka"], key=lambda r: r["job_s"])
+    ceiling = min(runs["arrow_ceiling"], key=lambda r: r["job_s"])
+    ex = fastest["executor"]
+    print("\nwhere kipkafka's best run went (seconds; executor figures are summed over the worker processes,")
+    print("which run in parallel on the 2 cores):")
+    print(f"  driver: {', '.join(f'{k} {v / 1000:.2f}' for k, v in sorted(fastest['phases'].items()))}")
+    print(f"  executors: consumer creation {ex['create_s']:.2f}, seek {ex['seek_s']:.2f}, poll/fetch "
+          f"{ex['poll_s']:.2f}, Arrow build {ex['arrow_s']:.2f} ({int(ex['seeks'])} seeks, "
+          f"{int(ex['continued'])} continued, {int(ex['created'])} consumers created)")
+    print(f"  read job {fastest['job_s']:.2f} s vs the ceiling's {ceiling['job_s']:.2f} s "
+          "(Spark's own share: scheduling, worker, Arrow IPC to the JVM, sink)")
+    if fastest.get("broker_cpu_s") is not None:
+        print(f"  the broker (Tansu, on the same 2 cores) used {fastest['broker_cpu_s']:.2f} s of CPU "
+              f"serving that query; the ceiling's query {ceiling['broker_cpu_s']:.2f} s")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"records": available, "value_size": args.value_size, "partitions": args.partitions,
-                       "rows_per_s_read_job": best, "rows_per_s_whole_query": best_wall,
-                       "runs_read_job": results, "runs_whole_query": wall, "ratio": ratio,
-                       "ratio_whole_query": ratio_wall}, fh, indent=2)
+            result = {"broker": args.broker, "mode": mode, "records": available,
+                      "value_size": args.value_size, "partitions": args.partitions,
+                      "rows_per_s_read_job": best, "rows_per_s_whole_query": best_wall, "runs": runs,
+                      "ratio_to_ceiling": {k: best[k] / best["arrow_ceiling"] for k in SOURCES}}
+            json.dump(result, fh, indent=2)
+    shutil.rmtree(stats_dir, ignore_errors=True)
     return 0
 
 

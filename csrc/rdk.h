@@ -419,7 +419,7 @@ typedef struct rd_kafka_AdminOptions_s rd_kafka_AdminOptions_t;
 typedef struct rd_kafka_ListConsumerGroupOffsets_s rd_kafka_ListConsumerGroupOffsets_t;
 typedef struct rd_kafka_group_result_s rd_kafka_group_result_t;
 typedef rd_kafka_event_t rd_kafka_ListConsumerGroupOffsets_result_t;
-typedef enum { RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS = 14 } rd_kafka_admin_op_t;
+typedef enum { RD_KAFKA_ADMIN_OP_ANY = 0, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS = 14 } rd_kafka_admin_op_t;
 rd_kafka_AdminOptions_t *rd_kafka_AdminOptions_new(rd_kafka_t *rk, rd_kafka_admin_op_t for_api);
 void rd_kafka_AdminOptions_destroy(rd_kafka_AdminOptions_t *options);
 rd_kafka_resp_err_t rd_kafka_AdminOptions_set_request_timeout(rd_kafka_AdminOptions_t *options, int timeout_ms,
@@ -438,6 +438,18 @@ const rd_kafka_group_result_t **rd_kafka_ListConsumerGroupOffsets_result_groups(
     const rd_kafka_ListConsumerGroupOffsets_result_t *result, size_t *cntp);
 const rd_kafka_error_t *rd_kafka_group_result_error(const rd_kafka_group_result_t *groupres);
 const rd_kafka_topic_partition_list_t *rd_kafka_group_result_partitions(const rd_kafka_group_result_t *groupres);
+
+/* ---- admin: offsets by timestamp (ListOffsets, librdkafka >= 2.3), answered on a queue ---- */
+typedef struct rd_kafka_ListOffsetsResultInfo_s rd_kafka_ListOffsetsResultInfo_t;
+typedef rd_kafka_event_t rd_kafka_ListOffsets_result_t;
+void rd_kafka_ListOffsets(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *topic_partitions,
+                          const rd_kafka_AdminOptions_t *options, rd_kafka_queue_t *rkqu);
+const rd_kafka_ListOffsets_result_t *rd_kafka_event_ListOffsets_result(rd_kafka_event_t *rkev);
+const rd_kafka_ListOffsetsResultInfo_t **rd_kafka_ListOffsets_result_infos(const rd_kafka_ListOffsets_result_t *result,
+                                                                          size_t *cntp);
+const rd_kafka_topic_partition_t *rd_kafka_ListOffsetsResultInfo_topic_partition(
+    const rd_kafka_ListOffsetsResultInfo_t *result_info);
+int64_t rd_kafka_ListOffsetsResultInfo_timestamp(const rd_kafka_ListOffsetsResultInfo_t *result_info);
 
 /* ---- mock cluster (the embedded broker) ----------------------------------------- */
 rd_kafka_mock_cluster_t *rd_kafka_mock_cluster_new(rd_kafka_t *rk, int broker_cnt);

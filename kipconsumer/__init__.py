@@ -14,13 +14,20 @@ from kipconsumer._records import ConsumerRecord, ConsumerRecords  # noqa: E402
 from kipconsumer.consumer import KafkaConsumer  # noqa: E402
 from kipconsumer.listener import ConsumerRebalanceListener  # noqa: E402
 from kipconsumer.producer import KafkaProducer  # noqa: E402
-from kipconsumer.structs import ConsumerRecordData, OffsetAndMetadata, RecordMetadata, TopicPartition  # noqa: E402
+from kipconsumer.structs import (  # noqa: E402
+    ConsumerRecordData,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    RecordMetadata,
+    TopicPartition,
+)
 
 __all__ = [
     "KafkaConsumer",
     "KafkaProducer",
     "TopicPartition",
     "OffsetAndMetadata",
+    "OffsetAndTimestamp",
     "ConsumerRecord",
     "ConsumerRecords",
     "ConsumerRecordData",

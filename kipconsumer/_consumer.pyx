@@ -126,6 +126,17 @@ cdef rd_kafka_event_t *_await_event(rd_kafka_queue_t *q, int64_t deadline, bint 
             PyErr_CheckSignals()
 
 
+cdef int _admin_request_timeout_ms(int64_t deadline) noexcept:
+    """librdkafka's own bound on an admin request whose answer is awaited until `deadline`: past our
+    wait (at most an hour), and never under 30 s: librdkafka 2.16 aborts the process
+    (rd_kafka_enq_once_del_source_return: eonce->refcnt > 0) when its admin request timer fires as the
+    response arrives, which short request timeouts made frequent."""
+    cdef int64_t left = deadline - kc_now_ms()
+    if left > 3595000:
+        return 3600000
+    return <int>max(30000, left + 5000)
+
+
 cdef void _drop_error(rd_kafka_error_t *error) noexcept nogil:
     """Destroys a librdkafka error object nobody needs to see (NULL: nothing)."""
     if error != NULL:
@@ -654,6 +665,63 @@ cdef class NativeConsumer:
         if err:
             self._raise(err, f"watermark offsets of {topic}-{partition}")
         return low, high
+
+    def offsets_for_times(self, list queries, double timeout):
+        """``{TopicPartition: (offset, timestamp) | None}`` for ``queries``, a list of
+        ``(TopicPartition, timestamp_ms)``: the earliest offset whose record timestamp is at or after
+        the timestamp, and that record's timestamp; None where no record is that late. Asked with
+        librdkafka's ListOffsets (the broker's ListOffsets by timestamp, which carries the record's
+        timestamp; rd_kafka_offsets_for_times() drops it) on a queue of its own, so the wait goes in
+        slices and a signal interrupts it. Raises KafkaError for a partition the broker refuses."""
+        self._check_open()
+        cdef rd_kafka_topic_partition_list_t *lst
+        cdef rd_kafka_AdminOptions_t *opts = NULL
+        cdef rd_kafka_queue_t *q = NULL
+        cdef rd_kafka_event_t *ev = NULL
+        cdef const rd_kafka_ListOffsetsResultInfo_t **infos
+        cdef const rd_kafka_topic_partition_t *rtp
+        cdef rd_kafka_resp_err_t err
+        cdef int64_t deadline = _deadline_ms(timeout)
+        cdef size_t cnt = 0, i
+        cdef char errstr[256]
+        asked = dict(queries)  # the request refuses duplicates; the last timestamp of a partition wins
+        out = dict.fromkeys(asked)
+        if not asked:
+            return out
+        lst = _c_list(list(asked))
+        try:
+            for i in range(lst.cnt):
+                lst.elems[i].offset = asked[TopicPartition(lst.elems[i].topic.decode(), lst.elems[i].partition)]
+            opts = rd_kafka_AdminOptions_new(self.rk, RD_KAFKA_ADMIN_OP_ANY)
+            if opts == NULL:
+                raise MemoryError()
+            rd_kafka_AdminOptions_set_request_timeout(opts, _admin_request_timeout_ms(deadline),
+                                                      errstr, sizeof(errstr))
+            q = rd_kafka_queue_new(self.rk)
+            rd_kafka_ListOffsets(self.rk, lst, opts, q)
+            ev = _await_event(q, deadline, True)
+            if ev == NULL:
+                self._raise(RD_KAFKA_RESP_ERR__TIMED_OUT, "offsets_for_times")
+            err = rd_kafka_event_error(ev)
+            if err:
+                self._raise(err, "offsets_for_times")
+            infos = rd_kafka_ListOffsets_result_infos(rd_kafka_event_ListOffsets_result(ev), &cnt)
+            for i in range(cnt):
+                rtp = rd_kafka_ListOffsetsResultInfo_topic_partition(infos[i])
+                tp = TopicPartition(rtp.topic.decode(), rtp.partition)
+                if rtp.err:
+                    self._raise(rtp.err, f"offsets_for_times of {tp.topic}-{tp.partition}")
+                if tp in out and rtp.offset >= 0:
+                    out[tp] = (rtp.offset, rd_kafka_ListOffsetsResultInfo_timestamp(infos[i]))
+            return out
+        finally:
+            if ev != NULL:
+                rd_kafka_event_destroy(ev)
+            if q != NULL:
+                rd_kafka_queue_destroy(q)
+            if opts != NULL:
+                rd_kafka_AdminOptions_destroy(opts)
+            rd_kafka_topic_partition_list_destroy(lst)
 
     cdef kc_partition_t *_assigned(self, tp) except NULL:
         cdef kc_partition_t *p = kc_fb_find(&self.core.fb, c_string(tp.topic, "topic"), tp.partition)

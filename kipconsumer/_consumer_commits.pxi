@@ -188,7 +188,6 @@ cdef rd_kafka_resp_err_t _committed_lookup(NativeConsumer c, rd_kafka_topic_part
     cdef rd_kafka_topic_partition_t *e
     cdef rd_kafka_error_t *error
     cdef rd_kafka_resp_err_t err
-    cdef int64_t left = deadline - kc_now_ms()
     cdef size_t cnt = 0
     cdef char errstr[256]
     cdef int i
@@ -202,11 +201,8 @@ cdef rd_kafka_resp_err_t _committed_lookup(NativeConsumer c, rd_kafka_topic_part
         opts = rd_kafka_AdminOptions_new(c.rk, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS)
         if req == NULL or opts == NULL:
             raise MemoryError()
-        # The wait below is ours; librdkafka's own bound on the request ends well after it, and never
-        # under 30 s: librdkafka 2.16 aborts the process (rd_kafka_enq_once_del_source_return:
-        # eonce->refcnt > 0) when its admin request timer fires as the response arrives.
-        rd_kafka_AdminOptions_set_request_timeout(
-            opts, 3600000 if left > 3595000 else max(30000, <int>left + 5000), errstr, sizeof(errstr))
+        rd_kafka_AdminOptions_set_request_timeout(opts, _admin_request_timeout_ms(deadline), errstr,
+                                                  sizeof(errstr))
         if c._read_committed:
             error = rd_kafka_AdminOptions_set_require_stable_offsets(opts, 1)
             if error != NULL:

@@ -350,6 +350,7 @@ cdef extern from "rdk.h" nogil:
         pass
     ctypedef rd_kafka_event_t rd_kafka_ListConsumerGroupOffsets_result_t
     ctypedef enum rd_kafka_admin_op_t:
+        RD_KAFKA_ADMIN_OP_ANY
         RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS
     rd_kafka_AdminOptions_t *rd_kafka_AdminOptions_new(rd_kafka_t *rk, rd_kafka_admin_op_t for_api)
     void rd_kafka_AdminOptions_destroy(rd_kafka_AdminOptions_t *options)
@@ -374,6 +375,19 @@ cdef extern from "rdk.h" nogil:
     const rd_kafka_error_t *rd_kafka_group_result_error(const rd_kafka_group_result_t *groupres)
     const rd_kafka_topic_partition_list_t *rd_kafka_group_result_partitions(
         const rd_kafka_group_result_t *groupres)
+
+    # --- admin: offsets by timestamp (KafkaConsumer.offsets_for_times), asynchronously -------
+    ctypedef struct rd_kafka_ListOffsetsResultInfo_t:
+        pass
+    ctypedef rd_kafka_event_t rd_kafka_ListOffsets_result_t
+    void rd_kafka_ListOffsets(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *topic_partitions,
+                              const rd_kafka_AdminOptions_t *options, rd_kafka_queue_t *rkqu)
+    const rd_kafka_ListOffsets_result_t *rd_kafka_event_ListOffsets_result(rd_kafka_event_t *rkev)
+    const rd_kafka_ListOffsetsResultInfo_t **rd_kafka_ListOffsets_result_infos(
+        const rd_kafka_ListOffsets_result_t *result, size_t *cntp)
+    const rd_kafka_topic_partition_t *rd_kafka_ListOffsetsResultInfo_topic_partition(
+        const rd_kafka_ListOffsetsResultInfo_t *result_info)
+    int64_t rd_kafka_ListOffsetsResultInfo_timestamp(const rd_kafka_ListOffsetsResultInfo_t *result_info)
 
     # --- transactions (KIP-98, KIP-447) -------------------------------------------------------
     rd_kafka_error_t *rd_kafka_init_transactions(rd_kafka_t *rk, int timeout_ms)

@@ -31,6 +31,11 @@ cdef extern from "arrow_batch.h" nogil:
                        char *errbuf, size_t errlen)
 
 
+cdef extern from "arrow_headers.h" nogil:
+    int kc_arrow_build_headers(rd_kafka_message_t *const *msgs, size_t n, ArrowSchema *schema_out,
+                               ArrowArray *array_out, char *errbuf, size_t errlen)
+
+
 _pyarrow_module = None
 
 
@@ -239,13 +244,17 @@ cdef class ConsumerRecords:
         """TopicPartition -> offset of the last record of that partition in this batch."""
         return {g[0]: self.msgs[g[2] - 1].offset for g in self._groups}
 
-    def to_arrow(self, *, timestamp_type: bool = False):
+    def to_arrow(self, *, timestamp_type: bool = False, headers: bool = False):
         """A ``pyarrow.RecordBatch`` of this batch, built in C.
 
         Columns: topic (utf8), partition (int32), offset (int64), timestamp
         (timestamp[ms], null if unknown), key (binary), value (binary); with
-        ``timestamp_type=True`` also timestamp_type (int32). Requires pyarrow.
+        ``timestamp_type=True`` also timestamp_type (int32); with ``headers=True`` last
+        headers (list<struct<key: utf8, value: binary>>, null for a record without
+        headers). Requires pyarrow.
         """
+        if headers:
+            return self.to_arrow(timestamp_type=timestamp_type).append_column("headers", self._headers_arrow())
         pyarrow = _pyarrow()
         cdef ArrowSchema *schema = <ArrowSchema *>malloc(sizeof(ArrowSchema))
         cdef ArrowArray *array = <ArrowArray *>malloc(sizeof(ArrowArray))
@@ -265,6 +274,28 @@ cdef class ConsumerRecords:
             raise MemoryError(err.decode("utf-8", "replace"))
         try:
             return pyarrow.RecordBatch._import_from_c(<Py_ssize_t>array, <Py_ssize_t>schema)
+        finally:
+            free(schema)
+            free(array)
+
+    def _headers_arrow(self):
+        """The headers column (csrc/arrow_headers.c) as a ``pyarrow.ListArray``. Built with the
+        GIL held: librdkafka parses a message's headers lazily, unsynchronised with ``headers``."""
+        pyarrow = _pyarrow()
+        cdef ArrowSchema *schema = <ArrowSchema *>malloc(sizeof(ArrowSchema))
+        cdef ArrowArray *array = <ArrowArray *>malloc(sizeof(ArrowArray))
+        cdef char err[256]
+        if schema == NULL or array == NULL:
+            free(schema)
+            free(array)
+            raise MemoryError()
+        err[0] = 0
+        if kc_arrow_build_headers(self.msgs, <size_t>self.n, schema, array, err, sizeof(err)) != 0:
+            free(schema)
+            free(array)
+            raise MemoryError(err.decode("utf-8", "replace"))
+        try:
+            return pyarrow.Array._import_from_c(<Py_ssize_t>array, <Py_ssize_t>schema)
         finally:
             free(schema)
             free(array)

@@ -32,7 +32,7 @@ from kipconsumer._timeouts import timeout_seconds
 from kipconsumer._validate import check_topic_name
 from kipconsumer.config import ConsumerSettings, consumer_settings
 from kipconsumer.errors import ConcurrentAccessError, IllegalStateError
-from kipconsumer.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
+from kipconsumer.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 # librdkafka's logical offsets
 OFFSET_BEGINNING = -2
@@ -370,6 +370,29 @@ class KafkaConsumer:
         t = self._api_timeout(timeout)
         return {tp: int(self._native.watermarks(tp.topic, tp.partition, t)[1])
                 for tp in _tp_list(partitions, "partitions")}
+
+    @_owned
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the earliest offset whose record timestamp is at or after the given
+        timestamp (ms since the epoch), with that record's timestamp; None where the partition has
+        no such record (as the Java client's ``offsetsForTimes``). One ListOffsets request per
+        leader, answered within ``timeout`` seconds (``KafkaTimeoutError`` otherwise); a partition
+        the broker refuses (unknown topic or partition) raises ``KafkaError`` with its code."""
+        if not isinstance(timestamps, Mapping):
+            raise TypeError(f"timestamps must be a dict of TopicPartition -> timestamp in ms, "
+                            f"got {type(timestamps).__name__}")
+        queries: list[tuple[TopicPartition, int]] = []
+        for key, ts in timestamps.items():
+            tp = _as_tp(key, "timestamps")
+            if isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts <= _INT64_MAX:
+                raise ValueError(f"timestamps[{tp}] must be an int in 0..{_INT64_MAX} (ms since the epoch), "
+                                 f"got {ts!r}")
+            queries.append((tp, ts))
+        answers = self._native.offsets_for_times(queries, self._api_timeout(timeout))
+        return {tp: None if a is None else OffsetAndTimestamp(int(a[0]), int(a[1]))
+                for tp, a in answers.items()}
 
     # -- flow control ----------------------------------------------------------------
     @_owned

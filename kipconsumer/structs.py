@@ -20,6 +20,14 @@ class OffsetAndMetadata(NamedTuple):
     metadata: str = ""
 
 
+class OffsetAndTimestamp(NamedTuple):
+    """The answer of ``KafkaConsumer.offsets_for_times()`` for one partition: the earliest offset
+    whose record timestamp is at or after the asked timestamp, and that record's timestamp (ms)."""
+
+    offset: int
+    timestamp: int
+
+
 class RecordMetadata(NamedTuple):
     """Where a produced record was stored, as acknowledged by the broker."""
 

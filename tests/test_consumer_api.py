@@ -523,6 +523,77 @@ def test_committed_beginning_end_offsets(broker, topic_factory, unique_name):
             c.commit_sync({tp0: -1})
 
 
+def test_offsets_for_times_embedded_broker(broker, topic_factory):
+    # The embedded broker (librdkafka's mock) answers every ListOffsets by timestamp with -1 (no
+    # such record, FACTS.md): None, as confluent-kafka reads the same answer.
+    import confluent_kafka
+
+    topic = topic_factory(partitions=2)
+    now = int(time.time() * 1000)
+    produce(broker, topic, 5, partition=0, timestamp=now)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    with make(broker) as c:
+        assert c.offsets_for_times({}) == {}
+        assert c.offsets_for_times({tp0: now, tp1: 0}, timeout=10) == {tp0: None, tp1: None}
+        cc = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "x"})
+        try:
+            peer = cc.offsets_for_times([confluent_kafka.TopicPartition(topic, 0, now)], timeout=10)
+        finally:
+            cc.close()
+        assert peer[0].offset == -1
+        with pytest.raises(KafkaTimeoutError):
+            c.offsets_for_times({tp0: now}, timeout=0)
+        with pytest.raises(KafkaError, match="offsets_for_times"):
+            c.offsets_for_times({TopicPartition("no-such-topic-oft", 0): now}, timeout=10)
+
+
+@pytest.mark.parametrize("arg,exc,match", [
+    ([(("t", 0), 5)], TypeError, "timestamps must be a dict"),
+    ({("t", 0): -1}, ValueError, r"timestamps\[.*\] must be an int"),
+    ({("t", 0): True}, ValueError, r"timestamps\[.*\] must be an int"),
+    ({("t", 0): 1.5}, ValueError, r"timestamps\[.*\] must be an int"),
+    ({"t": 5}, TypeError, "timestamps must be a TopicPartition"),
+])
+def test_offsets_for_times_bad_arguments(broker, arg, exc, match):
+    with make(broker) as c:
+        with pytest.raises(exc, match=match):
+            c.offsets_for_times(arg)
+        with pytest.raises(ValueError, match="timeout"):
+            c.offsets_for_times({TopicPartition("t", 0): 5}, timeout=-1)
+    with pytest.raises(IllegalStateError):
+        c.offsets_for_times({TopicPartition("t", 0): 5})
+
+
+def test_offsets_for_times_tansu_answers_as_confluent_kafka(tansu):
+    # Tansu answers ListOffsets by timestamp (its answer is not Kafka's: offset 0 whatever the
+    # time, FACTS.md); kipconsumer must read the same answer as an independent client does.
+    import confluent_kafka
+
+    from kipconsumer import KafkaProducer, OffsetAndTimestamp
+
+    topic = tansu.create_topic(2)
+    base = int(time.time() * 1000) - 60_000
+    with KafkaProducer({"bootstrap.servers": tansu.bootstrap}) as p:
+        for i in range(5):
+            p.send(topic, value=b"v", partition=0, timestamp=base + 1000 * i).result(30)
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    c = KafkaConsumer({"bootstrap.servers": tansu.bootstrap})
+    cc = confluent_kafka.Consumer({"bootstrap.servers": tansu.bootstrap, "group.id": "x"})
+    try:
+        for ts in (base, base + 2500):
+            got = c.offsets_for_times({tp: ts for tp in tps}, timeout=30)
+            peer = cc.offsets_for_times([confluent_kafka.TopicPartition(topic, p, ts) for p in (0, 1)],
+                                        timeout=30)
+            for tp, answer in zip(tps, peer, strict=True):
+                if answer.offset < 0:
+                    assert got[tp] is None
+                else:
+                    assert isinstance(got[tp], OffsetAndTimestamp) and got[tp].offset == answer.offset
+    finally:
+        cc.close()
+        c.close()
+
+
 def test_commit_metadata_round_trips(broker, topic_factory, unique_name):
     topic = topic_factory(partitions=1)
     tp = TopicPartition(topic, 0)

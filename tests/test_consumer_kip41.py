@@ -750,3 +750,37 @@ def test_to_arrow_matches_iterated_records(broker, topic_factory, unique_name):
         assert len(empty) == 0
         rb = empty.to_arrow()
         assert rb.num_rows == 0 and len(rb.schema.names) == 6
+
+
+
+def test_to_arrow_headers_column_matches_record_headers(broker, topic_factory, unique_name):
+    pa = pytest.importorskip("pyarrow")
+    topic = topic_factory(partitions=2)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+    for i in range(200):
+        # no headers, one, several, a null value, an empty name, binary bytes
+        headers = [[], [("a", b"1")], [("trace", f"t{i}".encode()), ("n", None), ("", b"\x00\xff")]][i % 3]
+        p.produce(topic, value=b"v%d" % i, partition=i % 2, headers=headers or None)
+    assert p.flush(30) == 0
+    seen = 0
+    with consumer(broker, unique_name("g"), max_poll_records=64) as c:
+        c.subscribe([topic])
+
+        def each(recs):
+            nonlocal seen
+            if not len(recs):
+                return
+            rb = recs.to_arrow(timestamp_type=True, headers=True)
+            rb.validate(full=True)
+            assert rb.schema.names[-1] == "headers"
+            assert rb.schema.field("headers").type == pa.list_(
+                pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+            for r, row in zip(recs, rb.column("headers").to_pylist(), strict=True):
+                want = [(h[0], h[1]) for h in (r.headers or [])]
+                assert (row is None) == (not want)
+                assert [(d["key"], d["value"]) for d in row or []] == want
+            seen += len(recs)
+
+        poll_until(c, lambda: seen >= 200, each=each)
+        empty = c.poll(0.05)
+        assert empty.to_arrow(headers=True).schema.names[-1] == "headers"

@@ -391,3 +391,20 @@ def test_close_from_a_signal_handler_during_poll() -> None:
     """)
     assert r["got"] == 0 and r["took"] < 3.0, r
     assert r["closed"] is True and r["after"] == "IllegalStateError", r
+
+
+def test_sigint_interrupts_offsets_for_times() -> None:
+    r = _run("""
+        b.set_rtt(1, 5000)        # every answer takes 5 s
+        sigint_in(0.3)
+        t0 = time.monotonic()
+        try:
+            c.offsets_for_times({tp: 1}, timeout=math.inf)
+            interrupted = None
+        except KeyboardInterrupt:
+            interrupted = time.monotonic() - t0
+        b.set_rtt(1, 0)
+        c.close()
+        result(interrupted=interrupted)
+    """)
+    assert r["interrupted"] is not None and r["interrupted"] < 1.3, r

@@ -32,7 +32,6 @@ from kipconsumer.spark import (  # noqa: E402
     consumer_cache_stats,
     local_session,
     read_arrow,
-    water_fill,
 )
 
 pytestmark = pytest.mark.spark
@@ -84,66 +83,6 @@ def source(spark: SparkSession, servers: str, topic: str, stream: bool = False, 
 
 def opts_for(servers: str, topic: str, streaming: bool, **extra: str) -> ReadOptions:
     return ReadOptions.parse({"kafka.bootstrap.servers": servers, "subscribe": topic, **extra}, streaming)
-
-
-# ---------------------------------------------------------------------------------------------
-# pure logic
-# ---------------------------------------------------------------------------------------------
-def test_water_fill_shallow_partitions_are_never_starved() -> None:
-    backlog = {("t", 0): 10_000, ("t", 1): 5, ("t", 2): 7, ("t", 3): 0}
-    alloc = water_fill(backlog, 100)
-    assert alloc[("t", 1)] == 5 and alloc[("t", 2)] == 7 and alloc[("t", 3)] == 0
-    assert alloc[("t", 0)] == 88
-    assert sum(alloc.values()) == 100
-
-
-def test_water_fill_equal_share_and_rotating_remainder() -> None:
-    backlog = {("t", p): 1000 for p in range(3)}
-    a = water_fill(backlog, 10, rotate=0)
-    b = water_fill(backlog, 10, rotate=1)
-    assert sorted(a.values()) == [3, 3, 4] and sum(b.values()) == 10
-    assert a != b  # the extra record moves on
-    # limit below the number of partitions: each still gets a turn over successive batches
-    seen = set()
-    for r in range(3):
-        seen |= {k for k, v in water_fill(backlog, 1, rotate=r).items() if v}
-    assert seen == set(backlog)
-    # everything fits: whole backlog
-    assert water_fill({("t", 0): 3, ("t", 1): 4}, 100) == {("t", 0): 3, ("t", 1): 4}
-
-
-def test_water_fill_matches_max_min_fairness() -> None:
-    import random
-
-    rnd = random.Random(5)
-    for _ in range(200):
-        backlog = {("t", p): rnd.choice([0, 1, 3, 50, 400, 10_000]) for p in range(rnd.randint(1, 8))}
-        limit = rnd.randint(1, 2000)
-        alloc = water_fill(backlog, limit, rotate=rnd.randint(0, 9))
-        assert sum(alloc.values()) == min(limit, sum(backlog.values()))
-        assert all(0 <= alloc[k] <= backlog[k] for k in backlog)
-        # max-min: a partition that got less than its backlog got at least every other's share - 1
-        for k, v in alloc.items():
-            if v < backlog[k]:
-                assert all(v >= other - 1 for other in alloc.values())
-
-
-def test_options_are_validated() -> None:
-    base = {"kafka.bootstrap.servers": "127.0.0.1:1"}
-    with pytest.raises(ValueError, match="bootstrap"):
-        ReadOptions.parse({"subscribe": "t"}, True)
-    with pytest.raises(ValueError, match="exactly one"):
-        ReadOptions.parse(base, True)
-    with pytest.raises(ValueError, match="endingOffsets"):
-        ReadOptions.parse({**base, "subscribe": "t", "endingOffsets": "latest"}, True)
-    with pytest.raises(ValueError, match="startingOffsets"):
-        ReadOptions.parse({**base, "subscribe": "t", "startingOffsets": "{bad"}, True)
-    with pytest.raises(ValueError, match="maxOffsetsPerTrigger"):
-        ReadOptions.parse({**base, "subscribe": "t", "maxOffsetsPerTrigger": "0"}, True)
-    o = ReadOptions.parse({**base, "subscribe": "a, b", "startingoffsets": '{"a": {"0": 5, "1": -2}}',
-                           "maxoffsetspertrigger": "7", "kafka.fetch.max.wait.ms": "100"}, True)
-    assert o.subscribe == ("a", "b") and o.starting == {("a", 0): 5, ("a", 1): -2}
-    assert o.max_offsets_per_trigger == 7 and ("fetch.max.wait.ms", "100") in o.kafka
 
 
 # ---------------------------------------------------------------------------------------------
