@@ -12,10 +12,14 @@ outputs of every record processed since the last commit and the source offsets a
   commits. A ``KafkaTimeoutError`` leaves the commit in progress: calling ``commit`` again resumes it
   (KIP-19); meanwhile no task processes records. ``TransactionAbortableError`` aborts (see below)
   and is raised again. ``ProducerFencedError`` is fatal and propagates.
-* :meth:`Transaction.abort` aborts and rewinds every task that processed records in the
-  transaction: its consumer position goes back to ``txn_base`` and its fetched but unprocessed
-  records are dropped (they are fetched again), so every record whose outputs were discarded is
-  processed again, in order.
+* :meth:`Transaction.abort` rewinds every task that processed records in the transaction (its
+  consumer position goes back to ``txn_base`` and its fetched but unprocessed records are dropped: they
+  are fetched again, so every record whose outputs were discarded is processed again, in order) and
+  aborts. An abort whose call timed out stays pending (:attr:`Transaction.busy`): no task processes
+  records until :meth:`Transaction.resume_abort` completed it. As librdkafka's abort after timed-out
+  records can stay stuck for good (measured on Tansu: the epoch bump never completes), a timed-out
+  abort replaces the producer: the new one, with the same ``transactional.id``, fences the old one
+  and its ``init_transactions()`` aborts the open transaction at the coordinator.
 """
 
 from __future__ import annotations
@@ -49,16 +53,25 @@ class Transaction:
     """The open transaction of a pipeline's producer (see the module docstring)."""
 
     def __init__(self, producer: KafkaProducer, consumer: KafkaConsumer,
-                 bounded: Callable[[str, Callable[[], None]], None]) -> None:
+                 bounded: Callable[[str, Callable[[], None]], None],
+                 new_producer: Callable[[], KafkaProducer]) -> None:
         self._producer = producer
+        self._new_producer = new_producer  # closes the current producer, returns a new one (not initialized)
+        self._uninitialized = False
         self._consumer = consumer
         self._bounded = bounded  # retries timeouts within half of max.poll.interval.ms (KIP-572)
         self.open = False
         #: offsets being committed; not None from the first commit attempt until it ends
         self.committing: dict[TopicPartition, OffsetAndMetadata] | None = None
         self._offsets_sent = False
+        self.aborting = False
         self.commits = 0
         self.aborts = 0
+
+    @property
+    def busy(self) -> bool:
+        """A commit or an abort is in progress: no record may be processed now."""
+        return self.committing is not None or self.aborting
 
     def begin_if_needed(self) -> None:
         if not self.open:
@@ -93,13 +106,32 @@ class Transaction:
         return True
 
     def abort(self, tasks: Iterable[TxnTask], reason: str) -> None:
-        """Aborts the open transaction (bounded by half of ``max.poll.interval.ms``) and rewinds the
-        tasks that processed records in it."""
-        if self.open:
-            log.warning("aborting the transaction: %s", reason)
-            self._bounded("abort of the transaction", lambda: self._producer.abort_transaction())
-            self.aborts += 1
-        self.open = False
-        self.committing = None
+        """Rewinds the tasks that processed records in the open transaction and aborts it (bounded by
+        half of ``max.poll.interval.ms``; a ``KafkaTimeoutError`` leaves the abort pending)."""
         for t in tasks:
             t.rewind()
+        if self.open:
+            log.warning("aborting the transaction: %s", reason)
+            self.open = False
+            self.committing = None
+            self.aborting = True
+        self.resume_abort()
+
+    def resume_abort(self) -> bool:
+        """Completes a pending abort (see :meth:`abort`); False if none was pending."""
+        if not self.aborting:
+            return False
+        if not self._uninitialized:
+            try:
+                self._bounded("abort of the transaction", lambda: self._producer.abort_transaction())
+            except TimeoutError as exc:
+                log.warning("abort of the transaction did not complete (%s): replacing the producer; the "
+                            "new one (same transactional.id) aborts the open transaction", exc)
+                self._producer = self._new_producer()
+                self._uninitialized = True
+        if self._uninitialized:
+            self._bounded("init_transactions", self._producer.init_transactions)
+            self._uninitialized = False
+        self.aborting = False
+        self.aborts += 1
+        return True

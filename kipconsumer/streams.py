@@ -309,7 +309,7 @@ class _PartitionTask:
         pipeline = self.pipeline
         txn = pipeline._txn
         assert txn is not None
-        if not self.pending or txn.committing is not None:
+        if not self.pending or txn.busy:
             return False
         if not self.sink_known:
             self.sink_partition = pipeline._sink_partition_for(self.tp.partition)
@@ -468,7 +468,7 @@ class Pipeline:
                 self._consumer.close()
                 self._producer.close(0)
                 raise
-            self._txn = Transaction(self._producer, self._consumer, self._bounded)
+            self._txn = Transaction(self._producer, self._consumer, self._bounded, self._replace_producer)
         cs = self._consumer.settings
         self._budget = cs.max_poll_records
         self._high_water = 4 * cs.max_poll_records
@@ -477,6 +477,7 @@ class Pipeline:
         self._sink_count: int | None = None
         self._next_commit = 0.0
         self._last_poll = time.monotonic()
+        self._producer_replacements = 0
         self._commits = 0
         self._commit_failures = 0
         self._closed = False
@@ -504,7 +505,8 @@ class Pipeline:
         stalls, stalled, paused, committable, committed}`` keyed by TopicPartition; totals
         ``records_processed``, ``outputs_acked``, ``outputs_resent``, ``stalls``, ``commits``,
         ``commit_failures``; ``stalled`` (partitions skipped now); ``executor`` counters. With
-        exactly_once_v2 also ``transactions_committed``, ``transactions_aborted`` and ``rewinds`` (records
+        exactly_once_v2 also ``transactions_committed``, ``transactions_aborted``, ``producer_replacements``
+        (a stuck abort replaces the producer, see kipconsumer._eos) and ``rewinds`` (records
         re-read after an abort start over at the transaction's first record; outputs are not acked one
         by one, ``outputs_acked`` stays 0)."""
         parts = {tp: t.snapshot() for tp, t in list(self._tasks.items())}
@@ -521,6 +523,7 @@ class Pipeline:
             "transactions_committed": 0 if self._txn is None else self._txn.commits,
             "transactions_aborted": 0 if self._txn is None else self._txn.aborts,
             "rewinds": sum(p["rewinds"] for p in parts.values()),
+            "producer_replacements": self._producer_replacements,
             "executor": self._executor.metrics(),
         }
 
@@ -549,6 +552,7 @@ class Pipeline:
                     wait = min(wait, self._next_commit - now + 0.001)
                 if end is not None:
                     wait = max(0.0, min(wait, end - now))
+            self._abort_if_held()
             records = consumer.poll(wait)
             self._last_poll = time.monotonic()
             if records:
@@ -660,21 +664,16 @@ class Pipeline:
         """The ``<commit>`` task with exactly_once_v2: commits the open transaction (outputs and source
         offsets) every ``commit.interval.ms``. A timeout is raised to the executor and the commit is
         resumed on its retry (``task.timeout.ms`` bounds it); an abort caused by a timed-out output is
-        raised as ``KafkaTimeoutError`` too. If the loop was held longer than half of
-        ``max.poll.interval.ms`` since the last poll, the member may have been dropped from the group:
-        the transaction is aborted instead (the coordinator would refuse its offsets; KIP-447)."""
+        raised as ``KafkaTimeoutError`` too."""
         txn = self._txn
         assert txn is not None
+        if txn.resume_abort():
+            return True
         now = time.monotonic()
         if txn.committing is None and now < self._next_commit:
             return False
         self._next_commit = now + self._commit_interval_s
         if not txn.open:
-            return False
-        if txn.committing is None and now - self._last_poll > self._half_mpi_s:
-            self._commit_failures += 1
-            self._abort(f"{now - self._last_poll:.1f} s since the last poll, more than half of "
-                        f"max.poll.interval.ms={self.config.max_poll_interval_ms}")
             return False
         try:
             txn.commit(list(self._tasks.values()), self._group_call_s)
@@ -688,23 +687,51 @@ class Pipeline:
         self._commits += 1
         return True
 
+    def _replace_producer(self) -> KafkaProducer:
+        """exactly_once_v2: closes the producer (pending records fail) and creates a new one with the
+        same config and transactional.id (see kipconsumer._eos)."""
+        self._producer.close(0)
+        self._producer = KafkaProducer(self.config.producer)
+        self._producer_replacements += 1
+        return self._producer
+
+    def _abort_if_held(self) -> None:
+        """exactly_once_v2: a loop held longer than half of ``max.poll.interval.ms`` since the last poll
+        (a process() call, a GC pause, a stopped process) may have been dropped from the group, which
+        then gave its partitions to another member: its open transaction is aborted before the next
+        poll or commit, not committed (the 50% rule of KIP-572; the coordinator's generation check of
+        KIP-447 covers a member frozen between this check and the commit)."""
+        txn = self._txn
+        if txn is None or not txn.open or txn.busy:
+            return
+        held = time.monotonic() - self._last_poll
+        if held > self._half_mpi_s:
+            self._commit_failures += 1
+            self._abort(f"the poll loop was held {held:.1f} s, more than half of "
+                        f"max.poll.interval.ms={self.config.max_poll_interval_ms}")
+
     def _end_transaction(self, budget_s: float) -> None:
         """exactly_once_v2, on revoke and close: commits the open transaction within ``budget_s``
         (timeouts retried), else aborts it (every task rewinds)."""
         txn = self._txn
         assert txn is not None
-        if not txn.open:
-            return
         try:
-            self._bounded("commit of the transaction",
-                          lambda: txn.commit(list(self._tasks.values()), min(self._group_call_s, budget_s)))
-            self._commits += 1
-            return
-        except TransactionAbortableError as exc:  # already aborted and rewound
-            failure: Exception = exc
-        except (KafkaTimeoutError, CommitFailedError) as exc:
+            txn.resume_abort()
+            if not txn.open:
+                return
+            try:
+                call_s = min(self._group_call_s, budget_s)
+                tasks = list(self._tasks.values())
+                self._bounded("commit of the transaction", lambda: txn.commit(tasks, call_s))
+                self._commits += 1
+                return
+            except TransactionAbortableError as exc:  # already aborted and rewound
+                failure: Exception = exc
+            except (KafkaTimeoutError, CommitFailedError) as exc:
+                failure = exc
+                self._abort(f"commit on revoke/close failed: {exc}")
+        except TimeoutError as exc:  # the abort stays pending: the <commit> task resumes it
             failure = exc
-            self._abort(f"commit on revoke/close failed: {exc}")
         self._commit_failures += 1
         log.warning("transaction not committed: %s (its records are processed again)", failure)
 
@@ -733,10 +760,13 @@ class Pipeline:
         try:
             if commit:
                 self._end_transaction(self._half_mpi_s)
-            elif self._txn.open:
+            elif self._txn.open or self._txn.aborting:
                 gone = {t.tp for t in tasks}
-                self._txn.abort([t for t in self._tasks.values() if t.tp not in gone],
-                                f"partitions lost: {sorted(gone)}")
+                try:
+                    self._txn.abort([t for t in self._tasks.values() if t.tp not in gone],
+                                    f"partitions lost: {sorted(gone)}")
+                except TimeoutError as exc:  # stays pending: the <commit> task resumes it
+                    log.warning("abort of the transaction on lost partitions timed out: %s", exc)
         finally:
             self._remove(tasks)
 
@@ -800,6 +830,7 @@ class Pipeline:
         try:
             if self._txn is not None:
                 try:
+                    self._abort_if_held()
                     self._end_transaction(budget)
                 finally:
                     self._remove(list(self._tasks.values()))
