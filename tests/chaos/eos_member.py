@@ -11,13 +11,15 @@ aborts its open transaction at once.
 Signals: SIGTERM -> leave the loop and ``close()`` (commits the open transaction), exit 0;
 SIGUSR1 -> the next ``process()`` call sleeps ``--stall-ms`` (past ``max.poll.interval.ms``), inside
 the poll loop. Prints one JSON line of the pipeline's metrics on exit. ``--exit-after-idle S``: leave
-once no record was processed for S seconds (after at least one).
+once no record was processed for S seconds (after at least one). ``--busy-file F``: touched while
+records are processed (the chaos driver kills a member mid-transaction).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -37,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commit-interval-ms", type=int, default=100)
     ap.add_argument("--stall-ms", type=int, default=5500)
     ap.add_argument("--exit-after-idle", type=float, default=0.0)
+    ap.add_argument("--busy-file", default="", help="touched (at most every 50 ms) while records are processed")
     args = ap.parse_args(argv)
 
     stop = False
@@ -59,7 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         if stall:
             stall = False
             time.sleep(args.stall_ms / 1000.0)
-        last_record[0] = time.monotonic()
+        now = time.monotonic()
+        if args.busy_file and now - last_record[0] > 0.05:
+            with open(args.busy_file, "a"):
+                os.utime(args.busy_file)
+        last_record[0] = now
         value = record.value  # type: ignore[attr-defined]
         return [(record.key, b"out-" + value)]  # type: ignore[attr-defined]
 
