@@ -462,8 +462,7 @@ class Pipeline:
         self._txn: Transaction | None = None
         if self.config.processing_guarantee == EXACTLY_ONCE:
             try:
-                # fences an older producer of this transactional.id and aborts its open transaction
-                self._bounded("init_transactions", self._producer.init_transactions)
+                self._init_transactions()
             except BaseException:
                 self._consumer.close()
                 self._producer.close(0)
@@ -686,6 +685,22 @@ class Pipeline:
             return False
         self._commits += 1
         return True
+
+    def _init_transactions(self) -> None:
+        """Registers the transactional.id (fencing an older producer of it and aborting its open
+        transaction). Not in the poll loop yet (the consumer has not subscribed): timeouts are retried
+        after ``retry.backoff.ms`` for up to ``task.timeout.ms``, then ``KafkaTimeoutError``."""
+        end = time.monotonic() + self._executor.settings.task_timeout_ms / 1000.0
+        while True:
+            try:
+                self._producer.init_transactions()
+                return
+            except TimeoutError as exc:
+                if time.monotonic() + self._backoff_s >= end:
+                    raise KafkaTimeoutError(f"init_transactions did not complete within task.timeout.ms="
+                                            f"{self._executor.settings.task_timeout_ms}: {exc}") from exc
+                log.info("init_transactions timed out (%s); retrying in %.0f ms", exc, self._backoff_s * 1000)
+                time.sleep(self._backoff_s)
 
     def _replace_producer(self) -> KafkaProducer:
         """exactly_once_v2: closes the producer (pending records fail) and creates a new one with the

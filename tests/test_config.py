@@ -17,6 +17,7 @@ from kipconsumer import _loader, config
 from kipconsumer._native import librdkafka_property_names
 from kipconsumer.config import (
     CONSUMER_SPECS,
+    PIPELINE_SPECS,
     PRODUCER_SPECS,
     TASK_SPECS,
     ConsumerSettings,
@@ -810,7 +811,7 @@ def test_task_settings_have_no_passthrough() -> None:
 
 
 def test_tables_are_consistent() -> None:
-    for table in (CONSUMER_SPECS, PRODUCER_SPECS, TASK_SPECS):
+    for table in (CONSUMER_SPECS, PRODUCER_SPECS, TASK_SPECS, PIPELINE_SPECS):
         for key, spec in table.items():
             assert spec.lo <= spec.hi, key
             if spec.default is not None and spec.kind.name == "INT":
@@ -821,6 +822,6 @@ def test_docs_list_every_key() -> None:
     from pathlib import Path
 
     docs = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
-    for table in (CONSUMER_SPECS, PRODUCER_SPECS, TASK_SPECS):
+    for table in (CONSUMER_SPECS, PRODUCER_SPECS, TASK_SPECS, PIPELINE_SPECS):
         for key in table:
             assert f"| `{key}` |" in docs, key
