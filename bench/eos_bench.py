@@ -109,7 +109,8 @@ def confluent_worker(a: argparse.Namespace) -> dict[str, Any]:
                     in_txn = True
                 while True:
                     try:
-                        producer.produce(a.sink, value=m.value(), key=m.key(), partition=m.partition() % sink_parts)
+                        producer.produce(a.sink, value=m.value(), key=m.key(),
+                                         partition=m.partition() % sink_parts)
                         break
                     except BufferError:
                         producer.poll(0.01)
@@ -135,7 +136,8 @@ def run_worker(client: str, a: argparse.Namespace, sink: str) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", client, "--bootstrap", a.bootstrap,
-           "--source", a.source, "--sink", sink, "--records", str(a.records), "--partitions", str(a.partitions),
+           "--source", a.source, "--sink", sink, "--records", str(a.records),
+           "--partitions", str(a.partitions),
            "--commit-interval-ms", str(a.commit_interval_ms)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     if proc.returncode != 0:
@@ -164,7 +166,8 @@ def main() -> None:
         a.bootstrap = broker.bootstrap
         a.source = f"eos-src-{uuid.uuid4().hex[:8]}"
         broker.create_topic(a.source, a.partitions)
-        per = [a.records // a.partitions + (1 if p < a.records % a.partitions else 0) for p in range(a.partitions)]
+        base, extra = divmod(a.records, a.partitions)
+        per = [base + (1 if p < extra else 0) for p in range(a.partitions)]
         fill_partitions(a.bootstrap, a.source, per, a.value_size)
         runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CLIENTS}
         for r in range(a.repeat):

@@ -85,6 +85,22 @@ cdef str _err_name(rd_kafka_resp_err_t err):
     return rd_kafka_err2name(err).decode()
 
 
+cdef int _STALE_EPOCH_BACKOFF_MS = 50
+
+
+cdef bint _stale_member_epoch(rd_kafka_event_t *ev):
+    """A commit result refused with STALE_MEMBER_EPOCH (KIP-848), as a whole or for a partition."""
+    cdef rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev)
+    cdef int i
+    if _err_name(rd_kafka_event_error(ev)) == "STALE_MEMBER_EPOCH":
+        return True
+    if res != NULL:
+        for i in range(res.cnt):
+            if res.elems[i].err and _err_name(res.elems[i].err) == "STALE_MEMBER_EPOCH":
+                return True
+    return False
+
+
 cdef str _err_str(rd_kafka_resp_err_t err):
     return rd_kafka_err2str(err).decode()
 
@@ -328,9 +344,10 @@ cdef class NativeConsumer:
     cdef set _subscription
     cdef readonly long rebalances
     cdef readonly long poll_interval_expiries
+    cdef readonly long stale_epoch_retries  # commit_sync() retries after STALE_MEMBER_EPOCH (KIP-848)
     cdef readonly long revoked_records_dropped
     cdef int _in_rebalance
-    cdef bint _cooperative_cfg      # partition.assignment.strategy is cooperative-sticky
+    cdef bint _cooperative_cfg      # cooperative-sticky, or group.protocol=consumer (KIP-848)
     cdef rd_kafka_queue_t *_close_q  # inside close(): the queue librdkafka's close posts events to
     cdef set _stale_parts            # partitions of a discarded assignment (see _stale_assignment)
     cdef bint _rejoin_pending        # leave and join again at the next poll() (_rejoin_if_stale_parts_kept)
@@ -360,7 +377,9 @@ cdef class NativeConsumer:
         self.has_group = bool(rdkafka.get("group.id"))
         self._session_timeout_ms = int(rdkafka.get("session.timeout.ms", 45_000))
         self._heartbeat_interval_ms = int(rdkafka.get("heartbeat.interval.ms", 3_000))
-        self._cooperative_cfg = "cooperative" in str(rdkafka.get("partition.assignment.strategy", "")).lower()
+        # KIP-848 (group.protocol=consumer) ignores the assignor setting: its reconciliation is incremental
+        self._cooperative_cfg = ("cooperative" in str(rdkafka.get("partition.assignment.strategy", "")).lower()
+                                 or str(rdkafka.get("group.protocol", "")).lower() == "consumer")
         if not self.has_group:
             # librdkafka's assign() needs a group handle; a private id that is never joined
             # or committed to (commits are refused without the user's group.id).
@@ -1026,14 +1045,27 @@ cdef class NativeConsumer:
             deadline = self._close_deadline_ms
             tmo = max(<int64_t>0, deadline - kc_now_ms())
         try:
-            err = rd_kafka_commit_queue(self.rk, lst, q, NULL, NULL)
-            if err:
-                self._commit_error(err, "commit")
-            while True:  # in slices, checking for signals (the commit goes on if one interrupts)
-                with nogil:
-                    ev = rd_kafka_queue_poll(q, _slice(deadline))
-                if ev != NULL or kc_now_ms() >= deadline:
+            while True:
+                err = rd_kafka_commit_queue(self.rk, lst, q, NULL, NULL)
+                if err:
+                    self._commit_error(err, "commit")
+                while True:  # in slices, checking for signals (the commit goes on if one interrupts)
+                    with nogil:
+                        ev = rd_kafka_queue_poll(q, _slice(deadline))
+                    if ev != NULL or kc_now_ms() >= deadline:
+                        break
+                    PyErr_CheckSignals()
+                if (ev == NULL or not _stale_member_epoch(ev)
+                        or kc_now_ms() + _STALE_EPOCH_BACKOFF_MS >= deadline):
                     break
+                # KIP-848: the coordinator bumped this member's epoch (a reconciliation is under way) and
+                # the commit carried the old one. As the Java client does, retry within the timeout:
+                # librdkafka sends the epoch its latest heartbeat answer gave.
+                rd_kafka_event_destroy(ev)
+                ev = NULL
+                self.stale_epoch_retries += 1
+                with nogil:
+                    rd_kafka_queue_poll(q, _STALE_EPOCH_BACKOFF_MS)
                 PyErr_CheckSignals()
             if ev == NULL:
                 if capped:
@@ -1069,6 +1101,11 @@ cdef class NativeConsumer:
                 f"{what} failed: the consumer's generation is stale because the group is completing "
                 f"a rebalance this member takes part in. Call poll() to complete the rebalance, "
                 f"then retry the commit.", code=_err_name(err))
+        if _err_name(err) == "STALE_MEMBER_EPOCH":
+            raise RebalanceInProgressError(
+                f"{what} failed: the member epoch it carried is stale because the group is reconciling "
+                f"this member's assignment (KIP-848). Call poll(), then retry the commit.",
+                code=_err_name(err))
         if err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
             if self._in_rebalance:
                 hint = ("The coordinator refused it while the group is joining (Kafka accepts "

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commit-interval-ms", type=int, default=100)
     ap.add_argument("--stall-ms", type=int, default=5500)
     ap.add_argument("--exit-after-idle", type=float, default=0.0)
-    ap.add_argument("--busy-file", default="", help="touched (at most every 50 ms) while records are processed")
+    ap.add_argument("--busy-file", default="", help="touched (every 50 ms at most) while processing")
     args = ap.parse_args(argv)
 
     stop = False
