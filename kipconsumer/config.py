@@ -733,6 +733,8 @@ def _check_common(res: _Resolved) -> None:
 # --------------------------------------------------------------------------------------------------
 
 _BROKER_SIDE_WITH_KIP848 = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
+#: librdkafka settings that only the KIP-848 protocol uses
+_KIP848_ONLY = ("group.remote.assignor",)
 
 
 def _check_heartbeat(res: _Resolved) -> None:
@@ -800,6 +802,11 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         _kip848_rdkafka(res, rd)
         poll_interval = res.get_int("max.poll.interval.ms")
     else:
+        for key in _KIP848_ONLY:
+            if key in res.passthrough:
+                raise ConfigError(f"config {key!r} applies to group.protocol=consumer (KIP-848) only; "
+                                  "with the classic protocol the client-side assignor is "
+                                  "partition.assignment.strategy")
         _check_heartbeat(res)
         poll_interval = _effective_poll_interval(res)
     rd["max.poll.interval.ms"] = str(poll_interval)

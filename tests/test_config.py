@@ -622,6 +622,13 @@ def test_kip848_refuses_broker_side_settings(key: str) -> None:
         cons({"group.protocol": "consumer", key: value})
 
 
+def test_kip848_only_settings_are_refused_with_the_classic_protocol() -> None:
+    with pytest.raises(ConfigError, match="'group.remote.assignor' applies to group.protocol=consumer"):
+        cons({"group.id": "g", "group.remote.assignor": "uniform"})
+    s = cons({"group.id": "g", "group.protocol": "consumer", "group.remote.assignor": "uniform"})
+    assert s.rdkafka["group.remote.assignor"] == "uniform"
+
+
 # ------------------------------------------------------------------------------------------------
 # Producer cross-checks
 # ------------------------------------------------------------------------------------------------
