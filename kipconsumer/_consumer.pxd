@@ -58,7 +58,7 @@ cdef class NativeConsumer:
     cdef readonly bint auto_commit
     cdef readonly bint has_group         # the application gave a group.id
     cdef bytes _group_id                 # group.id (or the private one of an assign-only consumer)
-    cdef bint _cooperative_cfg           # partition.assignment.strategy is cooperative-sticky
+    cdef bint _cooperative_cfg           # cooperative-sticky, or group.protocol=consumer (KIP-848)
     cdef bint _read_committed            # isolation.level=read_committed (stable offsets only)
     cdef int64_t _session_timeout_ms     # for the close settle's bound
     cdef int64_t _heartbeat_interval_ms  # for the close settle's bound
@@ -69,6 +69,7 @@ cdef class NativeConsumer:
     cdef ListenerInvoker _listener       # the application's rebalance listener
     cdef readonly long rebalances
     cdef readonly long poll_interval_expiries
+    cdef readonly long stale_epoch_retries  # commit_sync() retries after STALE_MEMBER_EPOCH (KIP-848)
     cdef readonly long revoked_records_dropped
     # --- commits (_consumer_commits.pxi)
     cdef rd_kafka_queue_t *commit_q      # results of commit_async(); wakes the eventfd

@@ -11,6 +11,7 @@ class NativeConsumer:
     has_group: bool
     rebalances: int
     poll_interval_expiries: int
+    stale_epoch_retries: int
     revoked_records_dropped: int
     def __init__(
         self,

@@ -253,7 +253,9 @@ cdef class NativeConsumer:
         self.has_group = bool(rdkafka.get("group.id"))
         self._session_timeout_ms = int(rdkafka.get("session.timeout.ms", 45_000))
         self._heartbeat_interval_ms = int(rdkafka.get("heartbeat.interval.ms", 3_000))
-        self._cooperative_cfg = "cooperative" in str(rdkafka.get("partition.assignment.strategy", "")).lower()
+        # KIP-848 (group.protocol=consumer) ignores the assignor setting: its reconciliation is incremental
+        self._cooperative_cfg = ("cooperative" in str(rdkafka.get("partition.assignment.strategy", "")).lower()
+                                 or str(rdkafka.get("group.protocol", "")).lower() == "consumer")
         self._read_committed = str(rdkafka.get("isolation.level", "read_committed")) == "read_committed"
         if not self.has_group:
             # librdkafka's assign() needs a group handle; a private id that is never joined
@@ -590,9 +592,22 @@ cdef class NativeConsumer:
             deadline = self._close_deadline_ms
             tmo = max(<int64_t>0, deadline - kc_now_ms())
         try:
-            err = _commit_and_wait(self, lst, deadline, True, &ev)
-            if err:
-                _commit_error(self, err, "commit")
+            while True:
+                err = _commit_and_wait(self, lst, deadline, True, &ev)
+                if err:
+                    _commit_error(self, err, "commit")
+                if (ev == NULL or not _stale_member_epoch(ev)
+                        or kc_now_ms() + _STALE_EPOCH_BACKOFF_MS >= deadline):
+                    break
+                # KIP-848: the coordinator bumped this member's epoch (a reconciliation is under way) and
+                # the commit carried the old one. As the Java client does, retry within the timeout:
+                # librdkafka sends the epoch its latest heartbeat answer gave.
+                rd_kafka_event_destroy(ev)
+                ev = NULL
+                self.stale_epoch_retries += 1
+                with nogil:
+                    usleep(_STALE_EPOCH_BACKOFF_MS * 1000)
+                PyErr_CheckSignals()
             if ev == NULL:
                 if capped:
                     raise KafkaTimeoutError(

@@ -71,6 +71,23 @@ cdef tuple _result_error(rd_kafka_event_t *ev):
     return RD_KAFKA_RESP_ERR_NO_ERROR, ""
 
 
+# KIP-848: how long commit_sync() waits before it sends a commit refused for a stale epoch again
+cdef int _STALE_EPOCH_BACKOFF_MS = 50
+
+
+cdef bint _stale_member_epoch(rd_kafka_event_t *ev):
+    """A commit result refused with STALE_MEMBER_EPOCH (KIP-848), as a whole or for a partition."""
+    cdef rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev)
+    cdef int i
+    if _err_name(rd_kafka_event_error(ev)) == "STALE_MEMBER_EPOCH":
+        return True
+    if res != NULL:
+        for i in range(res.cnt):
+            if res.elems[i].err and _err_name(res.elems[i].err) == "STALE_MEMBER_EPOCH":
+                return True
+    return False
+
+
 cdef _commit_result(NativeConsumer c, rd_kafka_event_t *ev, str what):
     """Raises the typed error of a failed commit result event (_commit_error)."""
     err, where = _result_error(ev)
@@ -96,6 +113,11 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
             f"{what} failed: the consumer's generation is stale because the group is completing "
             f"a rebalance this member takes part in. Call poll() to complete the rebalance, "
             f"then retry the commit.", code=_err_name(err))
+    if _err_name(err) == "STALE_MEMBER_EPOCH":
+        raise RebalanceInProgressError(
+            f"{what} failed: the member epoch it carried is stale because the group is reconciling "
+            f"this member's assignment (KIP-848). Call poll(), then retry the commit.",
+            code=_err_name(err))
     if err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
         if c._listener.running:
             hint = ("The coordinator refused it while the group is joining (Kafka accepts "

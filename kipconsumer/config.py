@@ -112,6 +112,14 @@ class TaskSettings:
     retry_backoff_ms: int
 
 
+@dataclass(frozen=True)
+class PipelineSettings:
+    """Validated keys of ``kipconsumer.streams.Pipeline`` itself (not sent to a client)."""
+
+    processing_guarantee: str
+    commit_interval_ms: int
+
+
 # --------------------------------------------------------------------------------------------------
 # Spec table machinery
 # --------------------------------------------------------------------------------------------------
@@ -285,6 +293,15 @@ TASK_SPECS: dict[str, Spec] = _table({
     "retry.backoff.ms": _int(0, INT32_MAX, 100, rdkafka=None),
     "retries": _int(0, INT32_MAX, None, rdkafka=None, doc="Deprecated by KIP-572: accepted and ignored."),
 })
+
+#: Pipeline keys (kipconsumer.streams). commit.interval.ms defaults per guarantee, as in Kafka Streams.
+PIPELINE_SPECS: dict[str, Spec] = _table({
+    "processing.guarantee": _enum("at_least_once|exactly_once_v2", "at_least_once", rdkafka=None,
+                                  doc="exactly_once_v2: outputs and source offsets in one transaction."),
+    "commit.interval.ms": _int(0, INT32_MAX, None, rdkafka=None,
+                               doc="Default 1000 (at_least_once) or 100 (exactly_once_v2)."),
+})
+COMMIT_INTERVAL_MS_DEFAULT = {"at_least_once": 1_000, "exactly_once_v2": 100}
 
 #: librdkafka settings the consumer manages itself; a user value must equal these.
 CONSUMER_FORCED: dict[str, str] = {"enable.auto.offset.store": "false", "enable.partition.eof": "false"}
@@ -675,7 +692,8 @@ def _checked_passthrough(key: str, raw: object, forced: Mapping[str, str]) -> st
 
 
 def _others(client: str) -> dict[str, str]:
-    tables = {"consumer": CONSUMER_SPECS, "producer": PRODUCER_SPECS, "task executor": TASK_SPECS}
+    tables = {"consumer": CONSUMER_SPECS, "producer": PRODUCER_SPECS, "task executor": TASK_SPECS,
+              "pipeline": PIPELINE_SPECS}
     own = tables[client]
     return {k: name for name, table in tables.items() if name != client for k in table if k not in own}
 
@@ -710,6 +728,8 @@ def _check_common(res: _Resolved) -> None:
 # --------------------------------------------------------------------------------------------------
 
 _BROKER_SIDE_WITH_KIP848 = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
+#: librdkafka settings that only the KIP-848 protocol uses
+_KIP848_ONLY = ("group.remote.assignor",)
 
 
 def _check_heartbeat(res: _Resolved) -> None:
@@ -777,6 +797,11 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         _kip848_rdkafka(res, rd)
         poll_interval = res.get_int("max.poll.interval.ms")
     else:
+        for key in _KIP848_ONLY:
+            if key in res.passthrough:
+                raise ConfigError(f"config {key!r} applies to group.protocol=consumer (KIP-848) only; "
+                                  "with the classic protocol the client-side assignor is "
+                                  "partition.assignment.strategy")
         _check_heartbeat(res)
         poll_interval = _effective_poll_interval(res)
     rd["max.poll.interval.ms"] = str(poll_interval)
@@ -915,18 +940,65 @@ def task_settings(conf: Mapping[str, object]) -> TaskSettings:
                         retry_backoff_ms=res.get_int("retry.backoff.ms"))
 
 
+# --------------------------------------------------------------------------------------------------
+# Pipeline
+# --------------------------------------------------------------------------------------------------
+
+
+def pipeline_settings(conf: Mapping[str, object]) -> PipelineSettings:
+    """Validate the pipeline's own keys (``processing.guarantee``, ``commit.interval.ms``)."""
+    res = _resolve(conf, PIPELINE_SPECS, "pipeline", others=_others("pipeline"), forced={}, passthrough=False)
+    guarantee = res.get_str("processing.guarantee")
+    assert guarantee is not None
+    interval = res.values["commit.interval.ms"]
+    commit_ms = COMMIT_INTERVAL_MS_DEFAULT[guarantee] if interval is None else \
+        res.get_int("commit.interval.ms")
+    return PipelineSettings(processing_guarantee=guarantee, commit_interval_ms=commit_ms)
+
+
+def _is_false(raw: object) -> bool:
+    return str(raw).strip().lower() in ("false", "0")
+
+
+def exactly_once_configs(consumer: Mapping[str, object], producer: Mapping[str, object],
+                         default_transactional_id: str) -> tuple[dict[str, object], dict[str, object]]:
+    """The client configs of an ``exactly_once_v2`` pipeline: the consumer reads committed records
+    only (``isolation.level=read_committed``) and the producer is transactional (its
+    ``transactional.id`` defaults to ``default_transactional_id``). Raises ``ConfigError`` for a
+    setting that would break the guarantee: ``isolation.level=read_uncommitted`` or
+    ``enable.idempotence=false``."""
+    c, p = dict(consumer), dict(producer)
+    level = c.get("isolation.level")
+    if level is not None and str(level).strip().lower() != "read_committed":
+        raise ConfigError(f"config isolation.level={level!r} is not allowed with "
+                          "processing.guarantee=exactly_once_v2: allowed read_committed (the pipeline must "
+                          "not process records of aborted transactions)")
+    c["isolation.level"] = "read_committed"
+    idem = p.get("enable.idempotence")
+    if idem is not None and _is_false(idem):
+        raise ConfigError(f"config enable.idempotence={idem!r} is not allowed with "
+                          "processing.guarantee=exactly_once_v2: allowed true (transactions need it)")
+    if not p.get("transactional.id"):
+        p["transactional.id"] = default_transactional_id
+    return c, p
+
+
 __all__ = [
     "ConsumerSettings",
     "ProducerSettings",
     "TaskSettings",
+    "PipelineSettings",
     "Spec",
     "Kind",
     "CONSUMER_SPECS",
     "PRODUCER_SPECS",
     "TASK_SPECS",
+    "PIPELINE_SPECS",
     "consumer_settings",
     "producer_settings",
     "task_settings",
+    "pipeline_settings",
+    "exactly_once_configs",
     "redact",
     "is_secret",
     "librdkafka_names",

@@ -40,26 +40,37 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from kipconsumer._eos import Transaction
 from kipconsumer._records import ConsumerRecord
 from kipconsumer._timeouts import timeout_seconds
 from kipconsumer._validate import suggest
 from kipconsumer.config import (
     CONSUMER_SPECS,
+    PIPELINE_SPECS,
     PRODUCER_SPECS,
     TASK_SPECS,
     consumer_settings,
+    exactly_once_configs,
     librdkafka_names,
+    pipeline_settings,
     producer_settings,
     task_settings,
 )
 from kipconsumer.consumer import KafkaConsumer
-from kipconsumer.errors import CommitFailedError, ConfigError, KafkaError, KafkaTimeoutError
+from kipconsumer.errors import (
+    CommitFailedError,
+    ConfigError,
+    KafkaError,
+    KafkaTimeoutError,
+    TransactionAbortableError,
+)
 from kipconsumer.producer import KafkaProducer
 from kipconsumer.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
 from kipconsumer.tasks import TaskExecutor
@@ -75,10 +86,13 @@ Output = tuple[Key, bytes | str | None]
 Process = Callable[[ConsumerRecord], Iterable[Output]]
 T = TypeVar("T")
 
-#: Keys only the pipeline uses.
-PIPELINE_KEYS: dict[str, int] = {"commit.interval.ms": 1_000}
+#: Keys only the pipeline uses (validated by config.pipeline_settings).
+PIPELINE_KEYS = frozenset(PIPELINE_SPECS)
+EXACTLY_ONCE = "exactly_once_v2"
 _COMMIT_TASK = "<commit>"  # '<' is not valid in topic names, so no partition task can clash
 _DEFAULT_MAX_BLOCK_MS = 60_000
+#: librdkafka codes of a transaction aborted because an output timed out
+_TIMEOUT_CODES = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT", "_TIMED_OUT_QUEUE"})
 
 
 def _names(specs: Mapping[str, Any]) -> set[str]:
@@ -102,18 +116,7 @@ class PipelineConfig:
     task: dict[str, object]
     commit_interval_ms: int
     max_poll_interval_ms: int
-
-
-def _int_value(key: str, raw: object) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
-        raise ConfigError(f"config {key}={raw!r} must be an integer in 0..2147483647")
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"config {key}={raw!r} must be an integer in 0..2147483647") from None
-    if not 0 <= value <= 2_147_483_647:
-        raise ConfigError(f"config {key}={raw!r} is out of range: allowed 0..2147483647")
-    return value
+    processing_guarantee: str = "at_least_once"
 
 
 def split_config(config: Mapping[str, object]) -> PipelineConfig:
@@ -165,25 +168,27 @@ def split_config(config: Mapping[str, object]) -> PipelineConfig:
     consumer["enable.auto.commit"] = False
     consumer.pop("auto.commit.enable", None)
     consumer.setdefault("auto.offset.reset", "earliest")
-    # Incremental rebalances: only the moved partitions are revoked, after the new assignment is
-    # agreed, so their commit in on_partitions_revoked is accepted (and the others keep flowing).
-    consumer.setdefault("partition.assignment.strategy", "cooperative-sticky")
+    psettings = pipeline_settings(pipeline)
+    if psettings.processing_guarantee == EXACTLY_ONCE:
+        consumer, producer = exactly_once_configs(consumer, producer,
+                                                  f"{consumer['group.id']}-{uuid.uuid4().hex[:12]}")
+    if str(consumer.get("group.protocol", "classic")).strip().lower() != "consumer":
+        # Incremental rebalances: only the moved partitions are revoked, after the new assignment is
+        # agreed, so their commit in on_partitions_revoked is accepted (and the others keep flowing).
+        # (KIP-848 has no client-side assignor: the broker's reconciliation is incremental.)
+        consumer.setdefault("partition.assignment.strategy", "cooperative-sticky")
     csettings = consumer_settings(consumer)
     half_mpi = csettings.max_poll_interval_ms // 2
-    max_block = producer.get("max.block.ms")
-    if max_block is None:
+    if producer.get("max.block.ms") is None:
         producer["max.block.ms"] = min(_DEFAULT_MAX_BLOCK_MS, half_mpi)
-    else:
-        producer_settings(producer)  # validates the value first
-        if _int_value("max.block.ms", max_block) > half_mpi:
-            log.warning("producer max.block.ms=%s is capped to %d, half of max.poll.interval.ms (KIP-572)",
-                        max_block, half_mpi)
-            producer["max.block.ms"] = half_mpi
+    elif producer_settings(producer).max_block_ms > half_mpi:
+        log.warning("producer max.block.ms=%s is capped to %d, half of max.poll.interval.ms (KIP-572)",
+                    producer["max.block.ms"], half_mpi)
+        producer["max.block.ms"] = half_mpi
     producer_settings(producer)
     task_settings({k: v for k, v in task.items() if k != "retries"})
-    commit_ms = _int_value("commit.interval.ms", pipeline.get("commit.interval.ms",
-                                                              PIPELINE_KEYS["commit.interval.ms"]))
-    return PipelineConfig(consumer, producer, task, commit_ms, csettings.max_poll_interval_ms)
+    return PipelineConfig(consumer, producer, task, psettings.commit_interval_ms,
+                          csettings.max_poll_interval_ms, psettings.processing_guarantee)
 
 
 class _Out:
@@ -203,7 +208,7 @@ class _PartitionTask:
 
     __slots__ = ("pipeline", "tp", "name", "pending", "inflight", "processed_upto", "committed", "stalled",
                  "reported", "paused", "sink_partition", "sink_known", "processed", "acked", "resent",
-                 "stalls")
+                 "stalls", "txn_base", "rewinds")
 
     def __init__(self, pipeline: Pipeline, tp: TopicPartition) -> None:
         self.pipeline = pipeline
@@ -222,6 +227,8 @@ class _PartitionTask:
         self.acked = 0
         self.resent = 0
         self.stalls = 0
+        self.txn_base = -1  # exactly_once_v2: offset of the first record processed in the open transaction
+        self.rewinds = 0
 
     def committable(self) -> int:
         """Next offset to consume such that every earlier record's outputs are acknowledged (-1: none)."""
@@ -252,6 +259,8 @@ class _PartitionTask:
 
     def step(self) -> bool:
         """Reaps acknowledgements, re-sends or processes; raises KafkaTimeoutError on a send timeout."""
+        if self.pipeline._txn is not None:
+            return self._step_transactional()
         moved, exc = self._reap()
         if self.stalled:
             return self._step_stalled(moved)
@@ -291,6 +300,55 @@ class _PartitionTask:
                     out.future = send(topic, value=out.value, key=out.key, partition=part)
                 except TimeoutError as exc:
                     raise self._timeout(exc, f"send to {topic} (output {i} of offset {off})") from exc
+
+    def _step_transactional(self) -> bool:
+        """exactly_once_v2: processes into the open transaction (none while it commits). A send that
+        times out aborts the transaction (every task rewinds) and raises KafkaTimeoutError."""
+        pipeline = self.pipeline
+        txn = pipeline._txn
+        assert txn is not None
+        if not self.pending or txn.busy:
+            return False
+        if not self.sink_known:
+            self.sink_partition = pipeline._sink_partition_for(self.tp.partition)
+            self.sink_known = True
+        txn.begin_if_needed()
+        pending = self.pending
+        process, send, topic, part = pipeline.process, pipeline._producer.send, pipeline.sink_topic, \
+            self.sink_partition
+        budget = pipeline._budget
+        while pending and budget > 0:
+            budget -= 1
+            rec = pending[0]
+            off = rec.offset
+            outs = list(process(rec))
+            pending.popleft()
+            if self.txn_base < 0:
+                self.txn_base = off
+            self.processed += 1
+            self.processed_upto = off + 1
+            for i, (key, value) in enumerate(outs):
+                try:
+                    send(topic, value=value, key=key, partition=part)
+                except TimeoutError as exc:
+                    self.stalls += 1
+                    pipeline._abort(f"send to {topic} (output {i} of offset {off}) for source {self.name} "
+                                    f"timed out: {exc}")
+                    raise KafkaTimeoutError(f"send to {topic} (output {i} of offset {off}) for source "
+                                            f"{self.name} timed out; the transaction was aborted: {exc}"
+                                            ) from exc
+        return True
+
+    def rewind(self) -> None:
+        """exactly_once_v2, after an abort: the records processed in the aborted transaction (and the
+        fetched ones after them) are fetched and processed again, from ``txn_base``."""
+        if self.txn_base < 0:
+            return
+        self.pending.clear()
+        self.processed_upto = self.txn_base
+        self.pipeline._consumer.seek(self.tp, self.txn_base)
+        self.txn_base = -1
+        self.rewinds += 1
 
     def _step_stalled(self, moved: bool) -> bool:
         busy = False
@@ -344,7 +402,8 @@ class _PartitionTask:
     def snapshot(self) -> dict[str, Any]:
         return {"pending": len(self.pending), "inflight": len(self.inflight), "processed": self.processed,
                 "acked": self.acked, "resent": self.resent, "stalls": self.stalls, "stalled": self.stalled,
-                "paused": self.paused, "committable": self.committable(), "committed": self.committed}
+                "paused": self.paused, "committable": self.committable(), "committed": self.committed,
+                "rewinds": self.rewinds}
 
 
 class _Listener:
@@ -398,6 +457,15 @@ class Pipeline:
         except BaseException:
             self._producer.close(0)
             raise
+        self._txn: Transaction | None = None
+        if self.config.processing_guarantee == EXACTLY_ONCE:
+            try:
+                self._init_transactions()
+            except BaseException:
+                self._consumer.close()
+                self._producer.close(0)
+                raise
+            self._txn = Transaction(self._producer, self._consumer, self._bounded, self._replace_producer)
         cs = self._consumer.settings
         self._budget = cs.max_poll_records
         self._high_water = 4 * cs.max_poll_records
@@ -405,6 +473,8 @@ class Pipeline:
         self._tasks: dict[TopicPartition, _PartitionTask] = {}
         self._sink_count: int | None = None
         self._next_commit = 0.0
+        self._last_poll = time.monotonic()
+        self._producer_replacements = 0
         self._commits = 0
         self._commit_failures = 0
         self._closed = False
@@ -431,7 +501,11 @@ class Pipeline:
         """``partitions``: per assigned source partition ``{pending, inflight, processed, acked, resent,
         stalls, stalled, paused, committable, committed}`` keyed by TopicPartition; totals
         ``records_processed``, ``outputs_acked``, ``outputs_resent``, ``stalls``, ``commits``,
-        ``commit_failures``; ``stalled`` (partitions skipped now); ``executor`` counters."""
+        ``commit_failures``; ``stalled`` (partitions skipped now); ``executor`` counters. With
+        exactly_once_v2 also ``transactions_committed``, ``transactions_aborted``, ``producer_replacements``
+        (a stuck abort replaces the producer, see kipconsumer._eos) and ``rewinds`` (records
+        re-read after an abort start over at the transaction's first record; outputs are not acked one
+        by one, ``outputs_acked`` stays 0)."""
         parts = {tp: t.snapshot() for tp, t in list(self._tasks.items())}
         return {
             "partitions": parts,
@@ -442,6 +516,11 @@ class Pipeline:
             "stalled": sorted(tp for tp, p in parts.items() if p["stalled"]),
             "commits": self._commits,
             "commit_failures": self._commit_failures,
+            "processing_guarantee": self.config.processing_guarantee,
+            "transactions_committed": 0 if self._txn is None else self._txn.commits,
+            "transactions_aborted": 0 if self._txn is None else self._txn.aborts,
+            "rewinds": sum(p["rewinds"] for p in parts.values()),
+            "producer_replacements": self._producer_replacements,
             "executor": self._executor.metrics(),
         }
 
@@ -470,7 +549,9 @@ class Pipeline:
                     wait = min(wait, self._next_commit - now + 0.001)
                 if end is not None:
                     wait = max(0.0, min(wait, end - now))
+            self._abort_if_held()
             records = consumer.poll(wait)
+            self._last_poll = time.monotonic()
             if records:
                 for tp in records.partitions():
                     task = tasks.get(tp)
@@ -548,6 +629,8 @@ class Pipeline:
 
     def _commit_step(self) -> bool:
         """The ``<commit>`` task: commits acknowledged positions every ``commit.interval.ms``."""
+        if self._txn is not None:
+            return self._commit_step_transactional()
         now = time.monotonic()
         if now < self._next_commit:
             return False
@@ -569,6 +652,102 @@ class Pipeline:
         self._next_commit = now + self._commit_interval_s
         return True
 
+    def _abort(self, reason: str) -> None:
+        """exactly_once_v2: aborts the open transaction; every task rewinds to its first record in it."""
+        assert self._txn is not None
+        self._txn.abort(list(self._tasks.values()), reason)
+
+    def _commit_step_transactional(self) -> bool:
+        """The ``<commit>`` task with exactly_once_v2: commits the open transaction (outputs and source
+        offsets) every ``commit.interval.ms``. A timeout is raised to the executor and the commit is
+        resumed on its retry (``task.timeout.ms`` bounds it); an abort caused by a timed-out output is
+        raised as ``KafkaTimeoutError`` too."""
+        txn = self._txn
+        assert txn is not None
+        if txn.resume_abort():
+            return True
+        now = time.monotonic()
+        if txn.committing is None and now < self._next_commit:
+            return False
+        self._next_commit = now + self._commit_interval_s
+        if not txn.open:
+            return False
+        try:
+            txn.commit(list(self._tasks.values()), self._group_call_s)
+        except TransactionAbortableError as exc:
+            self._commit_failures += 1
+            if exc.code in _TIMEOUT_CODES:
+                raise KafkaTimeoutError(f"the transaction was aborted: an output timed out: {exc}",
+                                        code=exc.code) from exc
+            log.warning("transaction aborted: %s", exc)  # e.g. a stale generation: the rebalance follows
+            return False
+        self._commits += 1
+        return True
+
+    def _init_transactions(self) -> None:
+        """Registers the transactional.id (fencing an older producer of it and aborting its open
+        transaction). Not in the poll loop yet (the consumer has not subscribed): timeouts are retried
+        after ``retry.backoff.ms`` for up to ``task.timeout.ms``, then ``KafkaTimeoutError``."""
+        end = time.monotonic() + self._executor.settings.task_timeout_ms / 1000.0
+        while True:
+            try:
+                self._producer.init_transactions()
+                return
+            except TimeoutError as exc:
+                if time.monotonic() + self._backoff_s >= end:
+                    raise KafkaTimeoutError(f"init_transactions did not complete within task.timeout.ms="
+                                            f"{self._executor.settings.task_timeout_ms}: {exc}") from exc
+                log.info("init_transactions timed out (%s); retrying in %.0f ms", exc, self._backoff_s * 1000)
+                time.sleep(self._backoff_s)
+
+    def _replace_producer(self) -> KafkaProducer:
+        """exactly_once_v2: closes the producer (pending records fail) and creates a new one with the
+        same config and transactional.id (see kipconsumer._eos)."""
+        self._producer.close(0)
+        self._producer = KafkaProducer(self.config.producer)
+        self._producer_replacements += 1
+        return self._producer
+
+    def _abort_if_held(self) -> None:
+        """exactly_once_v2: a loop held longer than half of ``max.poll.interval.ms`` since the last poll
+        (a process() call, a GC pause, a stopped process) may have been dropped from the group, which
+        then gave its partitions to another member: its open transaction is aborted before the next
+        poll or commit, not committed (the 50% rule of KIP-572; the coordinator's generation check of
+        KIP-447 covers a member frozen between this check and the commit)."""
+        txn = self._txn
+        if txn is None or not txn.open or txn.busy:
+            return
+        held = time.monotonic() - self._last_poll
+        if held > self._half_mpi_s:
+            self._commit_failures += 1
+            self._abort(f"the poll loop was held {held:.1f} s, more than half of "
+                        f"max.poll.interval.ms={self.config.max_poll_interval_ms}")
+
+    def _end_transaction(self, budget_s: float) -> None:
+        """exactly_once_v2, on revoke and close: commits the open transaction within ``budget_s``
+        (timeouts retried), else aborts it (every task rewinds)."""
+        txn = self._txn
+        assert txn is not None
+        try:
+            txn.resume_abort()
+            if not txn.open:
+                return
+            try:
+                call_s = min(self._group_call_s, budget_s)
+                tasks = list(self._tasks.values())
+                self._bounded("commit of the transaction", lambda: txn.commit(tasks, call_s))
+                self._commits += 1
+                return
+            except TransactionAbortableError as exc:  # already aborted and rewound
+                failure: Exception = exc
+            except (KafkaTimeoutError, CommitFailedError) as exc:
+                failure = exc
+                self._abort(f"commit on revoke/close failed: {exc}")
+        except TimeoutError as exc:  # the abort stays pending: the <commit> task resumes it
+            failure = exc
+        self._commit_failures += 1
+        log.warning("transaction not committed: %s (its records are processed again)", failure)
+
     # -- assignment -------------------------------------------------------------------------------------
     def _assigned(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -581,8 +760,34 @@ class Pipeline:
 
     def _revoked(self, partitions: list[TopicPartition], *, commit: bool) -> None:
         tasks = [self._tasks[tp] for tp in partitions if tp in self._tasks]
+        if self._txn is not None:
+            self._revoked_transactional(tasks, commit=commit)
+            return
         if tasks:
             self._finish(tasks, self._half_mpi_s, commit=commit)
+
+    def _revoked_transactional(self, tasks: list[_PartitionTask], *, commit: bool) -> None:
+        """Revoked: the open transaction (of every task) is committed first. Lost: it is aborted (the
+        generation is gone, its offsets would be refused) and the remaining tasks rewind."""
+        assert self._txn is not None
+        try:
+            if commit:
+                self._end_transaction(self._half_mpi_s)
+            elif self._txn.open or self._txn.aborting:
+                gone = {t.tp for t in tasks}
+                try:
+                    self._txn.abort([t for t in self._tasks.values() if t.tp not in gone],
+                                    f"partitions lost: {sorted(gone)}")
+                except TimeoutError as exc:  # stays pending: the <commit> task resumes it
+                    log.warning("abort of the transaction on lost partitions timed out: %s", exc)
+        finally:
+            self._remove(tasks)
+
+    def _remove(self, tasks: list[_PartitionTask]) -> None:
+        for t in tasks:
+            self._tasks.pop(t.tp, None)
+            if t.name in self._executor:
+                self._executor.remove_task(t.name)
 
     def _finish(self, tasks: list[_PartitionTask], budget_s: float, *, commit: bool,
                 closing: bool = False) -> None:
@@ -601,10 +806,7 @@ class Pipeline:
                     t._reap()
                 self._final_commit(tasks, end, closing)
         finally:
-            for t in tasks:
-                self._tasks.pop(t.tp, None)
-                if t.name in self._executor:
-                    self._executor.remove_task(t.name)
+            self._remove(tasks)
 
     def _final_commit(self, tasks: list[_PartitionTask], end: float, closing: bool) -> None:
         while True:
@@ -639,7 +841,14 @@ class Pipeline:
         self._closed = True
         budget = timeout_seconds(timeout, self._half_mpi_s * 1000.0)
         try:
-            self._finish(list(self._tasks.values()), budget, commit=True, closing=True)
+            if self._txn is not None:
+                try:
+                    self._abort_if_held()
+                    self._end_transaction(budget)
+                finally:
+                    self._remove(list(self._tasks.values()))
+            else:
+                self._finish(list(self._tasks.values()), budget, commit=True, closing=True)
         finally:
             try:
                 self._consumer.close()

@@ -21,6 +21,7 @@ SCRIPTS = [
     "memory.py",
     "scaling.py",
     "profile_poll.py",
+    "eos_bench.py",
 ]
 
 

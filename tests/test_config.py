@@ -17,6 +17,7 @@ from kipconsumer import _loader, config
 from kipconsumer._native import librdkafka_property_names
 from kipconsumer.config import (
     CONSUMER_SPECS,
+    PIPELINE_SPECS,
     PRODUCER_SPECS,
     TASK_SPECS,
     ConsumerSettings,
@@ -621,6 +622,13 @@ def test_kip848_refuses_broker_side_settings(key: str) -> None:
         cons({"group.protocol": "consumer", key: value})
 
 
+def test_kip848_only_settings_are_refused_with_the_classic_protocol() -> None:
+    with pytest.raises(ConfigError, match="'group.remote.assignor' applies to group.protocol=consumer"):
+        cons({"group.id": "g", "group.remote.assignor": "uniform"})
+    s = cons({"group.id": "g", "group.protocol": "consumer", "group.remote.assignor": "uniform"})
+    assert s.rdkafka["group.remote.assignor"] == "uniform"
+
+
 # ------------------------------------------------------------------------------------------------
 # Producer cross-checks
 # ------------------------------------------------------------------------------------------------
@@ -810,7 +818,7 @@ def test_task_settings_have_no_passthrough() -> None:
 
 
 def test_tables_are_consistent() -> None:
-    for table in (CONSUMER_SPECS, PRODUCER_SPECS, TASK_SPECS):
+    for table in (CONSUMER_SPECS, PRODUCER_SPECS, TASK_SPECS, PIPELINE_SPECS):
         for key, spec in table.items():
             assert spec.lo <= spec.hi, key
             if spec.default is not None and spec.kind.name == "INT":
@@ -821,6 +829,6 @@ def test_docs_list_every_key() -> None:
     from pathlib import Path
 
     docs = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
-    for table in (CONSUMER_SPECS, PRODUCER_SPECS, TASK_SPECS):
+    for table in (CONSUMER_SPECS, PRODUCER_SPECS, TASK_SPECS, PIPELINE_SPECS):
         for key in table:
             assert f"| `{key}` |" in docs, key

@@ -1,7 +1,10 @@
 """One member of the chaos suite's consumer group (run as a separate process).
 
     python tests/chaos/chaos_member.py --bootstrap S --topic T --group G --run-id m3 --log m3.jsonl
-        [--strategy range|cooperative-sticky] [--client kip|confluent] [--commit-interval 1.0]
+        [--strategy range|cooperative-sticky|kip848] [--client kip|confluent] [--commit-interval 1.0]
+
+``--strategy kip848``: ``group.protocol=consumer`` (KIP-848; the broker assigns, incrementally; no
+session/heartbeat/assignor settings).
 
 Processes records (a record's value is its unique id) and writes one JSON line per event to --log:
 
@@ -98,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         "max.poll.interval.ms": args.max_poll_interval_ms,
         "partition.assignment.strategy": args.strategy,
     }
+    if args.strategy == "kip848":
+        for key in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
+            del conf[key]
+        conf["group.protocol"] = "consumer"
     if os.environ.get("KIP_CHAOS_RDKAFKA_DEBUG"):  # e.g. "cgrp,consumer": librdkafka logs on stderr
         conf["debug"] = os.environ["KIP_CHAOS_RDKAFKA_DEBUG"]
     if args.client == "kip":
@@ -142,7 +149,7 @@ def run_kip(args: argparse.Namespace, conf: dict[str, Any], log: Log, state: dic
             log.write("assigned", parts=sorted(tp.partition for tp in parts), own=own["n"],
                       mid=_mid(consumer))
             log.flush()
-            if args.strategy == "cooperative-sticky" and consumer._native.positions():
+            if args.strategy in ("cooperative-sticky", "kip848") and consumer._native.positions():
                 # The rebalance has just completed (new generation): commit what the partitions
                 # this member keeps have processed, instead of waiting for the next periodic commit
                 # (commits sent during the rebalance fail with ILLEGAL_GENERATION on the mock).
@@ -231,7 +238,7 @@ def run_confluent(args: argparse.Namespace, conf: dict[str, Any], log: Log, stat
         own["n"] += 1
         log.write("assigned", parts=sorted(tp.partition for tp in parts), own=own["n"])
         log.flush()
-        if args.strategy == "cooperative-sticky":
+        if args.strategy in ("cooperative-sticky", "kip848"):
             c.incremental_assign(parts)
         else:
             c.assign(parts)

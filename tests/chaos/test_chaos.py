@@ -60,6 +60,7 @@ COMMIT_INTERVAL_S = float(os.environ.get("KIP_CHAOS_COMMIT_INTERVAL", "1.0"))
 VARIANTS = [
     pytest.param("kip", "range", id="kip-eager-range"),
     pytest.param("kip", "cooperative-sticky", id="kip-cooperative-sticky"),
+    pytest.param("kip", "kip848", id="kip-kip848"),
     pytest.param("confluent", "range", id="confluent-eager-range",
                  marks=pytest.mark.skipif(os.environ.get("KIP_CHAOS_CONFLUENT") != "1",
                                           reason="KIP_CHAOS_CONFLUENT=1 runs the confluent-kafka variant")),

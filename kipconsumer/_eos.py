@@ -1,0 +1,137 @@
+"""The transaction of an ``exactly_once_v2`` Pipeline (KIP-98 / KIP-447, as Kafka Streams' EOS v2).
+
+Contract
+--------
+One transactional producer serves every partition task of a pipeline; one transaction holds the
+outputs of every record processed since the last commit and the source offsets after them.
+
+* :meth:`Transaction.begin_if_needed` opens the transaction before the first record of a commit
+  interval is processed; a task records the offset of its first record in it (``txn_base``).
+* :meth:`Transaction.commit` sends the next offsets of every task that processed records (with the
+  consumer's current group metadata, so the coordinator refuses a member of a stale generation) and
+  commits. A ``KafkaTimeoutError`` leaves the commit in progress: calling ``commit`` again resumes it
+  (KIP-19); meanwhile no task processes records. ``TransactionAbortableError`` aborts (see below)
+  and is raised again. ``ProducerFencedError`` is fatal and propagates.
+* :meth:`Transaction.abort` rewinds every task that processed records in the transaction (its
+  consumer position goes back to ``txn_base`` and its fetched but unprocessed records are dropped: they
+  are fetched again, so every record whose outputs were discarded is processed again, in order) and
+  aborts. An abort whose call timed out stays pending (:attr:`Transaction.busy`): no task processes
+  records until :meth:`Transaction.resume_abort` completed it. As librdkafka's abort after timed-out
+  records can stay stuck for good (measured on Tansu: the epoch bump never completes), a timed-out
+  abort replaces the producer: the new one, with the same ``transactional.id``, fences the old one
+  and its ``init_transactions()`` aborts the open transaction at the coordinator.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from kipconsumer.consumer import KafkaConsumer
+from kipconsumer.errors import TransactionAbortableError
+from kipconsumer.producer import KafkaProducer
+from kipconsumer.structs import OffsetAndMetadata, TopicPartition
+
+__all__ = ["Transaction", "TxnTask"]
+
+log = logging.getLogger("kipconsumer.streams")
+
+
+class TxnTask(Protocol):
+    """What a transaction needs of a partition task."""
+
+    tp: TopicPartition
+    txn_base: int  # offset of the task's first record in the open transaction (-1: none)
+    processed_upto: int
+    committed: int
+
+    def rewind(self) -> None: ...
+
+
+class Transaction:
+    """The open transaction of a pipeline's producer (see the module docstring)."""
+
+    def __init__(self, producer: KafkaProducer, consumer: KafkaConsumer,
+                 bounded: Callable[[str, Callable[[], None]], None],
+                 new_producer: Callable[[], KafkaProducer]) -> None:
+        self._producer = producer
+        self._new_producer = new_producer  # closes the current producer, returns a new one (not initialized)
+        self._uninitialized = False
+        self._consumer = consumer
+        self._bounded = bounded  # retries timeouts within half of max.poll.interval.ms (KIP-572)
+        self.open = False
+        #: offsets being committed; not None from the first commit attempt until it ends
+        self.committing: dict[TopicPartition, OffsetAndMetadata] | None = None
+        self._offsets_sent = False
+        self.aborting = False
+        self.commits = 0
+        self.aborts = 0
+
+    @property
+    def busy(self) -> bool:
+        """A commit or an abort is in progress: no record may be processed now."""
+        return self.committing is not None or self.aborting
+
+    def begin_if_needed(self) -> None:
+        if not self.open:
+            self._producer.begin_transaction()
+            self.open = True
+
+    def commit(self, tasks: Iterable[TxnTask], timeout: float) -> bool:
+        """Commits the open transaction with the tasks' next offsets; False if none is open."""
+        if not self.open:
+            return False
+        tasks = list(tasks)
+        if self.committing is None:
+            self.committing = {t.tp: OffsetAndMetadata(t.processed_upto) for t in tasks if t.txn_base >= 0}
+            self._offsets_sent = False
+        try:
+            if self.committing and not self._offsets_sent:
+                self._producer.send_offsets_to_transaction(self.committing, self._consumer.group_metadata(),
+                                                           timeout=timeout)
+                self._offsets_sent = True
+            self._producer.commit_transaction(timeout=timeout)
+        except TransactionAbortableError as exc:
+            self.abort(tasks, f"commit failed: {exc}")
+            raise
+        for t in tasks:
+            om = self.committing.get(t.tp)
+            if om is not None:
+                t.committed = max(t.committed, om.offset)
+            t.txn_base = -1
+        self.open = False
+        self.committing = None
+        self.commits += 1
+        return True
+
+    def abort(self, tasks: Iterable[TxnTask], reason: str) -> None:
+        """Rewinds the tasks that processed records in the open transaction and aborts it (bounded by
+        half of ``max.poll.interval.ms``; a ``KafkaTimeoutError`` leaves the abort pending)."""
+        for t in tasks:
+            t.rewind()
+        if self.open:
+            log.warning("aborting the transaction: %s", reason)
+            self.open = False
+            self.committing = None
+            self.aborting = True
+        self.resume_abort()
+
+    def resume_abort(self) -> bool:
+        """Completes a pending abort (see :meth:`abort`); False if none was pending."""
+        if not self.aborting:
+            return False
+        if not self._uninitialized:
+            try:
+                self._bounded("abort of the transaction", lambda: self._producer.abort_transaction())
+            except TimeoutError as exc:
+                log.warning("abort of the transaction did not complete (%s): replacing the producer; the "
+                            "new one (same transactional.id) aborts the open transaction", exc)
+                self._producer = self._new_producer()
+                self._uninitialized = True
+        if self._uninitialized:
+            self._bounded("init_transactions", self._producer.init_transactions)
+            self._uninitialized = False
+        self.aborting = False
+        self.aborts += 1
+        return True

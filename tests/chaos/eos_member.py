@@ -1,0 +1,109 @@
+"""One member of an exactly-once pipeline group (run as a separate process).
+
+    python tests/chaos/eos_member.py --bootstrap S --source T --sink U --group G --txid ID
+        [--protocol classic|consumer] [--max-poll-interval-ms 4000] [--commit-interval-ms 100]
+
+Runs ``kipconsumer.streams.Pipeline`` with ``processing.guarantee=exactly_once_v2``: each input
+record (value: its id) gives one output record whose value is ``out-<id>``. ``--txid`` is the
+producer's transactional.id: a replacement started with the same id fences its predecessor and
+aborts its open transaction at once.
+
+Signals: SIGTERM -> leave the loop and ``close()`` (commits the open transaction), exit 0;
+SIGUSR1 -> the next ``process()`` call sleeps ``--stall-ms`` (past ``max.poll.interval.ms``), inside
+the poll loop. Prints one JSON line of the pipeline's metrics on exit. ``--exit-after-idle S``: leave
+once no record was processed for S seconds (after at least one). ``--busy-file F``: touched while
+records are processed (the chaos driver kills a member mid-transaction).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+from kipconsumer.streams import Pipeline
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--sink", required=True)
+    ap.add_argument("--group", required=True)
+    ap.add_argument("--txid", required=True)
+    ap.add_argument("--protocol", default="classic", choices=["classic", "consumer"])
+    ap.add_argument("--max-poll-interval-ms", type=int, default=4000)
+    ap.add_argument("--commit-interval-ms", type=int, default=100)
+    ap.add_argument("--stall-ms", type=int, default=5500)
+    ap.add_argument("--exit-after-idle", type=float, default=0.0)
+    ap.add_argument("--busy-file", default="", help="touched (every 50 ms at most) while processing")
+    args = ap.parse_args(argv)
+
+    stop = False
+    stall = False
+    last_record = [0.0]
+
+    def on_term(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    def on_stall(signum: int, frame: object) -> None:
+        nonlocal stall
+        stall = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGUSR1, on_stall)
+
+    def process(record: object) -> list[tuple[bytes | None, bytes]]:
+        nonlocal stall
+        if stall:
+            stall = False
+            time.sleep(args.stall_ms / 1000.0)
+        now = time.monotonic()
+        if args.busy_file and now - last_record[0] > 0.05:
+            with open(args.busy_file, "a"):
+                os.utime(args.busy_file)
+        last_record[0] = now
+        value = record.value  # type: ignore[attr-defined]
+        return [(record.key, b"out-" + value)]  # type: ignore[attr-defined]
+
+    conf: dict[str, object] = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "processing.guarantee": "exactly_once_v2",
+        "commit.interval.ms": args.commit_interval_ms,
+        "max.poll.interval.ms": args.max_poll_interval_ms,
+        "producer.transactional.id": args.txid,
+        "producer.transaction.timeout.ms": 10_000,
+        "producer.request.timeout.ms": 5_000,
+        "task.timeout.ms": 60_000,
+    }
+    if args.protocol == "consumer":
+        conf["group.protocol"] = "consumer"
+    else:
+        conf["session.timeout.ms"] = 3_000
+        conf["heartbeat.interval.ms"] = 500
+
+    def done() -> bool:
+        if stop:
+            return True
+        idle = args.exit_after_idle
+        return bool(idle and last_record[0] and time.monotonic() - last_record[0] > idle)
+
+    pipeline = Pipeline(conf, args.source, process, args.sink)
+    try:
+        pipeline.run(until=done)
+    finally:
+        pipeline.close()
+        m = pipeline.metrics()
+        print(json.dumps({k: m[k] for k in ("records_processed", "commits", "commit_failures",
+                                            "transactions_committed", "transactions_aborted", "rewinds")}),
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
