@@ -22,9 +22,9 @@ from kipconsumer.structs import TopicPartition
 
 cdef extern from "arrow_batch.h" nogil:
     struct ArrowSchema:
-        pass
+        void (*release)(ArrowSchema *)
     struct ArrowArray:
-        pass
+        void (*release)(ArrowArray *)
     int KC_ARROW_WITH_TIMESTAMP_TYPE
     int kc_arrow_build(rd_kafka_message_t *const *msgs, size_t n, int flags,
                        ArrowSchema *schema_out, ArrowArray *array_out,
@@ -32,6 +32,9 @@ cdef extern from "arrow_batch.h" nogil:
 
 
 _pyarrow_module = None
+# pyarrow.Schema of to_arrow()'s batches per kc_arrow_build flags: imported from C once, then reused,
+# so a batch imports only its array (the schema import is a fixed cost per call).
+_arrow_schemas = {}
 
 
 cdef object _pyarrow():
@@ -194,7 +197,28 @@ cdef class ConsumerRecords:
             self._group_of = NULL
 
     cdef object _topic_of(self, Py_ssize_t i):
+        if self._topics is None:
+            self._build_groups()
         return self._topics[self._group_of[i]]
+
+    cdef _build_groups(self):
+        """Builds _groups, _index and _topics from _group_of (records of one partition are
+        contiguous, see records_take)."""
+        cdef Py_ssize_t i, start = 0
+        groups = []
+        topics = []
+        index = {}
+        for i in range(self.n + 1 if self.n else 0):
+            if i == self.n or (i > 0 and self._group_of[i] != self._group_of[i - 1]):
+                topic = rd_kafka_topic_name(self.msgs[start].rkt).decode("utf-8", "replace")
+                tp = TopicPartition(topic, self.msgs[start].partition)
+                topics.append(topic)
+                groups.append((tp, start, i))
+                index[tp] = (start, i)
+                start = i
+        self._groups = groups
+        self._index = index
+        self._topics = topics
 
     def __len__(self) -> int:
         return self.n
@@ -225,11 +249,15 @@ cdef class ConsumerRecords:
 
     def partitions(self) -> list:
         """The partitions that have records in this batch, in batch order."""
+        if self._groups is None:
+            self._build_groups()
         return [g[0] for g in self._groups]
 
     def records(self, tp) -> list:
         """The records of partition ``tp`` (a TopicPartition) in offset order; [] if none."""
         cdef Py_ssize_t i
+        if self._index is None:
+            self._build_groups()
         span = self._index.get(tp)
         if span is None:
             return []
@@ -237,6 +265,8 @@ cdef class ConsumerRecords:
 
     def last_offsets(self) -> dict:
         """TopicPartition -> offset of the last record of that partition in this batch."""
+        if self._groups is None:
+            self._build_groups()
         return {g[0]: self.msgs[g[2] - 1].offset for g in self._groups}
 
     def to_arrow(self, *, timestamp_type: bool = False):
@@ -264,29 +294,38 @@ cdef class ConsumerRecords:
             free(array)
             raise MemoryError(err.decode("utf-8", "replace"))
         try:
-            return pyarrow.RecordBatch._import_from_c(<Py_ssize_t>array, <Py_ssize_t>schema)
+            cached = _arrow_schemas.get(flags)
+            if cached is None:
+                cached = pyarrow.Schema._import_from_c(<Py_ssize_t>schema)  # releases the C schema
+                _arrow_schemas[flags] = cached
+            else:
+                schema.release(schema)
+            return pyarrow.RecordBatch._import_from_c(<Py_ssize_t>array, cached)
         finally:
+            if array.release != NULL:  # the import failed before taking the array
+                array.release(array)
             free(schema)
             free(array)
 
     def __repr__(self) -> str:
-        return f"ConsumerRecords(count={self.n}, partitions={len(self._groups)})"
+        return f"ConsumerRecords(count={self.n}, partitions={self._ngroups})"
 
 
 cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner):
     """Takes ownership of n messages (the array itself is copied). `owner` is the object
     that destroys the librdkafka handle when freed: librdkafka's destroy waits for every
     message to be released, so a batch that outlives close() must keep the handle alive
-    (messages are destroyed in __dealloc__, before the owner reference is dropped)."""
+    (messages are destroyed in __dealloc__, before the owner reference is dropped).
+    Only the group index of each record is computed here (no Python objects): the
+    partitions' TopicPartition keys and topic names are built on first use (_build_groups),
+    which a loop that only iterates values or calls to_arrow() never needs."""
     cdef ConsumerRecords b = ConsumerRecords.__new__(ConsumerRecords)
     b._owner = owner
-    cdef Py_ssize_t i, start = 0, g = -1
+    cdef Py_ssize_t i, g = -1
     cdef rd_kafka_topic_t *rkt = NULL
     cdef int partition = -1
-    b._groups = []
-    b._index = {}
-    b._topics = []
     b.n = 0
+    b._ngroups = 0
     if n == 0:
         return b
     b.msgs = <rd_kafka_message_t **>malloc(n * sizeof(rd_kafka_message_t *))
@@ -297,20 +336,11 @@ cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, objec
         raise MemoryError()
     for i in range(n):
         b.msgs[i] = msgs[i]
-    b.n = n
-    for i in range(n):
         if msgs[i].rkt != rkt or msgs[i].partition != partition:
-            if g >= 0:
-                b._groups[g] = (b._groups[g][0], start, i)
             rkt = msgs[i].rkt
             partition = msgs[i].partition
-            topic = rd_kafka_topic_name(rkt).decode("utf-8", "replace")
-            b._topics.append(topic)
-            b._groups.append((TopicPartition(topic, partition), i, i))
             g += 1
-            start = i
         b._group_of[i] = g
-    b._groups[g] = (b._groups[g][0], start, n)
-    for tp, s, e in b._groups:
-        b._index[tp] = (s, e)
+    b.n = n
+    b._ngroups = g + 1
     return b
