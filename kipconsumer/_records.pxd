@@ -7,8 +7,7 @@ cdef class ConsumerRecords:
     cdef list _groups        # [(TopicPartition, start, end)] in batch order; None until built
     cdef dict _index         # TopicPartition -> (start, end); None until built
     cdef list _topics        # topic str per group, parallel to _groups; None until built
-    cdef Py_ssize_t *_group_of  # group index of each record
-    cdef Py_ssize_t _ngroups    # number of groups (partitions) in the batch
+    cdef Py_ssize_t *_group_of  # group index of each record; NULL until built
     cdef object _owner       # keeps the librdkafka handle alive while messages are held
 
     cdef object _topic_of(self, Py_ssize_t i)

@@ -10,6 +10,7 @@ cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
 
 from kipconsumer._rdk cimport (rd_kafka_header_cnt, rd_kafka_header_get_all, rd_kafka_headers_t,
                                rd_kafka_message_destroy, rd_kafka_message_headers,
@@ -197,28 +198,35 @@ cdef class ConsumerRecords:
             self._group_of = NULL
 
     cdef object _topic_of(self, Py_ssize_t i):
-        if self._topics is None:
+        if self._group_of == NULL:
             self._build_groups()
         return self._topics[self._group_of[i]]
 
     cdef _build_groups(self):
-        """Builds _groups, _index and _topics from _group_of (records of one partition are
-        contiguous, see records_take)."""
-        cdef Py_ssize_t i, start = 0
-        groups = []
-        topics = []
-        index = {}
-        for i in range(self.n + 1 if self.n else 0):
-            if i == self.n or (i > 0 and self._group_of[i] != self._group_of[i - 1]):
+        """Builds _group_of, _groups, _index and _topics from the messages (records of one
+        partition are contiguous, see records_take)."""
+        cdef Py_ssize_t i, start = 0, g = 0
+        self._groups = []
+        self._index = {}
+        self._topics = []
+        if self.n == 0:
+            return
+        self._group_of = <Py_ssize_t *>malloc(self.n * sizeof(Py_ssize_t))
+        if self._group_of == NULL:
+            self._groups = self._index = self._topics = None
+            raise MemoryError()
+        for i in range(self.n + 1):
+            if i == self.n or (i > start and (self.msgs[i].rkt != self.msgs[start].rkt or
+                                               self.msgs[i].partition != self.msgs[start].partition)):
                 topic = rd_kafka_topic_name(self.msgs[start].rkt).decode("utf-8", "replace")
                 tp = TopicPartition(topic, self.msgs[start].partition)
-                topics.append(topic)
-                groups.append((tp, start, i))
-                index[tp] = (start, i)
+                self._topics.append(topic)
+                self._groups.append((tp, start, i))
+                self._index[tp] = (start, i)
                 start = i
-        self._groups = groups
-        self._index = index
-        self._topics = topics
+                g += 1
+            if i < self.n:
+                self._group_of[i] = g
 
     def __len__(self) -> int:
         return self.n
@@ -308,7 +316,9 @@ cdef class ConsumerRecords:
             free(array)
 
     def __repr__(self) -> str:
-        return f"ConsumerRecords(count={self.n}, partitions={self._ngroups})"
+        if self._groups is None:
+            self._build_groups()
+        return f"ConsumerRecords(count={self.n}, partitions={len(self._groups)})"
 
 
 cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner):
@@ -316,31 +326,21 @@ cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, objec
     that destroys the librdkafka handle when freed: librdkafka's destroy waits for every
     message to be released, so a batch that outlives close() must keep the handle alive
     (messages are destroyed in __dealloc__, before the owner reference is dropped).
-    Only the group index of each record is computed here (no Python objects): the
-    partitions' TopicPartition keys and topic names are built on first use (_build_groups),
-    which a loop that only iterates values or calls to_arrow() never needs."""
+    Reads none of the messages: the partition groups (TopicPartition keys, topic names, the
+    group of each record) are built on first use (_build_groups), which a loop that only
+    iterates values or calls to_arrow() never needs, and the messages are first read where
+    their fields are used."""
     cdef ConsumerRecords b = ConsumerRecords.__new__(ConsumerRecords)
     b._owner = owner
-    cdef Py_ssize_t i, g = -1
-    cdef rd_kafka_topic_t *rkt = NULL
-    cdef int partition = -1
+    cdef Py_ssize_t i
     b.n = 0
-    b._ngroups = 0
     if n == 0:
         return b
     b.msgs = <rd_kafka_message_t **>malloc(n * sizeof(rd_kafka_message_t *))
-    b._group_of = <Py_ssize_t *>malloc(n * sizeof(Py_ssize_t))
-    if b.msgs == NULL or b._group_of == NULL:
+    if b.msgs == NULL:
         for i in range(n):
             rd_kafka_message_destroy(msgs[i])
         raise MemoryError()
-    for i in range(n):
-        b.msgs[i] = msgs[i]
-        if msgs[i].rkt != rkt or msgs[i].partition != partition:
-            rkt = msgs[i].rkt
-            partition = msgs[i].partition
-            g += 1
-        b._group_of[i] = g
+    memcpy(b.msgs, msgs, n * sizeof(rd_kafka_message_t *))
     b.n = n
-    b._ngroups = g + 1
     return b
