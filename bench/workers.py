@@ -15,6 +15,7 @@ first_p50_us over the first timed poll of each round (the first poll after a pau
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -66,9 +67,13 @@ def _confluent(bootstrap: str, topic: str, partitions: int) -> Any:
 
 def kipconsumer_client(mode: str) -> Callable[[str, str, int, int], dict[str, float]]:
     def run(bootstrap: str, topic: str, partitions: int, want: int) -> dict[str, float]:
-        c = _kipconsumer(bootstrap, topic, partitions)
         if mode == "arrow":
-            import pyarrow  # noqa: F401  (an application imports it at start, not inside the timed loop)
+            # An application imports pyarrow at start, not inside the timed loop. pyarrow imports numpy,
+            # whose OpenBLAS thread pool busy-waits for ~0.1 s after the import: that spin (no BLAS runs
+            # here) would land in the timed window of a short run and be counted as the client's CPU.
+            os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+            import pyarrow  # noqa: F401
+        c = _kipconsumer(bootstrap, topic, partitions)
         got, t0, cpu0, lat = 0, 0.0, 0.0, []
         deadline = time.monotonic() + 120
         while got < want and time.monotonic() < deadline:
