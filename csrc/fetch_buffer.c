@@ -95,7 +95,7 @@ static int ring_reserve(kc_partition_t *p, size_t need) {
     while (ncap < need)
         ncap *= 2;
     rd_kafka_message_t **nr = malloc(ncap * sizeof(*nr));
-    size_t *nb = malloc(ncap * sizeof(*nb));
+    uint32_t *nb = malloc(ncap * sizeof(*nb));
     if (!nr || !nb) {
         free(nr);
         free(nb);
@@ -125,7 +125,7 @@ int kc_fb_push(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_message_t **ms
     for (size_t i = 0; i < n; i++) {
         size_t b = msg_bytes(msgs[i]);
         p->ring[tail] = msgs[i];
-        p->ring_bytes[tail] = b;
+        p->ring_bytes[tail] = (uint32_t)b;
         tail = tail + 1 == p->ring_cap ? 0 : tail + 1;
         p->bytes += b;
         fb->bytes += b;
