@@ -56,6 +56,7 @@ def test_groups_built_on_first_use_by_any_accessor(broker, topic_factory, unique
     _fill(broker.bootstrap_servers, topics, 40, 3)
     with make_consumer(broker, unique_name("g"), max_poll_records=50) as c:
         c.assign([TopicPartition(t, p) for t in topics for p in range(3)])
+        time.sleep(1.0)  # every partition's records arrive: the first polls hold all six
         most_groups = 0
         for recs in _batches(c, 2 * 3 * 40):
             if first == "iterate":
