@@ -10,9 +10,10 @@ table of records/s (median and best of the runs) with ratios to confluent-kafka'
 `consume(500)` and to a plain C consumer on librdkafka (bench/c/raw_consumer.c), and the
 per-poll latency percentiles of those runs (they include polls that wait for the broker when
 the client outruns the fetcher), and the client process's CPU time per record (all threads,
-librdkafka's included: what the client costs, whatever the broker's speed). The `*-latency`
-clients time polls of 500 buffered records (after 1 s pauses that let the client prefetch),
-the issue's latency target.
+librdkafka's included: what the client costs, whatever the broker's speed) with its ratio to the
+raw C consumer's. The `*-latency` clients time polls of 500 buffered records (after 1 s pauses
+that let the client prefetch): p50, p99 and max over all timed polls, and the first poll after
+each pause on its own.
 Results go to bench/results/<date>-consume-<broker>.json.
 Records are counted by what was produced (Tansu's high watermark is wrong).
 """
@@ -34,6 +35,7 @@ from _common import ROOT, Mock, Tansu, fill_partitions  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TOPIC = "bench"
+LATENCY_KEYS = ("buffered_p50_us", "buffered_p99_us", "buffered_max_us", "first_p50_us", "first_max_us")
 
 
 def fill(bootstrap: str, records: int, partitions: int, value_size: int) -> None:
@@ -138,10 +140,18 @@ def main() -> int:
 
     base_cf = median("confluent-consume500", "records_per_s")
     base_c = median("raw-c", "records_per_s")
+
+    def cpu_ns(name: str) -> float:
+        return statistics.median(
+            [r["cpu_s"] / r["records"] * 1e9 for r in results.get(name, []) if r.get("records")]
+            or [float("nan")]
+        )
+
+    base_c_cpu = cpu_ns("raw-c")
     print()
     print(
         f"{'client':24} {'median rec/s':>13} {'best rec/s':>12} {'x confluent':>12} {'x raw C':>8} "
-        f"{'poll p50 us':>12} {'poll p99 us':>12} {'CPU ns/rec':>11}"
+        f"{'poll p50 us':>12} {'poll p99 us':>12} {'CPU ns/rec':>11} {'CPU x raw C':>12}"
     )
     summary: dict[str, dict[str, object]] = {}
     for name in clients:
@@ -153,6 +163,7 @@ def main() -> int:
             continue
         med = median(name, "records_per_s")
         best = max(r["records_per_s"] for r in runs)
+        cpu = cpu_ns(name)
         summary[name] = {
             "median_records_per_s": med,
             "best_records_per_s": best,
@@ -160,35 +171,41 @@ def main() -> int:
             "ratio_vs_raw_c": med / base_c,
             "poll_p50_us": median(name, "poll_p50_us"),
             "poll_p99_us": median(name, "poll_p99_us"),
-            "cpu_ns_per_record": statistics.median(
-                [r["cpu_s"] / r["records"] * 1e9 for r in runs if "cpu_s" in r] or [float("nan")]
-            ),
+            "cpu_ns_per_record": cpu,
+            "cpu_ratio_vs_raw_c": cpu / base_c_cpu,
             "runs": runs,
         }
         print(
             f"{name:24} {med:13,.0f} {best:12,.0f} {med / base_cf:12.2f} {med / base_c:8.2f} "
             f"{summary[name]['poll_p50_us']:12.0f} {summary[name]['poll_p99_us']:12.0f} "
-            f"{summary[name]['cpu_ns_per_record']:11.0f}"
+            f"{cpu:11.0f} {cpu / base_c_cpu:12.2f}"
         )
     lat_clients = [n for n in clients if n.endswith("-latency")]
     if lat_clients:
         polls = results_polls(results, lat_clients)
-        print(f"\npoll() of 500 buffered records (median of runs; each run {polls})")
-        print(f"{'client':24} {'p50 us':>10} {'p99 us':>10} {'max us':>10}")
+        print(f"\npoll() of 500 buffered records (median of runs; each run {polls};")
+        print("'first' = the first poll after each pause; x confluent = ratio to confluent-latency)")
+        print(
+            f"{'client':24} {'p50 us':>10} {'p99 us':>10} {'max us':>10} {'first p50':>10} {'first max':>10} "
+            f"{'p99 x cf':>9} {'max x cf':>9}"
+        )
         for name in lat_clients:
             if not results[name]:
                 print(f"{name:24} no successful run")
                 continue
-            summary[name] = {
-                "buffered_p50_us": median(name, "buffered_p50_us"),
-                "buffered_p99_us": median(name, "buffered_p99_us"),
-                "buffered_max_us": median(name, "buffered_max_us"),
-                "runs": results[name],
-            }
+            summary[name] = {key: median(name, key) for key in LATENCY_KEYS}
+            summary[name]["runs"] = results[name]
+        for name in lat_clients:
+            if name not in summary:
+                continue
             row = summary[name]
+            cf = summary.get("confluent-latency", {})
+            p99_x = row["buffered_p99_us"] / cf.get("buffered_p99_us", float("nan"))  # type: ignore[operator]
+            max_x = row["buffered_max_us"] / cf.get("buffered_max_us", float("nan"))  # type: ignore[operator]
             print(
                 f"{name:24} {row['buffered_p50_us']:10.0f} {row['buffered_p99_us']:10.0f} "
-                f"{row['buffered_max_us']:10.0f}"
+                f"{row['buffered_max_us']:10.0f} {row['first_p50_us']:10.0f} {row['first_max_us']:10.0f} "
+                f"{p99_x:9.2f} {max_x:9.2f}"
             )
     out = (
         Path(args.json)

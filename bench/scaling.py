@@ -51,6 +51,7 @@ def run(args: argparse.Namespace, broker: Any = None, quiet: bool = False) -> di
                 per = [records // parts + (1 if p < records % parts else 0) for p in range(parts)]
                 _common.fill_partitions(broker.bootstrap, topic, per, size)
                 runs: dict[str, list[float]] = {c: [] for c in clients}
+                cpu: dict[str, list[float]] = {c: [] for c in clients}  # client CPU ns per record
                 for rep in range(args.repeat):
                     for name in clients:
                         prog.step(f"scaling {parts}p x {size} B: {name} run {rep + 1}")
@@ -67,6 +68,8 @@ def run(args: argparse.Namespace, broker: Any = None, quiet: bool = False) -> di
                             print(f"  {name}: read {res['records']} of {records}", flush=True)
                         else:
                             runs[name].append(res["records_per_s"])
+                            if "cpu_s" in res:
+                                cpu[name].append(res["cpu_s"] / res["records"] * 1e9)
                 cell: dict[str, Any] = {
                     "partitions": parts,
                     "value_size": size,
@@ -75,7 +78,11 @@ def run(args: argparse.Namespace, broker: Any = None, quiet: bool = False) -> di
                 }
                 for name, vals in runs.items():
                     if vals:
-                        cell["clients"][name] = {**_common.stats(vals), "runs": vals}
+                        cell["clients"][name] = {
+                            **_common.stats(vals),
+                            "runs": vals,
+                            "cpu_ns_per_record": _common.stats(cpu[name]).get("median", float("nan")),
+                        }
                 results.append(cell)
     finally:
         if own:

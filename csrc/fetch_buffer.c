@@ -20,6 +20,7 @@ static void partition_free(kc_fetch_buffer_t *fb, kc_partition_t *p) {
         rd_kafka_queue_destroy(p->queue);
     }
     free(p->ring);
+    free(p->ring_bytes);
     free(p->topic);
     free(p);
 }
@@ -94,13 +95,21 @@ static int ring_reserve(kc_partition_t *p, size_t need) {
     while (ncap < need)
         ncap *= 2;
     rd_kafka_message_t **nr = malloc(ncap * sizeof(*nr));
-    if (!nr)
+    uint32_t *nb = malloc(ncap * sizeof(*nb));
+    if (!nr || !nb) {
+        free(nr);
+        free(nb);
         return -1;
+    }
     /* unwrap into the new ring starting at 0 */
-    for (size_t i = 0; i < p->len; i++)
+    for (size_t i = 0; i < p->len; i++) {
         nr[i] = p->ring[(p->head + i) % p->ring_cap];
+        nb[i] = p->ring_bytes[(p->head + i) % p->ring_cap];
+    }
     free(p->ring);
+    free(p->ring_bytes);
     p->ring = nr;
+    p->ring_bytes = nb;
     p->ring_cap = ncap;
     p->head = 0;
     return 0;
@@ -114,9 +123,10 @@ int kc_fb_push(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_message_t **ms
     }
     size_t tail = (p->head + p->len) % p->ring_cap;
     for (size_t i = 0; i < n; i++) {
-        p->ring[tail] = msgs[i];
-        tail = tail + 1 == p->ring_cap ? 0 : tail + 1;
         size_t b = msg_bytes(msgs[i]);
+        p->ring[tail] = msgs[i];
+        p->ring_bytes[tail] = (uint32_t)b;
+        tail = tail + 1 == p->ring_cap ? 0 : tail + 1;
         p->bytes += b;
         fb->bytes += b;
     }
@@ -166,17 +176,18 @@ size_t kc_fb_drainable(const kc_fetch_buffer_t *fb) {
     return total;
 }
 
-/* Moves p->take records of p into out; returns how many were written. */
+/* Moves p->take records of p into out; returns how many were written. Reads no message
+ * but the last (its offset): the sizes come from ring_bytes. */
 static size_t take_from(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_message_t **out) {
     size_t k = p->take;
+    size_t taken_bytes = 0;
     for (size_t i = 0; i < k; i++) {
-        rd_kafka_message_t *m = p->ring[p->head];
-        out[i] = m;
+        out[i] = p->ring[p->head];
+        taken_bytes += p->ring_bytes[p->head];
         p->head = p->head + 1 == p->ring_cap ? 0 : p->head + 1;
-        size_t b = msg_bytes(m);
-        p->bytes -= b;
-        fb->bytes -= b;
     }
+    p->bytes -= taken_bytes;
+    fb->bytes -= taken_bytes;
     if (k) {
         p->len -= k;
         fb->records -= k;

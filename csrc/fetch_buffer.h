@@ -25,6 +25,9 @@ typedef struct kc_partition {
     char *topic;
     int32_t partition;
     rd_kafka_message_t **ring; /* FIFO ring buffer of owned messages */
+    uint32_t *ring_bytes;      /* key + value bytes of ring[i], noted when pushed: a drain takes
+                                  records out without reading the (by then cold) messages (a
+                                  fetched message is below receive.message.max.bytes < 2^31) */
     size_t ring_cap, head, len;
     size_t bytes;              /* key + value bytes buffered */
     int paused;

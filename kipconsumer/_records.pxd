@@ -4,13 +4,14 @@ from kipconsumer._rdk cimport rd_kafka_message_t
 cdef class ConsumerRecords:
     cdef rd_kafka_message_t **msgs
     cdef Py_ssize_t n
-    cdef list _groups        # [(TopicPartition, start, end)] in batch order
-    cdef dict _index         # TopicPartition -> (start, end)
-    cdef list _topics        # topic str per group, parallel to _groups
-    cdef Py_ssize_t *_group_of  # group index of each record
+    cdef list _groups        # [(TopicPartition, start, end)] in batch order; None until built
+    cdef dict _index         # TopicPartition -> (start, end); None until built
+    cdef list _topics        # topic str per group, parallel to _groups; None until built
+    cdef Py_ssize_t *_group_of  # group index of each record; NULL until built
     cdef object _owner       # keeps the librdkafka handle alive while messages are held
 
     cdef object _topic_of(self, Py_ssize_t i)
+    cdef _build_groups(self)
 
 
 cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner)

@@ -10,6 +10,7 @@ cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
 
 from kipconsumer._rdk cimport (rd_kafka_header_cnt, rd_kafka_header_get_all, rd_kafka_headers_t,
                                rd_kafka_message_destroy, rd_kafka_message_headers,
@@ -22,9 +23,9 @@ from kipconsumer.structs import TopicPartition
 
 cdef extern from "arrow_batch.h" nogil:
     struct ArrowSchema:
-        pass
+        void (*release)(ArrowSchema *)
     struct ArrowArray:
-        pass
+        void (*release)(ArrowArray *)
     int KC_ARROW_WITH_TIMESTAMP_TYPE
     int kc_arrow_build(rd_kafka_message_t *const *msgs, size_t n, int flags,
                        ArrowSchema *schema_out, ArrowArray *array_out,
@@ -37,6 +38,9 @@ cdef extern from "arrow_headers.h" nogil:
 
 
 _pyarrow_module = None
+# pyarrow.Schema of to_arrow()'s batches per kc_arrow_build flags: imported from C once, then reused,
+# so a batch imports only its array (the schema import is a fixed cost per call).
+_arrow_schemas = {}
 
 
 cdef object _pyarrow():
@@ -199,7 +203,35 @@ cdef class ConsumerRecords:
             self._group_of = NULL
 
     cdef object _topic_of(self, Py_ssize_t i):
+        if self._group_of == NULL:
+            self._build_groups()
         return self._topics[self._group_of[i]]
+
+    cdef _build_groups(self):
+        """Builds _group_of, _groups, _index and _topics from the messages (records of one
+        partition are contiguous, see records_take)."""
+        cdef Py_ssize_t i, start = 0, g = 0
+        self._groups = []
+        self._index = {}
+        self._topics = []
+        if self.n == 0:
+            return
+        self._group_of = <Py_ssize_t *>malloc(self.n * sizeof(Py_ssize_t))
+        if self._group_of == NULL:
+            self._groups = self._index = self._topics = None
+            raise MemoryError()
+        for i in range(self.n + 1):
+            if i == self.n or (i > start and (self.msgs[i].rkt != self.msgs[start].rkt or
+                                               self.msgs[i].partition != self.msgs[start].partition)):
+                topic = rd_kafka_topic_name(self.msgs[start].rkt).decode("utf-8", "replace")
+                tp = TopicPartition(topic, self.msgs[start].partition)
+                self._topics.append(topic)
+                self._groups.append((tp, start, i))
+                self._index[tp] = (start, i)
+                start = i
+                g += 1
+            if i < self.n:
+                self._group_of[i] = g
 
     def __len__(self) -> int:
         return self.n
@@ -230,11 +262,15 @@ cdef class ConsumerRecords:
 
     def partitions(self) -> list:
         """The partitions that have records in this batch, in batch order."""
+        if self._groups is None:
+            self._build_groups()
         return [g[0] for g in self._groups]
 
     def records(self, tp) -> list:
         """The records of partition ``tp`` (a TopicPartition) in offset order; [] if none."""
         cdef Py_ssize_t i
+        if self._index is None:
+            self._build_groups()
         span = self._index.get(tp)
         if span is None:
             return []
@@ -242,6 +278,8 @@ cdef class ConsumerRecords:
 
     def last_offsets(self) -> dict:
         """TopicPartition -> offset of the last record of that partition in this batch."""
+        if self._groups is None:
+            self._build_groups()
         return {g[0]: self.msgs[g[2] - 1].offset for g in self._groups}
 
     def to_arrow(self, *, timestamp_type: bool = False, headers: bool = False):
@@ -273,8 +311,16 @@ cdef class ConsumerRecords:
             free(array)
             raise MemoryError(err.decode("utf-8", "replace"))
         try:
-            return pyarrow.RecordBatch._import_from_c(<Py_ssize_t>array, <Py_ssize_t>schema)
+            cached = _arrow_schemas.get(flags)
+            if cached is None:
+                cached = pyarrow.Schema._import_from_c(<Py_ssize_t>schema)  # releases the C schema
+                _arrow_schemas[flags] = cached
+            else:
+                schema.release(schema)
+            return pyarrow.RecordBatch._import_from_c(<Py_ssize_t>array, cached)
         finally:
+            if array.release != NULL:  # the import failed before taking the array
+                array.release(array)
             free(schema)
             free(array)
 
@@ -301,6 +347,8 @@ cdef class ConsumerRecords:
             free(array)
 
     def __repr__(self) -> str:
+        if self._groups is None:
+            self._build_groups()
         return f"ConsumerRecords(count={self.n}, partitions={len(self._groups)})"
 
 
@@ -308,40 +356,22 @@ cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, objec
     """Takes ownership of n messages (the array itself is copied). `owner` is the object
     that destroys the librdkafka handle when freed: librdkafka's destroy waits for every
     message to be released, so a batch that outlives close() must keep the handle alive
-    (messages are destroyed in __dealloc__, before the owner reference is dropped)."""
+    (messages are destroyed in __dealloc__, before the owner reference is dropped).
+    Reads none of the messages: the partition groups (TopicPartition keys, topic names, the
+    group of each record) are built on first use (_build_groups), which a loop that only
+    iterates values or calls to_arrow() never needs, and the messages are first read where
+    their fields are used."""
     cdef ConsumerRecords b = ConsumerRecords.__new__(ConsumerRecords)
     b._owner = owner
-    cdef Py_ssize_t i, start = 0, g = -1
-    cdef rd_kafka_topic_t *rkt = NULL
-    cdef int partition = -1
-    b._groups = []
-    b._index = {}
-    b._topics = []
+    cdef Py_ssize_t i
     b.n = 0
     if n == 0:
         return b
     b.msgs = <rd_kafka_message_t **>malloc(n * sizeof(rd_kafka_message_t *))
-    b._group_of = <Py_ssize_t *>malloc(n * sizeof(Py_ssize_t))
-    if b.msgs == NULL or b._group_of == NULL:
+    if b.msgs == NULL:
         for i in range(n):
             rd_kafka_message_destroy(msgs[i])
         raise MemoryError()
-    for i in range(n):
-        b.msgs[i] = msgs[i]
+    memcpy(b.msgs, msgs, n * sizeof(rd_kafka_message_t *))
     b.n = n
-    for i in range(n):
-        if msgs[i].rkt != rkt or msgs[i].partition != partition:
-            if g >= 0:
-                b._groups[g] = (b._groups[g][0], start, i)
-            rkt = msgs[i].rkt
-            partition = msgs[i].partition
-            topic = rd_kafka_topic_name(rkt).decode("utf-8", "replace")
-            b._topics.append(topic)
-            b._groups.append((TopicPartition(topic, partition), i, i))
-            g += 1
-            start = i
-        b._group_of[i] = g
-    b._groups[g] = (b._groups[g][0], start, n)
-    for tp, s, e in b._groups:
-        b._index[tp] = (s, e)
     return b

@@ -146,13 +146,18 @@ headers = st.one_of(
 )
 
 
+def _header_name_ok(name: object) -> bool:
+    """A str without NUL (header names are C strings: a NUL is refused with ValueError)."""
+    return isinstance(name, str) and "\x00" not in name
+
+
 def _headers_ok(h: object) -> bool:
     if h is None:
         return True
     if isinstance(h, dict):
-        return all(isinstance(k, str) and isinstance(v, GOOD) for k, v in h.items())
+        return all(_header_name_ok(k) and isinstance(v, GOOD) for k, v in h.items())
     if isinstance(h, list):
-        return all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) and isinstance(x[1], GOOD)
+        return all(isinstance(x, tuple) and len(x) == 2 and _header_name_ok(x[0]) and isinstance(x[1], GOOD)
                    for x in h)
     return False
 
@@ -170,6 +175,9 @@ def test_send_argument_types(producer: KafkaProducer, value: object, key: object
                                             ("key", key, isinstance(key, GOOD)),
                                             ("header", hdrs, _headers_ok(hdrs))) if not good]
         assert any(name in str(e) for name in bad), f"{e} does not name one of {bad}"
+        return
+    except ValueError as e:  # a header name with a NUL character
+        assert not ok and "header name" in str(e) and "NUL" in str(e), e
         return
     assert ok, f"accepted bad arguments value={value!r} key={key!r} headers={hdrs!r}"
     assert fut.result(10).topic == "props"

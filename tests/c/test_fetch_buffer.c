@@ -236,6 +236,50 @@ static void test_remove_and_purge(void) {
     CHECK(g_live == 0);
 }
 
+/* The byte totals follow the sizes noted at push (ring_bytes) through ring growth and
+ * wrap-around, for records of different sizes, and a drain does not read the sizes back from
+ * the messages (it leaves them untouched; here a message changed after the push shows it). */
+static void test_bytes_noted_at_push(void) {
+    kc_fetch_buffer_t fb;
+    kc_fb_init(&fb);
+    kc_partition_t *a = kc_fb_add(&fb, "t", 0);
+    kc_partition_t *b = kc_fb_add(&fb, "t", 1);
+    size_t expect_a = 0, expect_b = 0;
+    int64_t next_a = 0;
+    rd_kafka_message_t *out[100];
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < 37; i++) { /* 37 per round: the ring grows and wraps */
+            rd_kafka_message_t *m = fake(0, next_a++, (size_t)(round * 7 + i));
+            m->key_len = (size_t)i;
+            m->key = m; /* any non-NULL pointer: only key_len is counted */
+            expect_a += (size_t)(round * 7 + i) + (size_t)i;
+            kc_fb_push(&fb, a, &m, 1);
+            m->len = 1000000; /* changed after the push: must not count */
+        }
+        rd_kafka_message_t *m = fake(1, round, 5);
+        kc_fb_push(&fb, b, &m, 1);
+        expect_b += 5;
+        CHECK(a->bytes == expect_a && b->bytes == expect_b && fb.bytes == expect_a + expect_b);
+        size_t n = kc_fb_drain(&fb, 30, KC_FAIRNESS_GREEDY, out);
+        for (size_t i = 0; i < n; i++) {
+            size_t noted = out[i]->partition == 0 ? (size_t)((out[i]->offset / 37) * 7 + out[i]->offset % 37)
+                                                       + (size_t)(out[i]->offset % 37)
+                                                 : 5;
+            if (out[i]->partition == 0)
+                expect_a -= noted;
+            else
+                expect_b -= noted;
+        }
+        release(out, n);
+        CHECK(a->bytes == expect_a && b->bytes == expect_b && fb.bytes == expect_a + expect_b);
+    }
+    CHECK(a->ring_cap >= 64 && a->len > 64); /* grown past the first capacity */
+    kc_fb_purge_all(&fb);
+    CHECK(fb.records == 0 && fb.bytes == 0 && a->bytes == 0 && b->bytes == 0);
+    kc_fb_destroy(&fb);
+    CHECK(g_live == 0);
+}
+
 static void test_target_is_twice_the_share(void) {
     kc_fetch_buffer_t fb;
     kc_fb_init(&fb);
@@ -256,6 +300,7 @@ int main(void) {
     run("next_offset", test_next_offset);
     run("remove_and_purge", test_remove_and_purge);
     run("target_is_twice_the_share", test_target_is_twice_the_share);
+    run("bytes_noted_at_push", test_bytes_noted_at_push);
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed ? 1 : 0;
 }

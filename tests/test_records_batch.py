@@ -1,0 +1,104 @@
+"""ConsumerRecords' accessors over real polls: the partition groups (partitions(), records(tp),
+last_offsets(), record.topic) are built on first use, whichever accessor comes first, and
+to_arrow() reuses one imported schema per column set.
+
+Against the session EmbeddedBroker over TCP; data produced with confluent_kafka.Producer.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Producer
+from kc_testing import make_consumer
+
+from kipconsumer import TopicPartition
+
+
+def _fill(bootstrap: str, topics: list[str], per_partition: int, partitions: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for t in topics:
+        for part in range(partitions):
+            for i in range(per_partition):
+                p.produce(t, value=f"{t}/{part}/{i}".encode(), partition=part)
+    assert p.flush(30) == 0
+
+
+def _batches(c, want: int) -> list:
+    """Polls until `want` records were returned; every batch that has records."""
+    out, got = [], 0
+    deadline = time.monotonic() + 30
+    while got < want:
+        assert time.monotonic() < deadline, f"only {got} of {want} records"
+        recs = c.poll(0.5)
+        if len(recs):
+            out.append(recs)
+            got += len(recs)
+    return out
+
+
+def _expected_groups(records: list) -> list[tuple[TopicPartition, int, int]]:
+    """(tp, first index, end index) runs of one partition, from the records themselves."""
+    groups: list[tuple[TopicPartition, int, int]] = []
+    for i, r in enumerate(records):
+        tp = TopicPartition(r.value.decode().split("/")[0], r.partition)
+        if groups and groups[-1][0] == tp:
+            groups[-1] = (tp, groups[-1][1], i + 1)
+        else:
+            groups.append((tp, i, i + 1))
+    return groups
+
+
+@pytest.mark.parametrize("first", ["iterate", "partitions", "records", "last_offsets", "topic", "repr"])
+def test_groups_built_on_first_use_by_any_accessor(broker, topic_factory, unique_name, first):
+    topics = [topic_factory(partitions=3), topic_factory(partitions=3)]
+    _fill(broker.bootstrap_servers, topics, 40, 3)
+    with make_consumer(broker, unique_name("g"), max_poll_records=50) as c:
+        c.assign([TopicPartition(t, p) for t in topics for p in range(3)])
+        time.sleep(1.0)  # every partition's records arrive: the first polls hold all six
+        most_groups = 0
+        for recs in _batches(c, 2 * 3 * 40):
+            if first == "iterate":
+                values = [r.value for r in recs]
+            elif first == "partitions":
+                recs.partitions()
+            elif first == "records":
+                assert recs.records(TopicPartition("no-such-topic", 0)) == []
+            elif first == "last_offsets":
+                recs.last_offsets()
+            elif first == "topic":
+                assert recs[len(recs) - 1].topic in topics
+            else:
+                assert repr(recs).startswith(f"ConsumerRecords(count={len(recs)}, partitions=")
+            listed = list(recs)
+            values = [r.value for r in listed]
+            groups = _expected_groups(listed)
+            most_groups = max(most_groups, len(groups))
+            assert recs.partitions() == [g[0] for g in groups]
+            assert repr(recs) == f"ConsumerRecords(count={len(recs)}, partitions={len(groups)})"
+            assert recs.last_offsets() == {tp: listed[e - 1].offset for tp, _, e in groups}
+            for tp, s, e in groups:
+                assert [r.value for r in recs.records(tp)] == values[s:e]
+                assert all(r.topic == tp.topic and r.partition == tp.partition for r in listed[s:e])
+        assert most_groups >= 4  # batches spanning both topics and several partitions were checked
+
+
+def test_to_arrow_schema_per_column_set(broker, topic_factory, unique_name):
+    """Alternating timestamp_type=False/True: each batch carries its own column set and the values of
+    its own records (the schema is imported once per set and reused)."""
+    pa = pytest.importorskip("pyarrow")
+    topic = topic_factory(partitions=2)
+    _fill(broker.bootstrap_servers, [topic], 60, 2)
+    with make_consumer(broker, unique_name("g"), max_poll_records=20) as c:
+        c.assign([TopicPartition(topic, p) for p in range(2)])
+        for k, recs in enumerate(_batches(c, 120)):
+            with_type = k % 2 == 1
+            rb = recs.to_arrow(timestamp_type=with_type)
+            names = ["topic", "partition", "offset", "timestamp", "key", "value"]
+            assert rb.schema.names == names + (["timestamp_type"] if with_type else [])
+            assert rb.schema.field("value").type == pa.binary()
+            assert rb.column("value").to_pylist() == [r.value for r in recs]
+            assert rb.column("offset").to_pylist() == [r.offset for r in recs]
+            if with_type:
+                assert rb.column("timestamp_type").to_pylist() == [r.timestamp_type for r in recs]
