@@ -7,16 +7,9 @@
 
 #include "fetch_buffer.h"
 
-static int g_passed, g_failed, g_case_failed;
+#include "kc_test.h"
 static long g_live; /* fake messages alive */
 
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            g_case_failed = 1;                                                         \
-            printf("FAIL %s:%d: %s\n", __func__, __LINE__, #cond);                   \
-        }                                                                              \
-    } while (0)
 
 static void fake_destroy(rd_kafka_message_t *m) {
     g_live--;
@@ -51,16 +44,6 @@ static void release(rd_kafka_message_t **out, size_t n) {
         fake_destroy(out[i]);
 }
 
-static void run(const char *name, void (*fn)(void)) {
-    g_case_failed = 0;
-    fn();
-    if (g_case_failed) {
-        g_failed++;
-        printf("case %s failed\n", name);
-    } else {
-        g_passed++;
-    }
-}
 
 /* 1 deep + 5 shallow partitions, cap 100: proportional serves all six in one drain,
  * the shallow ones fully, the deep one the rest. */
@@ -293,14 +276,13 @@ static void test_target_is_twice_the_share(void) {
 
 int main(void) {
     kc_fb_msg_destroy = fake_destroy;
-    run("proportional_serves_every_partition", test_proportional_serves_every_partition);
-    run("proportional_remainder_rotates", test_proportional_remainder_rotates);
-    run("greedy_round_robin", test_greedy_round_robin);
-    run("pause_keeps_records", test_pause_keeps_records);
-    run("next_offset", test_next_offset);
-    run("remove_and_purge", test_remove_and_purge);
-    run("target_is_twice_the_share", test_target_is_twice_the_share);
-    run("bytes_noted_at_push", test_bytes_noted_at_push);
-    printf("%d passed, %d failed\n", g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    run_case("proportional_serves_every_partition", test_proportional_serves_every_partition);
+    run_case("proportional_remainder_rotates", test_proportional_remainder_rotates);
+    run_case("greedy_round_robin", test_greedy_round_robin);
+    run_case("pause_keeps_records", test_pause_keeps_records);
+    run_case("next_offset", test_next_offset);
+    run_case("remove_and_purge", test_remove_and_purge);
+    run_case("target_is_twice_the_share", test_target_is_twice_the_share);
+    run_case("bytes_noted_at_push", test_bytes_noted_at_push);
+    return kc_test_summary();
 }
