@@ -292,7 +292,10 @@ cdef class ConsumerRecords:
         headers). Requires pyarrow.
         """
         if headers:
-            return self.to_arrow(timestamp_type=timestamp_type).append_column("headers", self._headers_arrow())
+            rb = self.to_arrow(timestamp_type=timestamp_type)
+            col = self._headers_arrow()
+            return _pyarrow().RecordBatch.from_arrays(
+                rb.columns + [col], schema=rb.schema.append(_pyarrow().field("headers", col.type)))
         pyarrow = _pyarrow()
         cdef ArrowSchema *schema = <ArrowSchema *>malloc(sizeof(ArrowSchema))
         cdef ArrowArray *array = <ArrowArray *>malloc(sizeof(ArrowArray))

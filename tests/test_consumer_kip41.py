@@ -773,6 +773,7 @@ def test_to_arrow_headers_column_matches_record_headers(broker, topic_factory, u
             rb = recs.to_arrow(timestamp_type=True, headers=True)
             rb.validate(full=True)
             assert rb.schema.names[-1] == "headers"
+            assert rb.schema.remove(rb.num_columns - 1) == recs.to_arrow(timestamp_type=True).schema
             assert rb.schema.field("headers").type == pa.list_(
                 pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
             for r, row in zip(recs, rb.column("headers").to_pylist(), strict=True):

@@ -100,7 +100,7 @@ WORKLOAD = textwrap.dedent('''
                 if len(recs) and kept is None:
                     kept = recs
                     try:
-                        kept.to_arrow()
+                        kept.to_arrow(headers=True)  # also csrc/arrow_headers.c
                     except ImportError:
                         pass
                 if seen and seen % 1000 < 100:
