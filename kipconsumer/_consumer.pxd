@@ -98,8 +98,4 @@ cdef class NativeConsumer:
     cdef kc_poll_status_t _poll_core(self, int timeout_ms) except *
     cdef void _detach_commit_queue(self) noexcept
     cdef void _destroy(self) noexcept
-    cdef _handle_errors(self)
-    cdef _poll(self, double timeout)
-    cdef kc_partition_t *_assigned(self, tp) except NULL
-    cdef _set_paused(self, list tps, bint paused)
     cdef _on_stats(self, str doc)

@@ -10,6 +10,8 @@ includes, each listed in _consumer.pxd with its fields:
 - _consumer_membership.pxi  MemberState transitions and the rebalance events served by poll()
 - _consumer_commits.pxi     offset store, commit-and-wait, commit callbacks, committed lookup
 - _consumer_close.pxi       ClosePhase: settle, librdkafka's close, the hand-over to the reaper
+- _consumer_poll.pxi        the poll loop around csrc/consumer_core.c, consumer errors
+- _consumer_offsets.pxi     seek, pause/resume, watermarks, offsets by time
 
 The public, typed facade is kipconsumer.consumer.KafkaConsumer; docs/design.md maps the layers.
 """
@@ -228,6 +230,8 @@ include "_consumer_listener.pxi"
 include "_consumer_membership.pxi"
 include "_consumer_commits.pxi"
 include "_consumer_close.pxi"
+include "_consumer_poll.pxi"
+include "_consumer_offsets.pxi"
 
 
 cdef class NativeConsumer:
@@ -468,50 +472,9 @@ cdef class NativeConsumer:
                                     "from a signal handler); call wakeup() there instead")
         self._in_poll = True
         try:
-            return self._poll(timeout)
+            return _poll(self, timeout)
         finally:
             self._in_poll = False
-
-    cdef _poll(self, double timeout):
-        cdef kc_poll_status_t st
-        cdef size_t n = 0
-        cdef int64_t deadline = _deadline_ms(timeout)
-        cdef bint again = False
-        if self._member == MEMBER_REJOINING:
-            _member_rejoin(self)
-        if self.auto_commit:
-            self._store_positions(None)
-        _serve_commit_callbacks(self)
-        while True:
-            if self._close_requested:
-                return records_take(self.out, 0, None)
-            with nogil:
-                st = kc_consumer_poll(self.core, _slice(deadline), self.out, &n)
-            drain_logs()
-            if again:
-                self.core.polls -= 1  # a slice that continues this poll() is not another poll
-            again = True
-            if st == KC_POLL_OK:
-                if n or self._pending_exc is not None:
-                    batch = records_take(self.out, n, self._handle)
-                    self._raise_pending()
-                    return batch
-                _serve_commit_callbacks(self)
-                if kc_now_ms() >= deadline or self._close_requested:
-                    return records_take(self.out, 0, None)
-                PyErr_CheckSignals()
-                continue
-            if st == KC_POLL_WAKEUP:
-                if self._close_requested:
-                    return records_take(self.out, 0, None)
-                raise WakeupError("poll() interrupted by wakeup()")
-            if st == KC_POLL_ABORT:
-                self._raise_pending()
-            if st == KC_POLL_EVENT:
-                self._handle_errors()
-            if kc_now_ms() >= deadline:
-                return records_take(self.out, 0, None)
-            PyErr_CheckSignals()
 
     def request_close(self):
         """close() was called from another thread while this consumer's owner thread is in a call: a
@@ -521,30 +484,6 @@ cdef class NativeConsumer:
         if self.core != NULL:
             kc_consumer_wakeup(self.core)
 
-    cdef _handle_errors(self):
-        cdef rd_kafka_message_t *m
-        while True:
-            m = kc_consumer_take_error(self.core)
-            if m == NULL:
-                break
-            err = m.err
-            where = ""
-            if m.rkt != NULL:
-                where = f" ({rd_kafka_topic_name(m.rkt).decode()}-{m.partition})"
-            detail = rd_kafka_message_errstr(m).decode(errors="replace")
-            rd_kafka_message_destroy(m)
-            if err == RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED:
-                self.poll_interval_expiries += 1
-                _member_left(self)
-                kc_fb_purge_all(&self.core.fb)
-                log.warning("consumer left the group: poll() was not called within "
-                            "max.poll.interval.ms (%d ms); rejoining", self.max_poll_interval_ms)
-            elif err == RD_KAFKA_RESP_ERR__FATAL:
-                raise KafkaError(f"fatal consumer error: {detail}", code=_err_name(err))
-            else:
-                log.warning("consumer error %s%s: %s", _err_name(err), where, detail)
-
-    # ---------------------------------------------------------------- offsets
     cdef _store_positions(self, object only):
         """Hands positions of returned records to librdkafka's offset store (auto-commit)."""
         cdef rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new(max(1, self.core.fb.n))
@@ -669,134 +608,17 @@ cdef class NativeConsumer:
             rd_kafka_topic_partition_list_destroy(lst)
 
     def watermarks(self, str topic, int partition, double timeout):
-        self._check_open()
-        cdef int64_t low = 0, high = 0
-        cdef rd_kafka_resp_err_t err
-        cdef bytes t = c_string(topic, "topic")
-        cdef const char *ct = t
-        cdef int tmo = _ms(timeout)
-        with nogil:
-            err = rd_kafka_query_watermark_offsets(self.rk, ct, partition, &low, &high, tmo)
-        if err:
-            self._raise(err, f"watermark offsets of {topic}-{partition}")
-        return low, high
+        return _watermarks(self, topic, partition, timeout)
 
     def offsets_for_times(self, list queries, double timeout):
-        """``{TopicPartition: (offset, timestamp) | None}`` for ``queries``, a list of
-        ``(TopicPartition, timestamp_ms)``: the earliest offset whose record timestamp is at or after
-        the timestamp, and that record's timestamp; None where no record is that late. Asked with
-        librdkafka's ListOffsets (the broker's ListOffsets by timestamp, which carries the record's
-        timestamp; rd_kafka_offsets_for_times() drops it) on a queue of its own, so the wait goes in
-        slices and a signal interrupts it. Raises KafkaError for a partition the broker refuses."""
-        self._check_open()
-        cdef rd_kafka_topic_partition_list_t *lst
-        cdef rd_kafka_AdminOptions_t *opts = NULL
-        cdef rd_kafka_queue_t *q = NULL
-        cdef rd_kafka_event_t *ev = NULL
-        cdef const rd_kafka_ListOffsetsResultInfo_t **infos
-        cdef const rd_kafka_topic_partition_t *rtp
-        cdef rd_kafka_resp_err_t err
-        cdef int64_t deadline = _deadline_ms(timeout)
-        cdef size_t cnt = 0, i
-        cdef char errstr[256]
-        asked = dict(queries)  # the request refuses duplicates; the last timestamp of a partition wins
-        out = dict.fromkeys(asked)
-        if not asked:
-            return out
-        lst = _c_list(list(asked))
-        try:
-            for i in range(lst.cnt):
-                lst.elems[i].offset = asked[TopicPartition(lst.elems[i].topic.decode(), lst.elems[i].partition)]
-            opts = rd_kafka_AdminOptions_new(self.rk, RD_KAFKA_ADMIN_OP_ANY)
-            if opts == NULL:
-                raise MemoryError()
-            rd_kafka_AdminOptions_set_request_timeout(opts, _admin_request_timeout_ms(deadline),
-                                                      errstr, sizeof(errstr))
-            q = rd_kafka_queue_new(self.rk)
-            rd_kafka_ListOffsets(self.rk, lst, opts, q)
-            ev = _await_event(q, deadline, True)
-            if ev == NULL:
-                self._raise(RD_KAFKA_RESP_ERR__TIMED_OUT, "offsets_for_times")
-            err = rd_kafka_event_error(ev)
-            if err:
-                self._raise(err, "offsets_for_times")
-            infos = rd_kafka_ListOffsets_result_infos(rd_kafka_event_ListOffsets_result(ev), &cnt)
-            for i in range(cnt):
-                rtp = rd_kafka_ListOffsetsResultInfo_topic_partition(infos[i])
-                tp = TopicPartition(rtp.topic.decode(), rtp.partition)
-                if rtp.err:
-                    self._raise(rtp.err, f"offsets_for_times of {tp.topic}-{tp.partition}")
-                if tp in out and rtp.offset >= 0:
-                    out[tp] = (rtp.offset, rd_kafka_ListOffsetsResultInfo_timestamp(infos[i]))
-            return out
-        finally:
-            if ev != NULL:
-                rd_kafka_event_destroy(ev)
-            if q != NULL:
-                rd_kafka_queue_destroy(q)
-            if opts != NULL:
-                rd_kafka_AdminOptions_destroy(opts)
-            rd_kafka_topic_partition_list_destroy(lst)
-
-    cdef kc_partition_t *_assigned(self, tp) except NULL:
-        cdef kc_partition_t *p = kc_fb_find(&self.core.fb, c_string(tp.topic, "topic"), tp.partition)
-        if p == NULL:
-            raise IllegalStateError(f"No current assignment for partition {tp.topic}-{tp.partition}")
-        return p
+        return _offsets_for_times(self, queries, timeout)
 
     def seek(self, tp, int64_t offset, double timeout, bint _fetcher_only=False):
-        """Next poll() returns records of tp from `offset` (or BEGINNING/END sentinels).
-        `_fetcher_only` (tests) moves librdkafka's fetcher and leaves the fetch buffer, position
-        and floor alone, as when librdkafka restarts a fetcher by itself."""
-        self._check_open()
-        cdef kc_partition_t *p = self._assigned(tp)
-        cdef rd_kafka_topic_partition_list_t *lst = _c_list([tp])
-        cdef rd_kafka_error_t *error
-        cdef int tmo = <int>(timeout * 1000)
-        lst.elems[0].offset = offset
-        if not _fetcher_only:
-            kc_fb_purge(&self.core.fb, p)
-            p.position = offset if offset >= 0 else KC_POSITION_UNKNOWN
-            p.floor = KC_POSITION_UNKNOWN  # the application chose where to read from
-            if offset >= 0:
-                kc_consumer_seek_guard(p, offset)  # the seek wins over a fetch librdkafka started
-        cdef int64_t seek_deadline = kc_now_ms() + tmo
-        while True:
-            with nogil:
-                error = rd_kafka_seek_partitions(self.rk, lst, tmo)
-            # Right after assign() (or in on_partitions_assigned) librdkafka has not started
-            # the partition's fetcher yet (it first looks up the committed offset) and
-            # refuses the seek with _STATE, or the fetcher's start overtakes the seek, which
-            # then fails with _OUTDATED: retry until the seek is applied.
-            if (error == NULL and _seek_again(lst.elems[0].err)
-                    and kc_now_ms() < seek_deadline):
-                lst.elems[0].err = RD_KAFKA_RESP_ERR_NO_ERROR
-                with nogil:
-                    usleep(5000)
-                continue
-            if (error != NULL and _seek_again(rd_kafka_error_code(error))
-                    and kc_now_ms() < seek_deadline):
-                rd_kafka_error_destroy(error)
-                with nogil:
-                    usleep(5000)
-                continue
-            break
-        try:
-            if error != NULL:
-                msg = rd_kafka_error_string(error).decode()
-                code = _err_name(rd_kafka_error_code(error))
-                rd_kafka_error_destroy(error)
-                raise KafkaError(f"seek({tp.topic}-{tp.partition}, {offset}) failed: {msg}", code=code)
-            if lst.elems[0].err:
-                self._raise(lst.elems[0].err, f"seek({tp.topic}-{tp.partition}, {offset})")
-        finally:
-            rd_kafka_topic_partition_list_destroy(lst)
-        # records already queued by librdkafka before the seek are older than the barrier
-        kc_fb_purge(&self.core.fb, p)
+        _seek(self, tp, offset, timeout, _fetcher_only)
 
     def position_or_none(self, tp):
         self._check_open()
-        cdef kc_partition_t *p = self._assigned(tp)
+        cdef kc_partition_t *p = _assigned(self, tp)
         if p.position != KC_POSITION_UNKNOWN:
             return p.position
         return None
@@ -804,7 +626,7 @@ cdef class NativeConsumer:
     def buffered_first_offset(self, tp):
         """Offset of the oldest buffered record of tp, or None (used by position())."""
         self._check_open()
-        cdef int64_t off = kc_fb_first_offset(self._assigned(tp))
+        cdef int64_t off = kc_fb_first_offset(_assigned(self, tp))
         return None if off == KC_POSITION_UNKNOWN else off
 
     def librdkafka_position(self, tp):
@@ -816,27 +638,11 @@ cdef class NativeConsumer:
         rd_kafka_topic_partition_list_destroy(lst)
         return off if off >= 0 else None
 
-    cdef _set_paused(self, list tps, bint paused):
-        """Pauses/resumes fetching in librdkafka and returning in the fetch buffer; every
-        partition must be assigned (checked before anything changes)."""
-        self._check_open()
-        cdef rd_kafka_topic_partition_list_t *lst
-        for tp in tps:
-            self._assigned(tp)
-        lst = _c_list(tps)
-        if paused:
-            rd_kafka_pause_partitions(self.rk, lst)
-        else:
-            rd_kafka_resume_partitions(self.rk, lst)
-        rd_kafka_topic_partition_list_destroy(lst)
-        for tp in tps:
-            self._assigned(tp).paused = paused
-
     def pause(self, list tps):
-        self._set_paused(tps, True)
+        _set_paused(self, tps, True)
 
     def resume(self, list tps):
-        self._set_paused(tps, False)
+        _set_paused(self, tps, False)
 
     def paused(self):
         self._check_open()

@@ -541,8 +541,15 @@ def test_offsets_for_times_embedded_broker(broker, topic_factory):
         finally:
             cc.close()
         assert peer[0].offset == -1
-        with pytest.raises(KafkaTimeoutError):
-            c.offsets_for_times({tp0: now}, timeout=0)
+        # a broker slower than the timeout (an answer within 0 s could come on a loaded machine)
+        for b in broker.broker_ids:
+            broker.set_rtt(b, 500)
+        try:
+            with pytest.raises(KafkaTimeoutError):
+                c.offsets_for_times({tp0: now}, timeout=0.05)
+        finally:
+            for b in broker.broker_ids:
+                broker.set_rtt(b, 0)
         with pytest.raises(KafkaError, match="offsets_for_times"):
             c.offsets_for_times({TopicPartition("no-such-topic-oft", 0): now}, timeout=10)
 

@@ -1,0 +1,71 @@
+# The poll loop around csrc/consumer_core.c: waits in slices (signals, wakeup(), close() from another
+# thread), serves commit callbacks and consumer errors, hands out one batch
+# (included by _consumer.pyx; fields in _consumer.pxd).
+
+
+cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
+    cdef kc_poll_status_t st
+    cdef size_t n = 0
+    cdef int64_t deadline = _deadline_ms(timeout)
+    cdef bint again = False
+    if c._member == MEMBER_REJOINING:
+        _member_rejoin(c)
+    if c.auto_commit:
+        c._store_positions(None)
+    _serve_commit_callbacks(c)
+    while True:
+        if c._close_requested:
+            return records_take(c.out, 0, None)
+        with nogil:
+            st = kc_consumer_poll(c.core, _slice(deadline), c.out, &n)
+        drain_logs()
+        if again:
+            c.core.polls -= 1  # a slice that continues this poll() is not another poll
+        again = True
+        if st == KC_POLL_OK:
+            if n or c._pending_exc is not None:
+                batch = records_take(c.out, n, c._handle)
+                c._raise_pending()
+                return batch
+            _serve_commit_callbacks(c)
+            if kc_now_ms() >= deadline or c._close_requested:
+                return records_take(c.out, 0, None)
+            PyErr_CheckSignals()
+            continue
+        if st == KC_POLL_WAKEUP:
+            if c._close_requested:
+                return records_take(c.out, 0, None)
+            raise WakeupError("poll() interrupted by wakeup()")
+        if st == KC_POLL_ABORT:
+            c._raise_pending()
+        if st == KC_POLL_EVENT:
+            _handle_errors(c)
+        if kc_now_ms() >= deadline:
+            return records_take(c.out, 0, None)
+        PyErr_CheckSignals()
+
+
+cdef _handle_errors(NativeConsumer c):
+    cdef rd_kafka_message_t *m
+    while True:
+        m = kc_consumer_take_error(c.core)
+        if m == NULL:
+            break
+        err = m.err
+        where = ""
+        if m.rkt != NULL:
+            where = f" ({rd_kafka_topic_name(m.rkt).decode()}-{m.partition})"
+        detail = rd_kafka_message_errstr(m).decode(errors="replace")
+        rd_kafka_message_destroy(m)
+        if err == RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED:
+            c.poll_interval_expiries += 1
+            _member_left(c)
+            kc_fb_purge_all(&c.core.fb)
+            log.warning("consumer left the group: poll() was not called within "
+                        "max.poll.interval.ms (%d ms); rejoining", c.max_poll_interval_ms)
+        elif err == RD_KAFKA_RESP_ERR__FATAL:
+            raise KafkaError(f"fatal consumer error: {detail}", code=_err_name(err))
+        else:
+            log.warning("consumer error %s%s: %s", _err_name(err), where, detail)
+
+# ---------------------------------------------------------------- offsets
