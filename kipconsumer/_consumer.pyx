@@ -1065,7 +1065,10 @@ cdef class NativeConsumer:
                 ev = NULL
                 self.stale_epoch_retries += 1
                 with nogil:
-                    rd_kafka_queue_poll(q, _STALE_EPOCH_BACKOFF_MS)
+                    ev = rd_kafka_queue_poll(q, _STALE_EPOCH_BACKOFF_MS)  # a pause: nothing else is posted to q
+                if ev != NULL:
+                    rd_kafka_event_destroy(ev)
+                    ev = NULL
                 PyErr_CheckSignals()
             if ev == NULL:
                 if capped:
