@@ -12,6 +12,9 @@ partitioner instead.
 * At least once, no loss: the offset committed for a source partition never passes a record whose
   outputs are not all acknowledged by the sink. Outputs of one source partition reach the sink in
   order, re-sends included.
+* ``"processing.guarantee": "exactly_once_v2"``: the outputs and source offsets of each commit interval
+  are committed in one transaction (``kipconsumer._eos``); an aborted transaction rewinds its records,
+  so a read_committed reader of the sink sees each record's outputs once (docs/tasks.md).
 * One :class:`~kipconsumer.tasks.TaskExecutor` task per assigned partition (named ``topic-partition``),
   created and removed with the assignment by the rebalance listener. A revoked task first flushes its
   outputs and commits what is acknowledged; a lost one is dropped without commit.
