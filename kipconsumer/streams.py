@@ -12,6 +12,9 @@ partitioner instead.
 * At least once, no loss: the offset committed for a source partition never passes a record whose
   outputs are not all acknowledged by the sink. Outputs of one source partition reach the sink in
   order, re-sends included.
+* ``"processing.guarantee": "exactly_once_v2"``: the outputs and source offsets of each commit interval
+  are committed in one transaction (``kipconsumer._eos``); an aborted transaction rewinds its records,
+  so a read_committed reader of the sink sees each record's outputs once (docs/tasks.md).
 * One :class:`~kipconsumer.tasks.TaskExecutor` task per assigned partition (named ``topic-partition``),
   created and removed with the assignment by the rebalance listener. A revoked task first flushes its
   outputs and commits what is acknowledged; a lost one is dropped without commit.
@@ -272,48 +275,17 @@ class _PartitionTask:
                 from exc
         if not self.pending:
             return moved
-        if not self.sink_known:
-            self.sink_partition = self.pipeline._sink_partition_for(self.tp.partition)
-            self.sink_known = True
+        self._know_sink()
         self._process()
         return True
 
     def _process(self) -> None:
+        """Processes up to ``max.poll.records`` pending records and sends their outputs. At least once:
+        each output is tracked (``inflight``) until acknowledged. exactly_once_v2: outputs belong to
+        the open transaction; the task remembers its first record in it (``txn_base``)."""
         pending, inflight = self.pending, self.inflight
         pipeline = self.pipeline
-        process, send, topic, part = pipeline.process, pipeline._producer.send, pipeline.sink_topic, \
-            self.sink_partition
-        budget = pipeline._budget
-        while pending and budget > 0:
-            budget -= 1
-            rec = pending[0]
-            off = rec.offset
-            outs = [_Out(off, k, v) for k, v in process(rec)]
-            pending.popleft()
-            self.processed += 1
-            self.processed_upto = off + 1
-            if not outs:
-                continue
-            inflight.extend(outs)
-            for i, out in enumerate(outs):
-                try:
-                    out.future = send(topic, value=out.value, key=out.key, partition=part)
-                except TimeoutError as exc:
-                    raise self._timeout(exc, f"send to {topic} (output {i} of offset {off})") from exc
-
-    def _step_transactional(self) -> bool:
-        """exactly_once_v2: processes into the open transaction (none while it commits). A send that
-        times out aborts the transaction (every task rewinds) and raises KafkaTimeoutError."""
-        pipeline = self.pipeline
-        txn = pipeline._txn
-        assert txn is not None
-        if not self.pending or txn.busy:
-            return False
-        if not self.sink_known:
-            self.sink_partition = pipeline._sink_partition_for(self.tp.partition)
-            self.sink_known = True
-        txn.begin_if_needed()
-        pending = self.pending
+        transactional = pipeline._txn is not None
         process, send, topic, part = pipeline.process, pipeline._producer.send, pipeline.sink_topic, \
             self.sink_partition
         budget = pipeline._budget
@@ -323,21 +295,49 @@ class _PartitionTask:
             off = rec.offset
             outs = list(process(rec))
             pending.popleft()
-            if self.txn_base < 0:
-                self.txn_base = off
             self.processed += 1
             self.processed_upto = off + 1
+            tracked: list[_Out] | None = None
+            if transactional:
+                if self.txn_base < 0:
+                    self.txn_base = off
+            elif outs:
+                tracked = [_Out(off, k, v) for k, v in outs]
+                inflight.extend(tracked)  # all of them first: a timed-out send leaves the rest to re-send
             for i, (key, value) in enumerate(outs):
                 try:
-                    send(topic, value=value, key=key, partition=part)
+                    future = send(topic, value=value, key=key, partition=part)
                 except TimeoutError as exc:
-                    self.stalls += 1
-                    pipeline._abort(f"send to {topic} (output {i} of offset {off}) for source {self.name} "
-                                    f"timed out: {exc}")
-                    raise KafkaTimeoutError(f"send to {topic} (output {i} of offset {off}) for source "
-                                            f"{self.name} timed out; the transaction was aborted: {exc}"
-                                            ) from exc
+                    raise self._send_timed_out(exc, f"send to {topic} (output {i} of offset {off})") from exc
+                if tracked is not None:
+                    tracked[i].future = future
+
+    def _send_timed_out(self, exc: TimeoutError, what: str) -> KafkaTimeoutError:
+        """At least once: the partition stalls (see ``_timeout``). exactly_once_v2: the transaction is
+        aborted and every task rewinds."""
+        if self.pipeline._txn is None:
+            return self._timeout(exc, what)
+        self.stalls += 1
+        self.pipeline._abort(f"{what} for source {self.name} timed out: {exc}")
+        return KafkaTimeoutError(f"{what} for source {self.name} timed out; the transaction was aborted: "
+                                 f"{exc}")
+
+    def _step_transactional(self) -> bool:
+        """exactly_once_v2: processes into the open transaction (none while it commits or aborts). A
+        send that times out aborts the transaction (every task rewinds) and raises KafkaTimeoutError."""
+        txn = self.pipeline._txn
+        assert txn is not None
+        if not self.pending or txn.busy:
+            return False
+        self._know_sink()
+        txn.begin_if_needed()
+        self._process()
         return True
+
+    def _know_sink(self) -> None:
+        if not self.sink_known:
+            self.sink_partition = self.pipeline._sink_partition_for(self.tp.partition)
+            self.sink_known = True
 
     def rewind(self) -> None:
         """exactly_once_v2, after an abort: the records processed in the aborted transaction (and the
@@ -720,8 +720,11 @@ class Pipeline:
         held = time.monotonic() - self._last_poll
         if held > self._half_mpi_s:
             self._commit_failures += 1
-            self._abort(f"the poll loop was held {held:.1f} s, more than half of "
-                        f"max.poll.interval.ms={self.config.max_poll_interval_ms}")
+            try:
+                self._abort(f"the poll loop was held {held:.1f} s, more than half of "
+                            f"max.poll.interval.ms={self.config.max_poll_interval_ms}")
+            except TimeoutError as exc:  # stays pending (no processing meanwhile): <commit> resumes it
+                log.warning("abort of the transaction timed out: %s", exc)
 
     def _end_transaction(self, budget_s: float) -> None:
         """exactly_once_v2, on revoke and close: commits the open transaction within ``budget_s``

@@ -207,3 +207,54 @@ def test_frozen_broker_times_out_the_transaction_which_is_retried(tansu: Tansu) 
     log = read_committed_log(tansu.bootstrap, sink, 2)
     assert _exactly_once(log, n) == (0, 0), m
     assert m["executor"]["timeouts"] + m["transactions_aborted"] >= 1, m
+
+
+@pytest.mark.interop
+def test_a_joining_member_takes_partitions_over_mid_stream(tansu: Tansu) -> None:
+    """A second pipeline joins while the first processes a paced stream: the partitions it takes are
+    revoked from the first, whose open transaction is committed first; every input is in the output
+    once, and the group's offsets reach the end."""
+    source, sink = tansu.create_topic(4), tansu.create_topic(4)
+    n, group = 4000, f"eos-{uuid.uuid4().hex[:8]}"
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    assignments: list[int] = []
+    commits: list[int] = []
+
+    def member() -> None:
+        try:
+            with Pipeline(_conf(tansu, group), source, _out, sink) as p:
+                p.run(until=stop.is_set, timeout=120)
+                assignments.append(len(p.consumer.assignment()))
+            commits.append(p.metrics()["transactions_committed"])
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    def paced() -> None:
+        with KafkaProducer({"bootstrap.servers": tansu.bootstrap}) as p:
+            for i in range(n):
+                p.send(source, value=b"%d" % i, partition=i % 4)
+                if i % 100 == 99:
+                    time.sleep(0.08)
+            p.flush(30)
+
+    first = threading.Thread(target=member)
+    first.start()
+    feed = threading.Thread(target=paced)
+    feed.start()
+    time.sleep(1.5)
+    second = threading.Thread(target=member)
+    second.start()
+    feed.join(60)
+    deadline = time.monotonic() + 60
+    while _committed(tansu.bootstrap, group, source, 4) != {p: n // 4 for p in range(4)}:
+        assert time.monotonic() < deadline and not errors, errors
+        time.sleep(0.5)
+    stop.set()
+    first.join(30)
+    second.join(30)
+    assert not errors, errors
+    assert len(assignments) == 2 and 0 not in assignments, assignments  # the second one took some over
+    assert len(commits) == 2 and min(commits) >= 1, commits
+    log = read_committed_log(tansu.bootstrap, sink, 4)
+    assert _exactly_once(log, n) == (0, 0)
