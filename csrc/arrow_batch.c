@@ -26,15 +26,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KC_ARROW_ALIGN 64
+#define KC_ARROW_ALIGN    64
 #define KC_ARROW_MAX_COLS 7
 #define KC_ARROW_MAX_BUFS 3
 
 #if defined(__GNUC__)
-#define KC_ARROW_LIKELY(x) __builtin_expect(!!(x), 1)
+#define KC_ARROW_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define KC_ARROW_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
-#define KC_ARROW_LIKELY(x) (x)
+#define KC_ARROW_LIKELY(x)   (x)
 #define KC_ARROW_UNLIKELY(x) (x)
 #endif
 
@@ -171,19 +171,17 @@ static const int64_t kc_arrow_col_flags[KC_ARROW_MAX_COLS] = {
     ARROW_FLAG_NULLABLE, 0, 0, ARROW_FLAG_NULLABLE, ARROW_FLAG_NULLABLE, ARROW_FLAG_NULLABLE, 0,
 };
 
-#define KC_ARROW_SET_BIT(bm, i) ((bm)[(i) >> 3] |= (uint8_t)(1u << ((i)&7)))
+#define KC_ARROW_SET_BIT(bm, i) ((bm)[(i) >> 3] |= (uint8_t)(1u << ((i) & 7)))
 
 /* ------------------------------------------------------------------ build */
 
-int kc_arrow_build(rd_kafka_message_t *const *msgs, size_t n, int flags,
-                   struct ArrowSchema *schema_out, struct ArrowArray *array_out,
-                   char *errbuf, size_t errlen) {
+int kc_arrow_build(rd_kafka_message_t *const *msgs, size_t n, int flags, struct ArrowSchema *schema_out,
+                   struct ArrowArray *array_out, char *errbuf, size_t errlen) {
     return kc_arrow_build_ex(msgs, n, flags, NULL, NULL, schema_out, array_out, errbuf, errlen);
 }
 
-int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags,
-                      const int64_t *timestamps, const int32_t *ts_types,
-                      struct ArrowSchema *schema_out, struct ArrowArray *array_out,
+int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags, const int64_t *timestamps,
+                      const int32_t *ts_types, struct ArrowSchema *schema_out, struct ArrowArray *array_out,
                       char *errbuf, size_t errlen) {
     const int ncols = (flags & KC_ARROW_WITH_TIMESTAMP_TYPE) ? 7 : 6;
     const int with_tstype = ncols == 7;
@@ -222,14 +220,14 @@ int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags,
     memset(colp, 0, sizeof(colp));
     memset(nulls, 0, sizeof(nulls));
 
-#define KC_ALLOC(dst, size, zero)                                                                     \
-    do {                                                                                              \
-        if (!((dst) = kc_arrow_alloc((size), (zero)))) {                                              \
-            err = ENOMEM;                                                                             \
-            snprintf(msg, sizeof(msg), "kc_arrow_build: out of memory allocating %zu bytes",          \
-                     (size_t)(size));                                                                 \
-            goto done;                                                                                \
-        }                                                                                             \
+#define KC_ALLOC(dst, size, zero)                                                                            \
+    do {                                                                                                     \
+        if (!((dst) = kc_arrow_alloc((size), (zero)))) {                                                     \
+            err = ENOMEM;                                                                                    \
+            snprintf(msg, sizeof(msg), "kc_arrow_build: out of memory allocating %zu bytes",                 \
+                     (size_t)(size));                                                                        \
+            goto done;                                                                                       \
+        }                                                                                                    \
     } while (0)
 
     KC_ALLOC(sp, sizeof(*sp), 1);
@@ -297,8 +295,8 @@ int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags,
 
         if (timestamps) {
             t = timestamps[i];
-            tt = ts_types ? ts_types[i] : (t == -1 ? RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
-                                                   : RD_KAFKA_TIMESTAMP_CREATE_TIME);
+            tt = ts_types ? ts_types[i]
+                          : (t == -1 ? RD_KAFKA_TIMESTAMP_NOT_AVAILABLE : RD_KAFKA_TIMESTAMP_CREATE_TIME);
         } else {
             rd_kafka_timestamp_type_t tty = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
             t = rd_kafka_message_timestamp(m, &tty);

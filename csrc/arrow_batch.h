@@ -24,8 +24,8 @@ extern "C" {
 #define ARROW_C_DATA_INTERFACE
 
 #define ARROW_FLAG_DICTIONARY_ORDERED 1
-#define ARROW_FLAG_NULLABLE 2
-#define ARROW_FLAG_MAP_KEYS_SORTED 4
+#define ARROW_FLAG_NULLABLE           2
+#define ARROW_FLAG_MAP_KEYS_SORTED    4
 
 struct ArrowSchema {
     /* Array type description */
@@ -66,7 +66,7 @@ struct ArrowArray {
 
 /* flags */
 #define KC_ARROW_WITH_TIMESTAMP_TYPE 1 /* adds a 7th column timestamp_type int32 */
-#define KC_ARROW_ALL_FLAGS (KC_ARROW_WITH_TIMESTAMP_TYPE)
+#define KC_ARROW_ALL_FLAGS           (KC_ARROW_WITH_TIMESTAMP_TYPE)
 
 /* Column indexes (children of the struct array / schema). */
 enum {
@@ -105,9 +105,8 @@ enum {
  * set to NULL (when the pointers are non-NULL).
  *
  * Thread-safety: reentrant; no global state; does not need the GIL. */
-int kc_arrow_build(rd_kafka_message_t *const *msgs, size_t n, int flags,
-                   struct ArrowSchema *schema_out, struct ArrowArray *array_out,
-                   char *errbuf, size_t errlen);
+int kc_arrow_build(rd_kafka_message_t *const *msgs, size_t n, int flags, struct ArrowSchema *schema_out,
+                   struct ArrowArray *array_out, char *errbuf, size_t errlen);
 
 /* Same as kc_arrow_build(), with optional parallel timestamp arrays.
  *
@@ -118,9 +117,8 @@ int kc_arrow_build(rd_kafka_message_t *const *msgs, size_t n, int flags,
  *             (0 not available, 1 create time, 2 log-append time).
  *             Ignored when timestamps is NULL.
  * A row's timestamp is null when its value is -1 or its type is 0 (not available). */
-int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags,
-                      const int64_t *timestamps, const int32_t *ts_types,
-                      struct ArrowSchema *schema_out, struct ArrowArray *array_out,
+int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags, const int64_t *timestamps,
+                      const int32_t *ts_types, struct ArrowSchema *schema_out, struct ArrowArray *array_out,
                       char *errbuf, size_t errlen);
 
 /* TESTING ONLY: when non-NULL every allocation made by kc_arrow_build* goes through

@@ -109,7 +109,7 @@ static int kc_hdr_fail(int err, char *errbuf, size_t errlen, const char *what, s
     return -1;
 }
 
-#define KC_HDR_SET_BIT(bm, i) ((bm)[(i) >> 3] |= (uint8_t)(1u << ((i)&7)))
+#define KC_HDR_SET_BIT(bm, i) ((bm)[(i) >> 3] |= (uint8_t)(1u << ((i) & 7)))
 
 /* One header of a message: name (never NULL here) and its length, value (NULL: a null value). */
 typedef struct kc_hdr {

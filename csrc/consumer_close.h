@@ -32,12 +32,12 @@ int kc_close_drain_stale(rd_kafka_queue_t *q);
 
 typedef struct kc_reaper {
     rd_kafka_t *rk;
-    rd_kafka_queue_t *q;          /* the close queue; NULL: librdkafka's close is not started yet */
-    kc_consumer_t *core;          /* freed once librdkafka is closed, before rd_kafka_destroy; may be NULL */
-    kc_heartbeat_monitor_t *hb;   /* freed after rd_kafka_destroy (librdkafka's threads write to it) */
-    int cooperative;              /* the group's protocol, for kc_answer_rebalance */
-    int unassigned;               /* close's full unassign was made */
-    int64_t give_up_ms;           /* kc_now_ms() after which the reaper stops serving the close */
+    rd_kafka_queue_t *q;        /* the close queue; NULL: librdkafka's close is not started yet */
+    kc_consumer_t *core;        /* freed once librdkafka is closed, before rd_kafka_destroy; may be NULL */
+    kc_heartbeat_monitor_t *hb; /* freed after rd_kafka_destroy (librdkafka's threads write to it) */
+    int cooperative;            /* the group's protocol, for kc_answer_rebalance */
+    int unassigned;             /* close's full unassign was made */
+    int64_t give_up_ms;         /* kc_now_ms() after which the reaper stops serving the close */
 } kc_reaper_t;
 
 /* A reaper that will take over rk (and core, q, hb); NULL on OOM. */

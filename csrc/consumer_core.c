@@ -10,12 +10,12 @@
 
 /* Longest single wait inside poll(): librdkafka must see the application poll well
  * within max.poll.interval.ms, and wakeups through the fd are immediate anyway. */
-#define KC_MAX_WAIT_MS 200
+#define KC_MAX_WAIT_MS  200
 #define KC_REFILL_CHUNK 1024
 /* Seeks re-issued for one seek() before the guard takes whatever arrives (seek_guard), and how
  * long after the seek it watches (a pending start-offset lookup of librdkafka's lands within a
  * request's round trip; retried requests take longer) */
-#define KC_SEEK_RETRIES 4
+#define KC_SEEK_RETRIES  4
 #define KC_SEEK_GUARD_MS 30000
 
 static const uint64_t kc_one = 1;
@@ -183,16 +183,14 @@ static void seek_guard_done(kc_partition_t *p) {
  * KC_SEEK_RETRIES re-seeks, or once the window is over, records are taken as they come.
  * `expect` is E (kc_fb_next_offset, as route_run advances it). Returns 1 if m is to be taken;
  * records below E are left to the refetch filter. */
-static int seek_guard(kc_consumer_t *c, kc_partition_t *p, const rd_kafka_message_t *m,
-                      int64_t expect) {
+static int seek_guard(kc_consumer_t *c, kc_partition_t *p, const rd_kafka_message_t *m, int64_t expect) {
     if (expect == KC_POSITION_UNKNOWN)
         expect = p->seek_target;
     if (p->seek_batch == c->batch_seq && p->seek_retries)
         return 0; /* the rest of the batch that made the guard seek again */
     if (m->offset <= expect)
         return 1;
-    if (p->seek_seen == m->offset || p->seek_retries >= KC_SEEK_RETRIES ||
-        kc_now_ms() > p->seek_until_ms) {
+    if (p->seek_seen == m->offset || p->seek_retries >= KC_SEEK_RETRIES || kc_now_ms() > p->seek_until_ms) {
         seek_guard_done(p);
         return 1;
     }
@@ -345,15 +343,13 @@ int kc_consumer_rebalance_pending(kc_consumer_t *c) {
     int64_t last_ok = atomic_load(&c->heartbeat->last_ok_ms);
     int64_t since = last_ok > c->last_rebalance_ms ? last_ok : c->last_rebalance_ms;
     /* a heartbeat learned that the group is joining */
-    if (last_any > since &&
-        atomic_load(&c->heartbeat->last_error) == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS)
+    if (last_any > since && atomic_load(&c->heartbeat->last_error) == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS)
         return 1;
     /* a commit learned it first (heartbeats are seconds apart; commits often are not) */
     return c->commit_refused_ms > since;
 }
 
-kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
-                                  size_t *n_out) {
+kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out, size_t *n_out) {
     int64_t deadline = kc_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
     *n_out = 0;
     kc_poll_timer_mark(&c->poll_timer);

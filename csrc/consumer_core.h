@@ -29,45 +29,45 @@
 #define KC_MAX_PENDING_ERRORS 64
 
 typedef enum {
-    KC_POLL_OK = 0,      /* *n_out records (possibly 0 on timeout) */
-    KC_POLL_WAKEUP = 1,  /* wakeup() was called */
-    KC_POLL_EVENT = 2,   /* consumer errors are pending: kc_consumer_take_error() */
-    KC_POLL_ABORT = 3,   /* a rebalance callback asked to stop (Python exception pending) */
+    KC_POLL_OK = 0,     /* *n_out records (possibly 0 on timeout) */
+    KC_POLL_WAKEUP = 1, /* wakeup() was called */
+    KC_POLL_EVENT = 2,  /* consumer errors are pending: kc_consumer_take_error() */
+    KC_POLL_ABORT = 3,  /* a rebalance callback asked to stop (Python exception pending) */
 } kc_poll_status_t;
 
 typedef struct kc_consumer {
     rd_kafka_t *rk;
-    rd_kafka_queue_t *cq;          /* the consumer queue (main queue forwarded to it) */
-    rd_kafka_queue_t *fetchq;      /* every assigned partition's queue is forwarded here */
-    int wake_fd;                   /* eventfd: librdkafka queue events and wakeup() */
+    rd_kafka_queue_t *cq;     /* the consumer queue (main queue forwarded to it) */
+    rd_kafka_queue_t *fetchq; /* every assigned partition's queue is forwarded here */
+    int wake_fd;              /* eventfd: librdkafka queue events and wakeup() */
     kc_fetch_buffer_t fb;
     size_t max_poll_records;
     kc_fairness_t fairness;
-    size_t prefetch_floor;         /* minimum per-partition prefetch target */
-    size_t ring_max_records;       /* hard bound of the buffer (queued.min.messages) */
-    size_t ring_max_bytes;         /* hard bound of the buffer (queued.max.messages.kbytes) */
+    size_t prefetch_floor;   /* minimum per-partition prefetch target */
+    size_t ring_max_records; /* hard bound of the buffer (queued.min.messages) */
+    size_t ring_max_bytes;   /* hard bound of the buffer (queued.max.messages.kbytes) */
     kc_poll_timer_t poll_timer;
     kc_heartbeat_monitor_t *heartbeat; /* not freed by kc_consumer_free(): see there */
     _Atomic int wakeup;
-    int abort_poll;                /* set by a callback on the poll thread */
+    int abort_poll; /* set by a callback on the poll thread */
     rd_kafka_message_t *errors[KC_MAX_PENDING_ERRORS];
     size_t n_errors;
     uint64_t records_returned;
     uint64_t polls;
-    uint64_t dropped_foreign;      /* messages of partitions no longer assigned */
-    uint64_t dropped_refetched;    /* copies of offsets already returned or buffered */
+    uint64_t dropped_foreign;         /* messages of partitions no longer assigned */
+    uint64_t dropped_refetched;       /* copies of offsets already returned or buffered */
     uint64_t dropped_below_committed; /* records below the committed offset a partition started from */
-    uint64_t dropped_before_seek;  /* records of a fetch the application's seek() replaced */
-    uint64_t seek_retries;         /* seeks re-issued because librdkafka fetched elsewhere (seek_guard) */
-    int64_t last_rebalance_ms;     /* monotonic ms of the last assign/revoke callback */
-    int rebalance_barrier;         /* hold records back while the group rebalances (Java's rule) */
-    uint64_t barrier_polls;        /* polls that returned nothing because of the barrier */
-    int hold_records;              /* poll serves events but hands out no records (close/unsubscribe) */
-    int64_t commit_refused_ms;     /* monotonic ms a commit was last refused because the group is
-                                      rebalancing or moved on (kc_consumer_rebalance_pending) */
+    uint64_t dropped_before_seek;     /* records of a fetch the application's seek() replaced */
+    uint64_t seek_retries;            /* seeks re-issued because librdkafka fetched elsewhere (seek_guard) */
+    int64_t last_rebalance_ms;        /* monotonic ms of the last assign/revoke callback */
+    int rebalance_barrier;            /* hold records back while the group rebalances (Java's rule) */
+    uint64_t barrier_polls;           /* polls that returned nothing because of the barrier */
+    int hold_records;                 /* poll serves events but hands out no records (close/unsubscribe) */
+    int64_t commit_refused_ms;        /* monotonic ms a commit was last refused because the group is
+                                         rebalancing or moved on (kc_consumer_rebalance_pending) */
     rd_kafka_message_t **scratch;
     size_t scratch_cap;
-    uint64_t batch_seq;            /* counts the batches taken from librdkafka's queues */
+    uint64_t batch_seq; /* counts the batches taken from librdkafka's queues */
 } kc_consumer_t;
 
 /* Allocates the core (eventfd, monitor). The heartbeat monitor is installed on `conf`. */
@@ -92,8 +92,7 @@ kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, i
  * to ring_max_records / ring_max_bytes, which it overshoots by less than one target. */
 size_t kc_consumer_budget(const kc_consumer_t *c);
 
-kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
-                                  size_t *n_out);
+kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out, size_t *n_out);
 /* True while a Heartbeat answered REBALANCE_IN_PROGRESS, or a commit was refused because the
  * group is rebalancing or has moved on (commit_refused_ms), after the last rebalance callback
  * and no successful Heartbeat followed: the member must rejoin before it processes more, as

@@ -29,28 +29,28 @@ typedef struct kc_partition {
                                   records out without reading the (by then cold) messages (a
                                   fetched message is below receive.message.max.bytes < 2^31) */
     size_t ring_cap, head, len;
-    size_t bytes;              /* key + value bytes buffered */
+    size_t bytes; /* key + value bytes buffered */
     int paused;
-    int64_t position;          /* next offset poll() will return; KC_POSITION_UNKNOWN if none returned */
-    int64_t stored;            /* last position handed to offset storage */
-    int64_t floor;             /* committed offset when the partition was assigned (Java's starting
-                                  position): records below it are not taken (kc_consumer's route_run);
-                                  KC_POSITION_UNKNOWN if none was committed or it no longer applies */
-    int64_t seek_target;       /* offset of the last seek() while kc_consumer's seek_guard watches
-                                  p; KC_POSITION_UNKNOWN otherwise */
-    int64_t seek_seen;         /* offset of the last jump that made the guard seek again */
-    int64_t seek_until_ms;     /* the guard watches p until then (kc_now_ms clock) */
-    int seek_retries;          /* seeks re-issued since the application's seek */
-    uint64_t seek_batch;       /* kc_consumer's batch_seq when the seek was last re-issued */
-    rd_kafka_queue_t *queue;   /* librdkafka partition queue (forwarded to the consumer's fetch queue) */
-    size_t take;               /* scratch: records to take in the current drain */
+    int64_t position;        /* next offset poll() will return; KC_POSITION_UNKNOWN if none returned */
+    int64_t stored;          /* last position handed to offset storage */
+    int64_t floor;           /* committed offset when the partition was assigned (Java's starting
+                                position): records below it are not taken (kc_consumer's route_run);
+                                KC_POSITION_UNKNOWN if none was committed or it no longer applies */
+    int64_t seek_target;     /* offset of the last seek() while kc_consumer's seek_guard watches
+                                p; KC_POSITION_UNKNOWN otherwise */
+    int64_t seek_seen;       /* offset of the last jump that made the guard seek again */
+    int64_t seek_until_ms;   /* the guard watches p until then (kc_now_ms clock) */
+    int seek_retries;        /* seeks re-issued since the application's seek */
+    uint64_t seek_batch;     /* kc_consumer's batch_seq when the seek was last re-issued */
+    rd_kafka_queue_t *queue; /* librdkafka partition queue (forwarded to the consumer's fetch queue) */
+    size_t take;             /* scratch: records to take in the current drain */
 } kc_partition_t;
 
 typedef struct kc_fetch_buffer {
     kc_partition_t **parts; /* assigned partitions, in assignment order */
     size_t n, cap;
-    size_t cursor;          /* rotation point of the next drain */
-    size_t records, bytes;  /* totals over all partitions */
+    size_t cursor;         /* rotation point of the next drain */
+    size_t records, bytes; /* totals over all partitions */
 } kc_fetch_buffer_t;
 
 /* Releases one buffered message (rd_kafka_message_destroy; tests substitute their own). */

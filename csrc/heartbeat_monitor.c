@@ -29,8 +29,13 @@ void kc_hb_init(kc_heartbeat_monitor_t *hb) {
 static rd_kafka_resp_err_t on_request_sent(rd_kafka_t *rk, int sockfd, const char *brokername,
                                            int32_t brokerid, int16_t ApiKey, int16_t ApiVersion,
                                            int32_t CorrId, size_t size, void *ic_opaque) {
-    (void)rk; (void)sockfd; (void)brokername; (void)brokerid; (void)ApiVersion;
-    (void)CorrId; (void)size;
+    (void)rk;
+    (void)sockfd;
+    (void)brokername;
+    (void)brokerid;
+    (void)ApiVersion;
+    (void)CorrId;
+    (void)size;
     if (ApiKey == KC_APIKEY_HEARTBEAT)
         atomic_fetch_add(&((kc_heartbeat_monitor_t *)ic_opaque)->outstanding, 1);
     return RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -40,8 +45,14 @@ static rd_kafka_resp_err_t on_response_received(rd_kafka_t *rk, int sockfd, cons
                                                 int32_t brokerid, int16_t ApiKey, int16_t ApiVersion,
                                                 int32_t CorrId, size_t size, int64_t rtt,
                                                 rd_kafka_resp_err_t err, void *ic_opaque) {
-    (void)rk; (void)sockfd; (void)brokername; (void)brokerid; (void)ApiVersion;
-    (void)CorrId; (void)size; (void)rtt;
+    (void)rk;
+    (void)sockfd;
+    (void)brokername;
+    (void)brokerid;
+    (void)ApiVersion;
+    (void)CorrId;
+    (void)size;
+    (void)rtt;
     if (ApiKey != KC_APIKEY_HEARTBEAT)
         return RD_KAFKA_RESP_ERR_NO_ERROR;
     kc_heartbeat_monitor_t *hb = ic_opaque;
@@ -64,15 +75,17 @@ static rd_kafka_resp_err_t on_response_received(rd_kafka_t *rk, int sockfd, cons
     return RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
-static rd_kafka_resp_err_t on_new(rd_kafka_t *rk, const rd_kafka_conf_t *conf, void *ic_opaque,
-                                  char *errstr, size_t errstr_size) {
-    (void)conf; (void)errstr; (void)errstr_size;
+static rd_kafka_resp_err_t on_new(rd_kafka_t *rk, const rd_kafka_conf_t *conf, void *ic_opaque, char *errstr,
+                                  size_t errstr_size) {
+    (void)conf;
+    (void)errstr;
+    (void)errstr_size;
     rd_kafka_resp_err_t err =
         rd_kafka_interceptor_add_on_request_sent(rk, "kipconsumer.heartbeat", on_request_sent, ic_opaque);
     if (err)
         return err;
-    return rd_kafka_interceptor_add_on_response_received(rk, "kipconsumer.heartbeat",
-                                                         on_response_received, ic_opaque);
+    return rd_kafka_interceptor_add_on_response_received(rk, "kipconsumer.heartbeat", on_response_received,
+                                                         ic_opaque);
 }
 
 int kc_hb_install(rd_kafka_conf_t *conf, kc_heartbeat_monitor_t *hb) {

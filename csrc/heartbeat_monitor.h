@@ -11,12 +11,12 @@
 #include "rdk.h"
 
 typedef struct kc_heartbeat_monitor {
-    _Atomic int64_t last_ok_ms;      /* monotonic ms of the last successful Heartbeat response */
-    _Atomic int64_t last_any_ms;     /* ... of the last Heartbeat response, error or not */
-    _Atomic uint64_t ok;             /* successful Heartbeat responses */
-    _Atomic uint64_t errors;         /* Heartbeat responses with an error (e.g. REBALANCE_IN_PROGRESS) */
-    _Atomic int32_t last_error;      /* rd_kafka_resp_err_t of the last failed Heartbeat */
-    _Atomic int32_t outstanding;     /* Heartbeat requests sent and not yet answered */
+    _Atomic int64_t last_ok_ms;  /* monotonic ms of the last successful Heartbeat response */
+    _Atomic int64_t last_any_ms; /* ... of the last Heartbeat response, error or not */
+    _Atomic uint64_t ok;         /* successful Heartbeat responses */
+    _Atomic uint64_t errors;     /* Heartbeat responses with an error (e.g. REBALANCE_IN_PROGRESS) */
+    _Atomic int32_t last_error;  /* rd_kafka_resp_err_t of the last failed Heartbeat */
+    _Atomic int32_t outstanding; /* Heartbeat requests sent and not yet answered */
 } kc_heartbeat_monitor_t;
 
 /* A zeroed monitor; NULL on OOM. librdkafka's threads write to it until rd_kafka_destroy()

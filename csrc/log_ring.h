@@ -14,14 +14,14 @@
 
 #define KC_LOG_RING_CAP 256
 #define KC_LOG_NAME_MAX 64
-#define KC_LOG_FAC_MAX 32
-#define KC_LOG_MSG_MAX 512
+#define KC_LOG_FAC_MAX  32
+#define KC_LOG_MSG_MAX  512
 
 typedef struct kc_log_entry {
-    int level;                   /* syslog level 0-7 */
-    char name[KC_LOG_NAME_MAX];  /* rd_kafka_name() of the handle, e.g. rdkafka#consumer-1 */
-    char fac[KC_LOG_FAC_MAX];    /* librdkafka's facility, e.g. FAIL */
-    char msg[KC_LOG_MSG_MAX];    /* truncated to KC_LOG_MSG_MAX - 1 bytes */
+    int level;                  /* syslog level 0-7 */
+    char name[KC_LOG_NAME_MAX]; /* rd_kafka_name() of the handle, e.g. rdkafka#consumer-1 */
+    char fac[KC_LOG_FAC_MAX];   /* librdkafka's facility, e.g. FAIL */
+    char msg[KC_LOG_MSG_MAX];   /* truncated to KC_LOG_MSG_MAX - 1 bytes */
 } kc_log_entry_t;
 
 void kc_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf);

@@ -16,8 +16,8 @@ static inline int64_t kc_now_ms(void) {
 }
 
 typedef struct kc_poll_timer {
-    _Atomic int64_t last_poll_ms;  /* 0: never polled */
-    int64_t interval_ms;           /* effective max.poll.interval.ms */
+    _Atomic int64_t last_poll_ms; /* 0: never polled */
+    int64_t interval_ms;          /* effective max.poll.interval.ms */
 } kc_poll_timer_t;
 
 static inline void kc_poll_timer_init(kc_poll_timer_t *t, int64_t interval_ms) {

@@ -30,68 +30,69 @@ extern "C" {
 /* The caller owns the node's memory; kipconsumer embeds it in the future object, which the registry
  * keeps alive (->future holds a reference) until the record's delivery report completes it. */
 typedef struct kc_producer_rec_s {
-        struct kc_producer_rec_s *prev, *next; /* registry of pending records */
-        void *future;                          /* owned PyObject* (managed by the caller) */
-        void *callback;                        /* owned PyObject* or NULL */
-        int32_t key_size;                      /* -1: null */
-        int32_t value_size;                    /* -1: null */
+    struct kc_producer_rec_s *prev, *next; /* registry of pending records */
+    void *future;                          /* owned PyObject* (managed by the caller) */
+    void *callback;                        /* owned PyObject* or NULL */
+    int32_t key_size;                      /* -1: null */
+    int32_t value_size;                    /* -1: null */
 } kc_producer_rec_t;
 
 /* One delivery report; pointers are valid only during the batch callback. */
 typedef struct {
-        kc_producer_rec_t *rec;
-        int err; /* rd_kafka_resp_err_t */
-        const char *topic;
-        const char *errstr;
-        int32_t partition;
-        int64_t offset;
-        int64_t timestamp;
-        int64_t latency_us; /* since the record was enqueued; -1 if unknown */
+    kc_producer_rec_t *rec;
+    int err; /* rd_kafka_resp_err_t */
+    const char *topic;
+    const char *errstr;
+    int32_t partition;
+    int64_t offset;
+    int64_t timestamp;
+    int64_t latency_us; /* since the record was enqueued; -1 if unknown */
 } kc_producer_dr_t;
 
 typedef void(kc_producer_batch_cb_t)(void *ctx, kc_producer_dr_t *items, size_t n);
 
 typedef struct {
-        int64_t in_flight;       /* enqueued records whose future is not completed yet */
-        int64_t sent;            /* records accepted by librdkafka */
-        int64_t delivered;       /* acknowledged */
-        int64_t failed;          /* failed (any error, timeouts included) */
-        int64_t timed_out;       /* failed with a timeout */
-        int64_t buffer_waits;    /* send() calls that had to wait for buffer space */
-        int64_t buffer_timeouts; /* ... and gave up after max.block.ms */
-        int64_t dr_batches;      /* batches handed to the completion callback */
-        int64_t errors;          /* client-level error events */
-        int fatal;               /* a fatal error was raised (idempotence) */
-        int outq_len;            /* rd_kafka_outq_len() */
+    int64_t in_flight;       /* enqueued records whose future is not completed yet */
+    int64_t sent;            /* records accepted by librdkafka */
+    int64_t delivered;       /* acknowledged */
+    int64_t failed;          /* failed (any error, timeouts included) */
+    int64_t timed_out;       /* failed with a timeout */
+    int64_t buffer_waits;    /* send() calls that had to wait for buffer space */
+    int64_t buffer_timeouts; /* ... and gave up after max.block.ms */
+    int64_t dr_batches;      /* batches handed to the completion callback */
+    int64_t errors;          /* client-level error events */
+    int fatal;               /* a fatal error was raised (idempotence) */
+    int outq_len;            /* rd_kafka_outq_len() */
 } kc_producer_stats_t;
 
 typedef struct kc_producer_s {
-        rd_kafka_t *rk;
-        rd_kafka_queue_t *mainq;
-        pthread_t thread;
-        int thread_started;
-        pthread_mutex_t lock;
-        pthread_cond_t cond; /* space freed, in-flight count lowered, closing */
-        kc_producer_rec_t head; /* sentinel of the registry */
-        kc_producer_stats_t st;
-        uint64_t space_seq; /* bumped whenever buffer space is freed */
-        volatile int stop;
-        int closing;
-        int producing; /* kc_producer_produce() calls between registration and enqueue */
-        kc_producer_batch_cb_t *on_batch;
-        void *ctx;
-        kc_producer_dr_t *items;
-        size_t items_cap;
-        char last_error[512];
-        char *stats_json;      /* latest statistics JSON (statistics.interval.ms), not yet taken */
-        volatile int stats_ready; /* stats_json is set: a cheap check before kc_producer_take_stats() */
+    rd_kafka_t *rk;
+    rd_kafka_queue_t *mainq;
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;    /* space freed, in-flight count lowered, closing */
+    kc_producer_rec_t head; /* sentinel of the registry */
+    kc_producer_stats_t st;
+    uint64_t space_seq; /* bumped whenever buffer space is freed */
+    volatile int stop;
+    int closing;
+    int producing; /* kc_producer_produce() calls between registration and enqueue */
+    kc_producer_batch_cb_t *on_batch;
+    void *ctx;
+    kc_producer_dr_t *items;
+    size_t items_cap;
+    char last_error[512];
+    char *stats_json;         /* latest statistics JSON (statistics.interval.ms), not yet taken */
+    volatile int stats_ready; /* stats_json is set: a cheap check before kc_producer_take_stats() */
 } kc_producer_t;
 
 /* Monotonic clock, microseconds. */
 int64_t kc_producer_now_us(void);
 
 /* Creates the producer handle from conf (consumed on success, left to the caller on failure).
- * Enables RD_KAFKA_EVENT_DR | RD_KAFKA_EVENT_ERROR | RD_KAFKA_EVENT_STATS on conf. Returns NULL with errstr filled. */
+ * Enables RD_KAFKA_EVENT_DR | RD_KAFKA_EVENT_ERROR | RD_KAFKA_EVENT_STATS on conf. Returns NULL with errstr
+ * filled. */
 kc_producer_t *kc_producer_new(rd_kafka_conf_t *conf, char *errstr, size_t errstr_size);
 
 /* Starts the delivery thread; returns 0 or an errno value. */
@@ -99,28 +100,25 @@ int kc_producer_start(kc_producer_t *p, kc_producer_batch_cb_t *cb, void *ctx);
 
 /* Enqueues once. On error the record is not registered (the caller still owns it and hdrs). */
 rd_kafka_resp_err_t kc_producer_produce(kc_producer_t *p, rd_kafka_topic_t *rkt, int32_t partition,
-                                        const void *value, size_t value_len, const void *key,
-                                        size_t key_len, int64_t timestamp,
-                                        rd_kafka_headers_t *hdrs, kc_producer_rec_t *rec);
+                                        const void *value, size_t value_len, const void *key, size_t key_len,
+                                        int64_t timestamp, rd_kafka_headers_t *hdrs, kc_producer_rec_t *rec);
 
 /* Like kc_producer_produce(), but waits for buffer space until deadline_us (kc_producer_now_us()
  * clock). Returns RD_KAFKA_RESP_ERR__QUEUE_FULL if the deadline passed and
  * RD_KAFKA_RESP_ERR__DESTROY if the producer started closing. Call without the GIL. The caller
  * waits in slices (deadline_us = end of one slice): *counted (0 on the first slice) makes one
  * send() count as one buffer wait; kc_producer_note_buffer_timeout() counts the final give-up. */
-rd_kafka_resp_err_t kc_producer_produce_wait(kc_producer_t *p, rd_kafka_topic_t *rkt,
-                                             int32_t partition, const void *value,
-                                             size_t value_len, const void *key, size_t key_len,
-                                             int64_t timestamp, rd_kafka_headers_t *hdrs,
-                                             kc_producer_rec_t *rec, int64_t deadline_us,
-                                             int *counted);
+rd_kafka_resp_err_t kc_producer_produce_wait(kc_producer_t *p, rd_kafka_topic_t *rkt, int32_t partition,
+                                             const void *value, size_t value_len, const void *key,
+                                             size_t key_len, int64_t timestamp, rd_kafka_headers_t *hdrs,
+                                             kc_producer_rec_t *rec, int64_t deadline_us, int *counted);
 
 void kc_producer_note_buffer_timeout(kc_producer_t *p);
 
 /* Metadata of one topic, bounded by timeout_ms. Returns the top-level or the topic's error.
  * On success *cntp is the partition count and *idsp (malloc'd, free() it) the partition ids. */
-rd_kafka_resp_err_t kc_producer_topic_metadata(kc_producer_t *p, rd_kafka_topic_t *rkt,
-                                               int timeout_ms, int *cntp, int32_t **idsp);
+rd_kafka_resp_err_t kc_producer_topic_metadata(kc_producer_t *p, rd_kafka_topic_t *rkt, int timeout_ms,
+                                               int *cntp, int32_t **idsp);
 
 /* Waits until no record is in flight or deadline_us passes (-1: no deadline). Returns the number
  * still in flight. Call without the GIL. */

@@ -97,30 +97,30 @@ typedef enum {
 } rd_kafka_resp_err_t;
 
 /* ---- constants ------------------------------------------------------------------ */
-#define RD_KAFKA_PARTITION_UA ((int32_t)-1)
+#define RD_KAFKA_PARTITION_UA     ((int32_t)-1)
 #define RD_KAFKA_OFFSET_BEGINNING -2
-#define RD_KAFKA_OFFSET_END -1
-#define RD_KAFKA_OFFSET_STORED -1000
-#define RD_KAFKA_OFFSET_INVALID -1001
+#define RD_KAFKA_OFFSET_END       -1
+#define RD_KAFKA_OFFSET_STORED    -1000
+#define RD_KAFKA_OFFSET_INVALID   -1001
 
-#define RD_KAFKA_MSG_F_FREE 0x1
-#define RD_KAFKA_MSG_F_COPY 0x2
+#define RD_KAFKA_MSG_F_FREE  0x1
+#define RD_KAFKA_MSG_F_COPY  0x2
 #define RD_KAFKA_MSG_F_BLOCK 0x4
 
-#define RD_KAFKA_PURGE_F_QUEUE 0x1
-#define RD_KAFKA_PURGE_F_INFLIGHT 0x2
+#define RD_KAFKA_PURGE_F_QUEUE        0x1
+#define RD_KAFKA_PURGE_F_INFLIGHT     0x2
 #define RD_KAFKA_PURGE_F_NON_BLOCKING 0x4
 
 #define RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE 0x8
 
-#define RD_KAFKA_EVENT_NONE 0x0
-#define RD_KAFKA_EVENT_DR 0x1
-#define RD_KAFKA_EVENT_FETCH 0x2
-#define RD_KAFKA_EVENT_LOG 0x4
-#define RD_KAFKA_EVENT_ERROR 0x8
-#define RD_KAFKA_EVENT_REBALANCE 0x10
+#define RD_KAFKA_EVENT_NONE          0x0
+#define RD_KAFKA_EVENT_DR            0x1
+#define RD_KAFKA_EVENT_FETCH         0x2
+#define RD_KAFKA_EVENT_LOG           0x4
+#define RD_KAFKA_EVENT_ERROR         0x8
+#define RD_KAFKA_EVENT_REBALANCE     0x10
 #define RD_KAFKA_EVENT_OFFSET_COMMIT 0x20
-#define RD_KAFKA_EVENT_STATS 0x40
+#define RD_KAFKA_EVENT_STATS         0x40
 
 /* ---- public structs (layouts are ABI) ------------------------------------------ */
 typedef struct rd_kafka_message_s {
@@ -226,9 +226,8 @@ void rd_kafka_conf_set_error_cb(rd_kafka_conf_t *conf,
                                 void (*error_cb)(rd_kafka_t *rk, int err, const char *reason, void *opaque));
 void rd_kafka_conf_set_stats_cb(rd_kafka_conf_t *conf,
                                 int (*stats_cb)(rd_kafka_t *rk, char *json, size_t json_len, void *opaque));
-void rd_kafka_conf_set_log_cb(rd_kafka_conf_t *conf,
-                              void (*log_cb)(const rd_kafka_t *rk, int level, const char *fac,
-                                             const char *buf));
+void rd_kafka_conf_set_log_cb(rd_kafka_conf_t *conf, void (*log_cb)(const rd_kafka_t *rk, int level,
+                                                                    const char *fac, const char *buf));
 void rd_kafka_conf_set_dr_msg_cb(rd_kafka_conf_t *conf,
                                  void (*dr_msg_cb)(rd_kafka_t *rk, const rd_kafka_message_t *rkmessage,
                                                    void *opaque));
@@ -261,10 +260,11 @@ rd_kafka_topic_partition_list_t *rd_kafka_topic_partition_list_new(int size);
 void rd_kafka_topic_partition_list_destroy(rd_kafka_topic_partition_list_t *rkparlist);
 rd_kafka_topic_partition_t *rd_kafka_topic_partition_list_add(rd_kafka_topic_partition_list_t *rktparlist,
                                                               const char *topic, int32_t partition);
-rd_kafka_topic_partition_list_t *rd_kafka_topic_partition_list_copy(
-    const rd_kafka_topic_partition_list_t *src);
-rd_kafka_topic_partition_t *rd_kafka_topic_partition_list_find(const rd_kafka_topic_partition_list_t *rktparlist,
-                                                               const char *topic, int32_t partition);
+rd_kafka_topic_partition_list_t *
+rd_kafka_topic_partition_list_copy(const rd_kafka_topic_partition_list_t *src);
+rd_kafka_topic_partition_t *
+rd_kafka_topic_partition_list_find(const rd_kafka_topic_partition_list_t *rktparlist, const char *topic,
+                                   int32_t partition);
 
 /* ---- messages, headers ---------------------------------------------------------- */
 void rd_kafka_message_destroy(rd_kafka_message_t *rkmessage);
@@ -289,19 +289,20 @@ rd_kafka_resp_err_t rd_kafka_consumer_close(rd_kafka_t *rk);
 rd_kafka_error_t *rd_kafka_consumer_close_queue(rd_kafka_t *rk, rd_kafka_queue_t *rkqu);
 int rd_kafka_consumer_closed(rd_kafka_t *rk);
 rd_kafka_resp_err_t rd_kafka_assign(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *partitions);
-rd_kafka_error_t *rd_kafka_incremental_assign(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *partitions);
+rd_kafka_error_t *rd_kafka_incremental_assign(rd_kafka_t *rk,
+                                              const rd_kafka_topic_partition_list_t *partitions);
 rd_kafka_error_t *rd_kafka_incremental_unassign(rd_kafka_t *rk,
                                                 const rd_kafka_topic_partition_list_t *partitions);
 const char *rd_kafka_rebalance_protocol(rd_kafka_t *rk);
 rd_kafka_resp_err_t rd_kafka_assignment(rd_kafka_t *rk, rd_kafka_topic_partition_list_t **partitions);
 int rd_kafka_assignment_lost(rd_kafka_t *rk);
-rd_kafka_resp_err_t rd_kafka_commit(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *offsets, int async);
-rd_kafka_resp_err_t rd_kafka_commit_queue(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *offsets,
-                                          rd_kafka_queue_t *rkqu,
-                                          void (*cb)(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                                                     rd_kafka_topic_partition_list_t *offsets,
-                                                     void *commit_opaque),
-                                          void *commit_opaque);
+rd_kafka_resp_err_t rd_kafka_commit(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *offsets,
+                                    int async);
+rd_kafka_resp_err_t
+rd_kafka_commit_queue(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *offsets, rd_kafka_queue_t *rkqu,
+                      void (*cb)(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                 rd_kafka_topic_partition_list_t *offsets, void *commit_opaque),
+                      void *commit_opaque);
 rd_kafka_resp_err_t rd_kafka_committed(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *partitions,
                                        int timeout_ms);
 rd_kafka_resp_err_t rd_kafka_position(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *partitions);
@@ -363,16 +364,16 @@ typedef enum {
 rd_kafka_resp_err_t rd_kafka_producev(rd_kafka_t *rk, ...);
 
 /* Each argument is converted to the type librdkafka reads with va_arg. */
-#define RD_KAFKA_V_END RD_KAFKA_VTYPE_END
-#define RD_KAFKA_V_TOPIC(topic) RD_KAFKA_VTYPE_TOPIC, (const char *)(topic)
-#define RD_KAFKA_V_RKT(rkt) RD_KAFKA_VTYPE_RKT, (rd_kafka_topic_t *)(rkt)
-#define RD_KAFKA_V_PARTITION(p) RD_KAFKA_VTYPE_PARTITION, (int32_t)(p)
+#define RD_KAFKA_V_END           RD_KAFKA_VTYPE_END
+#define RD_KAFKA_V_TOPIC(topic)  RD_KAFKA_VTYPE_TOPIC, (const char *)(topic)
+#define RD_KAFKA_V_RKT(rkt)      RD_KAFKA_VTYPE_RKT, (rd_kafka_topic_t *)(rkt)
+#define RD_KAFKA_V_PARTITION(p)  RD_KAFKA_VTYPE_PARTITION, (int32_t)(p)
 #define RD_KAFKA_V_VALUE(v, len) RD_KAFKA_VTYPE_VALUE, (void *)(v), (size_t)(len)
-#define RD_KAFKA_V_KEY(k, len) RD_KAFKA_VTYPE_KEY, (const void *)(k), (size_t)(len)
-#define RD_KAFKA_V_OPAQUE(o) RD_KAFKA_VTYPE_OPAQUE, (void *)(o)
-#define RD_KAFKA_V_MSGFLAGS(f) RD_KAFKA_VTYPE_MSGFLAGS, (int)(f)
+#define RD_KAFKA_V_KEY(k, len)   RD_KAFKA_VTYPE_KEY, (const void *)(k), (size_t)(len)
+#define RD_KAFKA_V_OPAQUE(o)     RD_KAFKA_VTYPE_OPAQUE, (void *)(o)
+#define RD_KAFKA_V_MSGFLAGS(f)   RD_KAFKA_VTYPE_MSGFLAGS, (int)(f)
 #define RD_KAFKA_V_TIMESTAMP(ts) RD_KAFKA_VTYPE_TIMESTAMP, (int64_t)(ts)
-#define RD_KAFKA_V_HEADERS(h) RD_KAFKA_VTYPE_HEADERS, (rd_kafka_headers_t *)(h)
+#define RD_KAFKA_V_HEADERS(h)    RD_KAFKA_VTYPE_HEADERS, (rd_kafka_headers_t *)(h)
 
 /* ---- transactions (KIP-98, KIP-447) -------------------------------------------- */
 rd_kafka_error_t *rd_kafka_init_transactions(rd_kafka_t *rk, int timeout_ms);
@@ -396,20 +397,23 @@ rd_kafka_error_t *rd_kafka_consumer_group_metadata_read(rd_kafka_consumer_group_
 
 /* ---- interceptors --------------------------------------------------------------- */
 typedef rd_kafka_resp_err_t(rd_kafka_interceptor_f_on_new_t)(rd_kafka_t *rk, const rd_kafka_conf_t *conf,
-                                                            void *ic_opaque, char *errstr,
-                                                            size_t errstr_size);
-typedef rd_kafka_resp_err_t(rd_kafka_interceptor_f_on_request_sent_t)(
-    rd_kafka_t *rk, int sockfd, const char *brokername, int32_t brokerid, int16_t ApiKey, int16_t ApiVersion,
-    int32_t CorrId, size_t size, void *ic_opaque);
+                                                             void *ic_opaque, char *errstr,
+                                                             size_t errstr_size);
+typedef rd_kafka_resp_err_t(rd_kafka_interceptor_f_on_request_sent_t)(rd_kafka_t *rk, int sockfd,
+                                                                      const char *brokername,
+                                                                      int32_t brokerid, int16_t ApiKey,
+                                                                      int16_t ApiVersion, int32_t CorrId,
+                                                                      size_t size, void *ic_opaque);
 typedef rd_kafka_resp_err_t(rd_kafka_interceptor_f_on_response_received_t)(
     rd_kafka_t *rk, int sockfd, const char *brokername, int32_t brokerid, int16_t ApiKey, int16_t ApiVersion,
     int32_t CorrId, size_t size, int64_t rtt, rd_kafka_resp_err_t err, void *ic_opaque);
 rd_kafka_resp_err_t rd_kafka_conf_interceptor_add_on_new(rd_kafka_conf_t *conf, const char *ic_name,
                                                          rd_kafka_interceptor_f_on_new_t *on_new,
                                                          void *ic_opaque);
-rd_kafka_resp_err_t rd_kafka_interceptor_add_on_request_sent(
-    rd_kafka_t *rk, const char *ic_name, rd_kafka_interceptor_f_on_request_sent_t *on_request_sent,
-    void *ic_opaque);
+rd_kafka_resp_err_t
+rd_kafka_interceptor_add_on_request_sent(rd_kafka_t *rk, const char *ic_name,
+                                         rd_kafka_interceptor_f_on_request_sent_t *on_request_sent,
+                                         void *ic_opaque);
 rd_kafka_resp_err_t rd_kafka_interceptor_add_on_response_received(
     rd_kafka_t *rk, const char *ic_name, rd_kafka_interceptor_f_on_response_received_t *on_response_received,
     void *ic_opaque);
@@ -419,25 +423,32 @@ typedef struct rd_kafka_AdminOptions_s rd_kafka_AdminOptions_t;
 typedef struct rd_kafka_ListConsumerGroupOffsets_s rd_kafka_ListConsumerGroupOffsets_t;
 typedef struct rd_kafka_group_result_s rd_kafka_group_result_t;
 typedef rd_kafka_event_t rd_kafka_ListConsumerGroupOffsets_result_t;
-typedef enum { RD_KAFKA_ADMIN_OP_ANY = 0, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS = 14 } rd_kafka_admin_op_t;
+typedef enum {
+    RD_KAFKA_ADMIN_OP_ANY = 0,
+    RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS = 14
+} rd_kafka_admin_op_t;
 rd_kafka_AdminOptions_t *rd_kafka_AdminOptions_new(rd_kafka_t *rk, rd_kafka_admin_op_t for_api);
 void rd_kafka_AdminOptions_destroy(rd_kafka_AdminOptions_t *options);
-rd_kafka_resp_err_t rd_kafka_AdminOptions_set_request_timeout(rd_kafka_AdminOptions_t *options, int timeout_ms,
-                                                              char *errstr, size_t errstr_size);
+rd_kafka_resp_err_t rd_kafka_AdminOptions_set_request_timeout(rd_kafka_AdminOptions_t *options,
+                                                              int timeout_ms, char *errstr,
+                                                              size_t errstr_size);
 rd_kafka_error_t *rd_kafka_AdminOptions_set_require_stable_offsets(rd_kafka_AdminOptions_t *options,
                                                                    int true_or_false);
-rd_kafka_ListConsumerGroupOffsets_t *rd_kafka_ListConsumerGroupOffsets_new(
-    const char *group_id, const rd_kafka_topic_partition_list_t *partitions);
+rd_kafka_ListConsumerGroupOffsets_t *
+rd_kafka_ListConsumerGroupOffsets_new(const char *group_id,
+                                      const rd_kafka_topic_partition_list_t *partitions);
 void rd_kafka_ListConsumerGroupOffsets_destroy(rd_kafka_ListConsumerGroupOffsets_t *list_grpoffsets);
 void rd_kafka_ListConsumerGroupOffsets(rd_kafka_t *rk, rd_kafka_ListConsumerGroupOffsets_t **list_grpoffsets,
                                        size_t list_grpoffsets_cnt, const rd_kafka_AdminOptions_t *options,
                                        rd_kafka_queue_t *rkqu);
-const rd_kafka_ListConsumerGroupOffsets_result_t *rd_kafka_event_ListConsumerGroupOffsets_result(
-    rd_kafka_event_t *rkev);
-const rd_kafka_group_result_t **rd_kafka_ListConsumerGroupOffsets_result_groups(
-    const rd_kafka_ListConsumerGroupOffsets_result_t *result, size_t *cntp);
+const rd_kafka_ListConsumerGroupOffsets_result_t *
+rd_kafka_event_ListConsumerGroupOffsets_result(rd_kafka_event_t *rkev);
+const rd_kafka_group_result_t **
+rd_kafka_ListConsumerGroupOffsets_result_groups(const rd_kafka_ListConsumerGroupOffsets_result_t *result,
+                                                size_t *cntp);
 const rd_kafka_error_t *rd_kafka_group_result_error(const rd_kafka_group_result_t *groupres);
-const rd_kafka_topic_partition_list_t *rd_kafka_group_result_partitions(const rd_kafka_group_result_t *groupres);
+const rd_kafka_topic_partition_list_t *
+rd_kafka_group_result_partitions(const rd_kafka_group_result_t *groupres);
 
 /* ---- admin: offsets by timestamp (ListOffsets, librdkafka >= 2.3), answered on a queue ---- */
 typedef struct rd_kafka_ListOffsetsResultInfo_s rd_kafka_ListOffsetsResultInfo_t;
@@ -445,10 +456,10 @@ typedef rd_kafka_event_t rd_kafka_ListOffsets_result_t;
 void rd_kafka_ListOffsets(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *topic_partitions,
                           const rd_kafka_AdminOptions_t *options, rd_kafka_queue_t *rkqu);
 const rd_kafka_ListOffsets_result_t *rd_kafka_event_ListOffsets_result(rd_kafka_event_t *rkev);
-const rd_kafka_ListOffsetsResultInfo_t **rd_kafka_ListOffsets_result_infos(const rd_kafka_ListOffsets_result_t *result,
-                                                                          size_t *cntp);
-const rd_kafka_topic_partition_t *rd_kafka_ListOffsetsResultInfo_topic_partition(
-    const rd_kafka_ListOffsetsResultInfo_t *result_info);
+const rd_kafka_ListOffsetsResultInfo_t **
+rd_kafka_ListOffsets_result_infos(const rd_kafka_ListOffsets_result_t *result, size_t *cntp);
+const rd_kafka_topic_partition_t *
+rd_kafka_ListOffsetsResultInfo_topic_partition(const rd_kafka_ListOffsetsResultInfo_t *result_info);
 int64_t rd_kafka_ListOffsetsResultInfo_timestamp(const rd_kafka_ListOffsetsResultInfo_t *result_info);
 
 /* ---- mock cluster (the embedded broker) ----------------------------------------- */
@@ -469,9 +480,8 @@ rd_kafka_resp_err_t rd_kafka_mock_topic_create(rd_kafka_mock_cluster_t *mcluster
                                                int partition_cnt, int replication_factor);
 rd_kafka_resp_err_t rd_kafka_mock_partition_set_leader(rd_kafka_mock_cluster_t *mcluster, const char *topic,
                                                        int32_t partition, int32_t broker_id);
-rd_kafka_resp_err_t rd_kafka_mock_partition_set_follower(rd_kafka_mock_cluster_t *mcluster,
-                                                         const char *topic, int32_t partition,
-                                                         int32_t broker_id);
+rd_kafka_resp_err_t rd_kafka_mock_partition_set_follower(rd_kafka_mock_cluster_t *mcluster, const char *topic,
+                                                         int32_t partition, int32_t broker_id);
 rd_kafka_resp_err_t rd_kafka_mock_broker_set_down(rd_kafka_mock_cluster_t *mcluster, int32_t broker_id);
 rd_kafka_resp_err_t rd_kafka_mock_broker_set_up(rd_kafka_mock_cluster_t *mcluster, int32_t broker_id);
 rd_kafka_resp_err_t rd_kafka_mock_broker_set_rtt(rd_kafka_mock_cluster_t *mcluster, int32_t broker_id,

@@ -75,7 +75,8 @@ int main(int argc, char **argv) {
         }
     }
     double secs = now_s() - t0, cpu = cpu_s() - cpu0;
-    printf("{\"records\": %ld, \"seconds\": %.6f, \"records_per_s\": %.1f, \"cpu_s\": %.6f, \"checksum\": %lu}\n",
+    printf("{\"records\": %ld, \"seconds\": %.6f, \"records_per_s\": %.1f, \"cpu_s\": %.6f, \"checksum\": "
+           "%lu}\n",
            got, secs, got / secs, cpu, checksum);
     rd_kafka_queue_destroy(q);
     rd_kafka_consumer_close(rk);

@@ -10,16 +10,16 @@
 static int g_passed, g_failed, g_case_failed, g_case_fail_prints;
 static const char *g_case;
 
-#define CHECK_MSG(cond, ...)                                                                         \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            g_case_failed = 1;                                                                       \
-            if (g_case_fail_prints++ < 20) {                                                         \
-                printf("FAIL [%s] %s:%d: %s: ", g_case, __FILE__, __LINE__, #cond);                  \
-                printf(__VA_ARGS__);                                                                 \
-                printf("\n");                                                                        \
-            }                                                                                        \
-        }                                                                                            \
+#define CHECK_MSG(cond, ...)                                                                                 \
+    do {                                                                                                     \
+        if (!(cond)) {                                                                                       \
+            g_case_failed = 1;                                                                               \
+            if (g_case_fail_prints++ < 20) {                                                                 \
+                printf("FAIL [%s] %s:%d: %s: ", g_case, __FILE__, __LINE__, #cond);                          \
+                printf(__VA_ARGS__);                                                                         \
+                printf("\n");                                                                                \
+            }                                                                                                \
+        }                                                                                                    \
     } while (0)
 
 #define CHECK(cond) CHECK_MSG(cond, "%s", "")

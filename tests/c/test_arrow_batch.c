@@ -88,8 +88,8 @@ static int bit(const void *bm, size_t i) {
     return (((const uint8_t *)bm)[i >> 3] >> (i & 7)) & 1;
 }
 
-static const char *const exp_names[7] = {"topic", "partition", "offset", "timestamp", "key", "value",
-                                         "timestamp_type"};
+static const char *const exp_names[7] = {"topic", "partition", "offset",        "timestamp",
+                                         "key",   "value",     "timestamp_type"};
 static const char *const exp_formats[7] = {"u", "i", "l", "tsm:", "z", "z", "i"};
 
 static void check_schema(const struct ArrowSchema *s, int ncols) {
@@ -236,7 +236,8 @@ static void verify_batch(rd_kafka_message_t *const *msgs, size_t n, int flags, c
             }
             valid[i] = !(et == -1 || ett == 0);
             if (valid[i])
-                CHECK_MSG(t[i] == et, "row %zu timestamp %lld expected %lld", i, (long long)t[i], (long long)et);
+                CHECK_MSG(t[i] == et, "row %zu timestamp %lld expected %lld", i, (long long)t[i],
+                          (long long)et);
             if (tt)
                 CHECK_MSG(tt[i] == (valid[i] ? ett : 0), "row %zu timestamp_type %d expected %d", i, tt[i],
                           valid[i] ? ett : 0);
@@ -302,7 +303,8 @@ static void fb_fill_random(fake_batch *fb, int null_pct, size_t max_len) {
             m->len = (size_t)(rnd() % (max_len + 1));
             m->payload = rand_bytes(m->len);
         }
-        fb->ts[i] = (null_pct && (int)(rnd() % 100) < null_pct) ? -1 : 1700000000000LL + (int64_t)(rnd() % 100000);
+        fb->ts[i] =
+            (null_pct && (int)(rnd() % 100) < null_pct) ? -1 : 1700000000000LL + (int64_t)(rnd() % 100000);
         fb->tstypes[i] = (int32_t)(rnd() % 3);
     }
 }
@@ -337,12 +339,17 @@ static void test_basic(void) {
     int rc;
 
     fb_init(&fb, 3);
-    fb.msgs[0] = (rd_kafka_message_t){.rkt = g_rkt[0], .partition = 3, .offset = 42,
-                                      .key = k0, .key_len = 5, .payload = v0, .len = 10};
-    fb.msgs[1] = (rd_kafka_message_t){.rkt = g_rkt[0], .partition = 0, .offset = 0,
-                                      .key = NULL, .payload = v1, .len = 2};
-    fb.msgs[2] = (rd_kafka_message_t){.rkt = g_rkt[1], .partition = 2147483647, .offset = INT64_MAX,
-                                      .key = k2, .key_len = 0, .payload = NULL, .len = 0};
+    fb.msgs[0] = (rd_kafka_message_t){
+        .rkt = g_rkt[0], .partition = 3, .offset = 42, .key = k0, .key_len = 5, .payload = v0, .len = 10};
+    fb.msgs[1] = (rd_kafka_message_t){
+        .rkt = g_rkt[0], .partition = 0, .offset = 0, .key = NULL, .payload = v1, .len = 2};
+    fb.msgs[2] = (rd_kafka_message_t){.rkt = g_rkt[1],
+                                      .partition = 2147483647,
+                                      .offset = INT64_MAX,
+                                      .key = k2,
+                                      .key_len = 0,
+                                      .payload = NULL,
+                                      .len = 0};
     fb.ts[0] = 1700000000123LL;
     fb.ts[1] = 0; /* epoch: a valid timestamp, not a null */
     fb.ts[2] = 1;
@@ -350,7 +357,8 @@ static void test_basic(void) {
     fb.tstypes[1] = 2;
     fb.tstypes[2] = 1;
 
-    rc = kc_arrow_build_ex(fb.ptrs, 3, KC_ARROW_WITH_TIMESTAMP_TYPE, fb.ts, fb.tstypes, &s, &a, err, sizeof(err));
+    rc = kc_arrow_build_ex(fb.ptrs, 3, KC_ARROW_WITH_TIMESTAMP_TYPE, fb.ts, fb.tstypes, &s, &a, err,
+                           sizeof(err));
     CHECK_MSG(rc == 0, "%s", err);
     if (rc == 0) {
         verify_batch(fb.ptrs, 3, KC_ARROW_WITH_TIMESTAMP_TYPE, fb.ts, fb.tstypes, &s, &a);
@@ -665,7 +673,8 @@ static void test_alloc_failures(void) {
         if (rc == 0)
             break;
         failures++;
-        CHECK_MSG(errno == ENOMEM && strstr(err, "out of memory") != NULL, "k=%ld errno %d %s", k, errno, err);
+        CHECK_MSG(errno == ENOMEM && strstr(err, "out of memory") != NULL, "k=%ld errno %d %s", k, errno,
+                  err);
         CHECK(s.release == NULL && a.release == NULL);
     }
     kc_arrow_alloc_hook = NULL;
@@ -721,11 +730,12 @@ static void test_real_messages_mock_cluster(void) {
         snprintf(keys[i], sizeof(keys[i]), "k%zu", i);
         snprintf(vals[i], sizeof(vals[i]), "value-%zu-%s", i, i % 3 ? "xyz" : "");
         tss[i] = 1700000000000LL + (int64_t)i * 1000;
-        e = rd_kafka_producev(prod, RD_KAFKA_V_TOPIC("arrow-real"), RD_KAFKA_V_PARTITION(0),
-                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                              RD_KAFKA_V_KEY((i % 4 == 1 ? NULL : keys[i]), (i % 4 == 1 ? 0 : strlen(keys[i]))),
-                              RD_KAFKA_V_VALUE((i % 5 == 2 ? NULL : vals[i]), (i % 5 == 2 ? 0 : strlen(vals[i]))),
-                              RD_KAFKA_V_TIMESTAMP(tss[i]), RD_KAFKA_V_END);
+        e = rd_kafka_producev(
+            prod, RD_KAFKA_V_TOPIC("arrow-real"), RD_KAFKA_V_PARTITION(0),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_KEY((i % 4 == 1 ? NULL : keys[i]), (i % 4 == 1 ? 0 : strlen(keys[i]))),
+            RD_KAFKA_V_VALUE((i % 5 == 2 ? NULL : vals[i]), (i % 5 == 2 ? 0 : strlen(vals[i]))),
+            RD_KAFKA_V_TIMESTAMP(tss[i]), RD_KAFKA_V_END);
         CHECK_MSG(e == RD_KAFKA_RESP_ERR_NO_ERROR, "producev: %s", rd_kafka_err2str(e));
     }
     CHECK(rd_kafka_flush(prod, 60000) == RD_KAFKA_RESP_ERR_NO_ERROR);

@@ -37,7 +37,8 @@ static rd_kafka_t *member(const char *group, const char *topic, int *cooperative
     rd_kafka_conf_set(conf, "heartbeat.interval.ms", "200", errstr, sizeof(errstr));
     rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof(errstr));
     if (*cooperative)
-        rd_kafka_conf_set(conf, "partition.assignment.strategy", "cooperative-sticky", errstr, sizeof(errstr));
+        rd_kafka_conf_set(conf, "partition.assignment.strategy", "cooperative-sticky", errstr,
+                          sizeof(errstr));
     rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
     rd_kafka_conf_set_opaque(conf, cooperative);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
@@ -108,8 +109,12 @@ static void reaper_closes_member(int *cooperative, const char *group) {
         reap(a, NULL, *cooperative, 0);
 }
 
-static void test_reaper_eager(void) { reaper_closes_member(&g_eager, "close-eager"); }
-static void test_reaper_cooperative(void) { reaper_closes_member(&g_coop, "close-coop"); }
+static void test_reaper_eager(void) {
+    reaper_closes_member(&g_eager, "close-eager");
+}
+static void test_reaper_cooperative(void) {
+    reaper_closes_member(&g_coop, "close-coop");
+}
 
 /* A close started by the application (close() that reached its deadline) is handed to the reaper
  * with its queue, before any event on it was served. */
@@ -162,11 +167,13 @@ static void test_close_served_then_reaped(void) {
     int64_t until = kc_now_ms() + 10000;
     while (ev == NULL && kc_now_ms() < until)
         ev = rd_kafka_queue_poll(q, 100);
-    CHECK_MSG(ev != NULL && rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE, "no revoke event from the close");
+    CHECK_MSG(ev != NULL && rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE,
+              "no revoke event from the close");
     if (ev != NULL) {
         CHECK(rd_kafka_event_error(ev) == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS);
         CHECK(rd_kafka_event_topic_partition_list(ev)->cnt == 4);
-        CHECK(kc_answer_rebalance(a, rd_kafka_event_error(ev), rd_kafka_event_topic_partition_list(ev), 0) == NULL);
+        CHECK(kc_answer_rebalance(a, rd_kafka_event_error(ev), rd_kafka_event_topic_partition_list(ev), 0) ==
+              NULL);
         rd_kafka_event_destroy(ev);
     }
     CHECK(kc_close_drain_stale(q) >= 0);

@@ -10,7 +10,6 @@
 #include "kc_test.h"
 static long g_live; /* fake messages alive */
 
-
 static void fake_destroy(rd_kafka_message_t *m) {
     g_live--;
     free(m);
@@ -43,7 +42,6 @@ static void release(rd_kafka_message_t **out, size_t n) {
     for (size_t i = 0; i < n; i++)
         fake_destroy(out[i]);
 }
-
 
 /* 1 deep + 5 shallow partitions, cap 100: proportional serves all six in one drain,
  * the shallow ones fully, the deep one the rest. */
@@ -166,19 +164,19 @@ static void test_next_offset(void) {
     kc_fb_init(&fb);
     kc_partition_t *a = kc_fb_add(&fb, "t", 0);
     CHECK(kc_fb_next_offset(a) == KC_POSITION_UNKNOWN); /* nothing known: take anything */
-    fill(&fb, a, 64, 100);                               /* wraps nothing yet: ring of 64 */
-    CHECK(kc_fb_next_offset(a) == 164);                  /* past the buffered tail */
+    fill(&fb, a, 64, 100);                              /* wraps nothing yet: ring of 64 */
+    CHECK(kc_fb_next_offset(a) == 164);                 /* past the buffered tail */
     rd_kafka_message_t *out[64];
     size_t n = kc_fb_drain(&fb, 10, KC_FAIRNESS_GREEDY, out);
     release(out, n);
-    fill(&fb, a, 5, 164);                                /* tail now sits after the wrap point */
+    fill(&fb, a, 5, 164); /* tail now sits after the wrap point */
     CHECK(a->position == 110 && kc_fb_next_offset(a) == 169);
     n = kc_fb_drain(&fb, 64, KC_FAIRNESS_GREEDY, out);
     release(out, n);
     n = kc_fb_drain(&fb, 64, KC_FAIRNESS_GREEDY, out);
     release(out, n);
-    CHECK(a->len == 0 && kc_fb_next_offset(a) == 169);  /* empty: the position */
-    a->position = 50;                                    /* a seek back: purge + new position */
+    CHECK(a->len == 0 && kc_fb_next_offset(a) == 169); /* empty: the position */
+    a->position = 50;                                  /* a seek back: purge + new position */
     CHECK(kc_fb_next_offset(a) == 50);
     kc_fb_destroy(&fb);
     CHECK(g_live == 0);
@@ -245,9 +243,10 @@ static void test_bytes_noted_at_push(void) {
         CHECK(a->bytes == expect_a && b->bytes == expect_b && fb.bytes == expect_a + expect_b);
         size_t n = kc_fb_drain(&fb, 30, KC_FAIRNESS_GREEDY, out);
         for (size_t i = 0; i < n; i++) {
-            size_t noted = out[i]->partition == 0 ? (size_t)((out[i]->offset / 37) * 7 + out[i]->offset % 37)
-                                                       + (size_t)(out[i]->offset % 37)
-                                                 : 5;
+            size_t noted = out[i]->partition == 0
+                               ? (size_t)((out[i]->offset / 37) * 7 + out[i]->offset % 37) +
+                                     (size_t)(out[i]->offset % 37)
+                               : 5;
             if (out[i]->partition == 0)
                 expect_a -= noted;
             else
