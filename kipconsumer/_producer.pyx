@@ -61,75 +61,6 @@ cdef inline void _gc_track(object o) noexcept:
         PyObject_GC_Track(o)
 
 
-cdef extern from "producer_core.h" nogil:
-    ctypedef struct kc_producer_rec_t:
-        kc_producer_rec_t *prev
-        kc_producer_rec_t *next
-        void *future
-        void *callback
-        int32_t key_size
-        int32_t value_size
-
-    ctypedef struct kc_producer_dr_t:
-        kc_producer_rec_t *rec
-        int err
-        const char *topic
-        const char *errstr
-        int32_t partition
-        int64_t offset
-        int64_t timestamp
-        int64_t latency_us
-
-    ctypedef struct kc_producer_stats_t:
-        int64_t in_flight
-        int64_t sent
-        int64_t delivered
-        int64_t failed
-        int64_t timed_out
-        int64_t buffer_waits
-        int64_t buffer_timeouts
-        int64_t dr_batches
-        int64_t errors
-        int fatal
-        int outq_len
-
-    ctypedef struct kc_producer_t:
-        rd_kafka_t *rk
-        int stats_ready
-
-    int64_t kc_producer_now_us()
-    kc_producer_t *kc_producer_new(rd_kafka_conf_t *conf, char *errstr, size_t errstr_size)
-    int kc_producer_start(kc_producer_t *p,
-                          void (*cb)(void *ctx, kc_producer_dr_t *items, size_t n) noexcept nogil,
-                          void *ctx)
-    rd_kafka_resp_err_t kc_producer_produce(kc_producer_t *p, rd_kafka_topic_t *rkt,
-                                            int32_t partition, const void *value,
-                                            size_t value_len, const void *key, size_t key_len,
-                                            int64_t timestamp, rd_kafka_headers_t *hdrs,
-                                            kc_producer_rec_t *rec)
-    rd_kafka_resp_err_t kc_producer_produce_wait(kc_producer_t *p, rd_kafka_topic_t *rkt,
-                                                 int32_t partition, const void *value,
-                                                 size_t value_len, const void *key,
-                                                 size_t key_len, int64_t timestamp,
-                                                 rd_kafka_headers_t *hdrs,
-                                                 kc_producer_rec_t *rec, int64_t deadline_us,
-                                                 int *counted)
-    void kc_producer_note_buffer_timeout(kc_producer_t *p)
-    int64_t kc_producer_flush_until(kc_producer_t *p, int64_t until_us)
-    rd_kafka_resp_err_t kc_producer_topic_metadata(kc_producer_t *p, rd_kafka_topic_t *rkt,
-                                                   int timeout_ms, int *cntp, int32_t **idsp)
-    int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us)
-    void kc_producer_set_closing(kc_producer_t *p)
-    rd_kafka_resp_err_t kc_producer_purge(kc_producer_t *p)
-    void kc_producer_stop_thread(kc_producer_t *p)
-    kc_producer_rec_t *kc_producer_take_all(kc_producer_t *p)
-    void kc_producer_destroy(kc_producer_t *p)
-    void kc_producer_get_stats(kc_producer_t *p, kc_producer_stats_t *out, char *last_error,
-                               size_t last_error_size)
-    int kc_producer_on_dr_thread(kc_producer_t *p)
-    char *kc_producer_take_stats(kc_producer_t *p)
-
-
 cdef extern from "<unistd.h>" nogil:
     int usleep(unsigned int usec)
 
@@ -367,12 +298,6 @@ cdef extern from *:
     object _tp_new "kc_producer_tp_new"(object type, object args)
 
 
-cdef struct _BatchCtx:
-    int delivery_timeout_ms
-    int64_t callback_errors
-    int64_t work_us
-
-
 cdef inline bint _is_timeout(int err) noexcept nogil:
     return (err == ERR__MSG_TIMED_OUT or err == ERR__TIMED_OUT or err == ERR__TIMED_OUT_QUEUE
             or err == ERR_REQUEST_TIMED_OUT)
@@ -487,10 +412,7 @@ cdef void _on_batch(void *ctxp, kc_producer_dr_t *items, size_t n) noexcept with
 
 
 cdef class _Topic:
-    cdef object name  # the str it was last looked up with (send()'s one-entry cache)
-    cdef rd_kafka_topic_t *rkt
-    cdef int partition_count
-    cdef list partitions
+    """A topic send() has looked up: librdkafka's handle and its partitions (fields in _producer.pxd)."""
 
 
 cdef class ProducerCore:
@@ -502,26 +424,6 @@ cdef class ProducerCore:
     otherwise leaves the final release to the last one to leave. Blocking waits run without the GIL
     in slices of at most 50 ms, then check signals (``KeyboardInterrupt``) and ``close()``.
     """
-
-    cdef kc_producer_t *p
-    cdef _BatchCtx *ctx
-    cdef dict _topics
-    cdef _Topic _last_topic  # send()'s one-entry cache: the topic of the previous send()
-    cdef bint _closed
-    cdef bint _closing_now      # a close() is running
-    cdef unsigned long _closing_thread  # ... on this thread (threading.get_ident())
-    cdef bint _release_pending  # closed; the last call to leave frees the handle
-    cdef int _active
-    cdef readonly int max_block_ms
-    cdef readonly int delivery_timeout_ms
-    cdef readonly int request_timeout_ms
-    cdef readonly long long buffer_memory
-    cdef readonly str queue_limits
-    cdef readonly str message_max_bytes
-    cdef readonly object _key_serializer
-    cdef readonly object _value_serializer
-    cdef object _stats_cb             # the user's stats_cb(json: str), or None
-    cdef object _stats                # summary of the last statistics (kipconsumer._stats), or None
 
     def __cinit__(self):
         self.p = NULL
@@ -578,14 +480,14 @@ cdef class ProducerCore:
         self._closed = False
 
     # -- the calls' lifecycle (all under the GIL) -----------------------------------------------
-    cdef inline int _enter(self, str who) except -1:
+    cdef int _enter(self, str who) except -1:
         """Counts a call that uses the handle; raises IllegalStateError once close() began."""
         if self._closed:
             raise IllegalStateError(f"{who} called after close()")
         self._active += 1
         return 0
 
-    cdef inline void _leave(self) noexcept:
+    cdef void _leave(self) noexcept:
         self._active -= 1
         if self._active == 0 and self._release_pending:
             self._release()

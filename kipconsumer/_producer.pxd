@@ -1,0 +1,129 @@
+# Table of contents of kipconsumer/_producer.pyx: the producer core's C declarations (csrc/producer_core.h),
+# the per-batch delivery context, and the fields of ProducerCore and of a looked-up topic.
+cimport cython
+from libc.stdint cimport int32_t, int64_t
+
+from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_headers_t, rd_kafka_resp_err_t, rd_kafka_t,
+                               rd_kafka_topic_t)
+
+
+cdef extern from "producer_core.h" nogil:
+    ctypedef struct kc_producer_rec_t:
+        kc_producer_rec_t *prev
+        kc_producer_rec_t *next
+        void *future
+        void *callback
+        int32_t key_size
+        int32_t value_size
+
+    ctypedef struct kc_producer_dr_t:
+        kc_producer_rec_t *rec
+        int err
+        const char *topic
+        const char *errstr
+        int32_t partition
+        int64_t offset
+        int64_t timestamp
+        int64_t latency_us
+
+    ctypedef struct kc_producer_stats_t:
+        int64_t in_flight
+        int64_t sent
+        int64_t delivered
+        int64_t failed
+        int64_t timed_out
+        int64_t buffer_waits
+        int64_t buffer_timeouts
+        int64_t dr_batches
+        int64_t errors
+        int fatal
+        int outq_len
+
+    ctypedef struct kc_producer_t:
+        rd_kafka_t *rk
+        int stats_ready
+
+    int64_t kc_producer_now_us()
+    kc_producer_t *kc_producer_new(rd_kafka_conf_t *conf, char *errstr, size_t errstr_size)
+    int kc_producer_start(kc_producer_t *p,
+                          void (*cb)(void *ctx, kc_producer_dr_t *items, size_t n) noexcept nogil,
+                          void *ctx)
+    rd_kafka_resp_err_t kc_producer_produce(kc_producer_t *p, rd_kafka_topic_t *rkt,
+                                            int32_t partition, const void *value,
+                                            size_t value_len, const void *key, size_t key_len,
+                                            int64_t timestamp, rd_kafka_headers_t *hdrs,
+                                            kc_producer_rec_t *rec)
+    rd_kafka_resp_err_t kc_producer_produce_wait(kc_producer_t *p, rd_kafka_topic_t *rkt,
+                                                 int32_t partition, const void *value,
+                                                 size_t value_len, const void *key,
+                                                 size_t key_len, int64_t timestamp,
+                                                 rd_kafka_headers_t *hdrs,
+                                                 kc_producer_rec_t *rec, int64_t deadline_us,
+                                                 int *counted)
+    void kc_producer_note_buffer_timeout(kc_producer_t *p)
+    int64_t kc_producer_flush_until(kc_producer_t *p, int64_t until_us)
+    rd_kafka_resp_err_t kc_producer_topic_metadata(kc_producer_t *p, rd_kafka_topic_t *rkt,
+                                                   int timeout_ms, int *cntp, int32_t **idsp)
+    int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us)
+    void kc_producer_set_closing(kc_producer_t *p)
+    rd_kafka_resp_err_t kc_producer_purge(kc_producer_t *p)
+    void kc_producer_stop_thread(kc_producer_t *p)
+    kc_producer_rec_t *kc_producer_take_all(kc_producer_t *p)
+    void kc_producer_destroy(kc_producer_t *p)
+    void kc_producer_get_stats(kc_producer_t *p, kc_producer_stats_t *out, char *last_error,
+                               size_t last_error_size)
+    int kc_producer_on_dr_thread(kc_producer_t *p)
+    char *kc_producer_take_stats(kc_producer_t *p)
+
+
+cdef struct _BatchCtx:
+    # what the delivery callback needs of its producer, without the GIL until it completes futures
+    int delivery_timeout_ms
+    int64_t callback_errors
+    int64_t work_us
+
+
+cdef class _Topic:
+    cdef object name                    # the str it was last looked up with (send()'s one-entry cache)
+    cdef rd_kafka_topic_t *rkt          # librdkafka's topic handle
+    cdef int partition_count            # partitions known from metadata
+    cdef list partitions                # their ids
+
+
+@cython.final
+cdef class ProducerCore:
+    cdef kc_producer_t *p
+    cdef _BatchCtx *ctx
+    cdef dict _topics
+    cdef _Topic _last_topic           # send()'s one-entry cache: the topic of the previous send()
+    cdef bint _closed
+    cdef bint _closing_now      # a close() is running
+    cdef unsigned long _closing_thread  # ... on this thread (threading.get_ident())
+    cdef bint _release_pending  # closed; the last call to leave frees the handle
+    cdef int _active
+    cdef readonly int max_block_ms
+    cdef readonly int delivery_timeout_ms
+    cdef readonly int request_timeout_ms
+    cdef readonly long long buffer_memory
+    cdef readonly str queue_limits
+    cdef readonly str message_max_bytes
+    cdef readonly object _key_serializer
+    cdef readonly object _value_serializer
+    cdef object _stats_cb             # the user's stats_cb(json: str), or None
+    cdef object _stats                # summary of the last statistics (kipconsumer._stats), or None
+
+    cdef int _enter(self, str who) except -1
+    cdef void _leave(self) noexcept
+    cdef void _release(self) noexcept
+    cdef int _check_signals(self) except -1
+    cdef int _metadata_wait(self, rd_kafka_topic_t *rkt, int64_t deadline_us, str who, bint fatal,
+                            int *cntp, int32_t **idsp) except? -1
+    cdef _Topic _await_topic(self, str topic, int64_t deadline_us, str who)
+    cdef int _refresh_partitions(self, _Topic t, str topic) except -1
+    cdef object _send(self, topic, value, key, partition, headers, timestamp, callback, int block_ms)
+    cdef int _wait_for_space(self, rd_kafka_topic_t *rkt, int32_t part, const char *vptr, Py_ssize_t vlen,
+                             const char *kptr, Py_ssize_t klen, int64_t ts, rd_kafka_headers_t *hdrs,
+                             kc_producer_rec_t *rec, int64_t deadline_us) except? -1
+    cdef object _send_error(self, int err, str topic, int64_t start_us)
+    cdef int64_t _flush_until(self, int64_t deadline_us) except? -2
+    cdef _serve_stats(self)
