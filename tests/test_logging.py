@@ -132,7 +132,7 @@ def test_producer_stats_cb_runs_on_the_calling_thread_and_metrics_sum_up(broker:
         deadline = time.monotonic() + 10
         while not got and time.monotonic() < deadline:
             p.send("stats-p", value=b"x")
-            p.flush(1)
+            p.flush(10)
             time.sleep(0.05)
         assert got, "no statistics reached stats_cb"
         doc, thread = got[-1]
