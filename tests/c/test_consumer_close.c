@@ -28,9 +28,13 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
 
 static int g_eager = 0, g_coop = 1;
 
+static int g_store_by_hand = 0; /* enable.auto.offset.store=false for the next member */
+
 static rd_kafka_t *member(const char *group, const char *topic, int *cooperative) {
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (g_store_by_hand)
+        rd_kafka_conf_set(conf, "enable.auto.offset.store", "false", errstr, sizeof(errstr));
     rd_kafka_conf_set(conf, "bootstrap.servers", g_bootstraps, errstr, sizeof(errstr));
     rd_kafka_conf_set(conf, "group.id", group, errstr, sizeof(errstr));
     rd_kafka_conf_set(conf, "session.timeout.ms", "30000", errstr, sizeof(errstr));
@@ -114,6 +118,53 @@ static void test_reaper_eager(void) {
 }
 static void test_reaper_cooperative(void) {
     reaper_closes_member(&g_coop, "close-coop");
+}
+
+/* A consumer of `group` that does not subscribe: it reads the group's committed offsets. */
+static rd_kafka_t *group_reader(const char *group) {
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", g_bootstraps, errstr, sizeof(errstr));
+    rd_kafka_conf_set(conf, "group.id", group, errstr, sizeof(errstr));
+    rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof(errstr));
+    return rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+}
+
+/* Offsets stored by hand (enable.auto.offset.store=false, as kipconsumer does) on partitions with
+ * no records: the reaper's close commits them (auto-commit) and finishes in bounded time.
+ * A list passed to rd_kafka_offsets_store() keeps references to the partitions it named until it
+ * is destroyed, and rd_kafka_destroy() waits for them: destroy it before the reap (a list kept
+ * across the reap hung this test in rd_kafka_destroy; kipconsumer destroys its lists at once). */
+static rd_kafka_topic_partition_list_t *four_partitions(int64_t offset) {
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(4);
+    for (int i = 0; i < 4; i++)
+        rd_kafka_topic_partition_list_add(parts, "close-topic", i)->offset = offset;
+    return parts;
+}
+
+static void test_reaper_commits_stored_offsets(void) {
+    rd_kafka_topic_partition_list_t *parts;
+    rd_kafka_t *a, *b;
+    g_store_by_hand = 1;
+    a = assigned_member("close-stored", &g_eager);
+    g_store_by_hand = 0;
+    if (a != NULL) {
+        parts = four_partitions(7);
+        CHECK(rd_kafka_offsets_store(a, parts) == RD_KAFKA_RESP_ERR_NO_ERROR);
+        rd_kafka_topic_partition_list_destroy(parts);
+        reap(a, NULL, 0, 0);
+    }
+    b = group_reader("close-stored");
+    CHECK(b != NULL);
+    if (b != NULL) {
+        parts = four_partitions(RD_KAFKA_OFFSET_INVALID);
+        CHECK(rd_kafka_committed(b, parts, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR);
+        for (int i = 0; i < 4; i++)
+            CHECK_MSG(parts->elems[i].offset == 7, "partition %d committed %lld", i,
+                      (long long)parts->elems[i].offset);
+        rd_kafka_topic_partition_list_destroy(parts);
+        rd_kafka_destroy(b);
+    }
 }
 
 /* A close started by the application (close() that reached its deadline) is handed to the reaper
@@ -200,6 +251,7 @@ int main(void) {
 
     run_case("reaper closes an eager member", test_reaper_eager);
     run_case("reaper closes a cooperative member", test_reaper_cooperative);
+    run_case("reaper commits offsets stored by hand", test_reaper_commits_stored_offsets);
     run_case("reaper takes over a close already started", test_reaper_takes_over_started_close);
     run_case("answer must match the group's protocol", test_answer_must_match_protocol);
     run_case("close served by hand, then reaped", test_close_served_then_reaped);
