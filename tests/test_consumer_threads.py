@@ -24,8 +24,10 @@ from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.errors import ConcurrentAccessError, WakeupError
 from kipconsumer.structs import TopicPartition
 
-# Shared by the child processes: an own broker, a topic "t" of 1 partition with 10 records, and a
-# consumer `c` of group "g" (manual commits) that has `tp` assigned; `result(**kw)` prints the outcome.
+# Shared by the child processes: an own broker, a topic "t" of 1 partition with 10 records in one
+# batch (so the first fetch brings all of them: split batches let a loaded machine's first poll
+# return 1 record), and a consumer `c` of group "g" (manual commits) that has `tp` assigned;
+# `result(**kw)` prints the outcome.
 _PRELUDE = textwrap.dedent("""
     import json, math, os, signal, sys, threading, time
     from confluent_kafka import Producer
@@ -33,7 +35,7 @@ _PRELUDE = textwrap.dedent("""
     from kipconsumer.broker import EmbeddedBroker
     b = EmbeddedBroker(num_brokers=1).start()
     b.create_topic("t", 1, 1)
-    p = Producer({"bootstrap.servers": b.bootstrap_servers})
+    p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 500})  # one batch, one fetch
     for i in range(10):
         p.produce("t", value=b"v%d" % i)
     assert p.flush(30) == 0
