@@ -9,7 +9,9 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kipconsumer import KafkaConsumer
 from kipconsumer.broker import EmbeddedBroker
@@ -29,6 +31,40 @@ def make_consumer(broker: EmbeddedBroker, group: str | None = None, **extra: obj
         conf["group.id"] = group
     conf.update({k.replace("_", "."): v for k, v in extra.items()})
     return KafkaConsumer(conf)
+
+
+Callback = Callable[[Any, list[Any]], None]
+
+
+def confluent_rebalance_callbacks(incremental: bool, on_assign: Callback | None = None,
+                                  on_revoke: Callback | None = None,
+                                  on_lost: Callback | None = None) -> dict[str, Callback]:
+    """``subscribe()`` keyword arguments for a confluent-kafka consumer whose callbacks answer
+    each rebalance themselves ((incremental_)assign / unassign after the given callback), for the
+    protocol the test configured: ``incremental`` for cooperative-sticky and KIP-848.
+
+    Left to confluent-kafka, the answer asks librdkafka for the group's protocol
+    (``rd_kafka_rebalance_protocol()``), which can block forever when the callback runs inside
+    ``close()`` (librdkafka issue 4041, still in 2.16), and confluent-kafka holds the GIL while it
+    blocks: a whole pytest process froze in ``test_mixed_group_under_fast_churn``."""
+
+    def answer(consumer: Any, parts: list[Any], assign: bool) -> None:
+        if incremental:
+            (consumer.incremental_assign if assign else consumer.incremental_unassign)(parts)
+        elif assign:
+            consumer.assign(parts)
+        else:
+            consumer.unassign()
+
+    def chain(user: Callback | None, assign: bool) -> Callback:
+        def callback(consumer: Any, parts: list[Any]) -> None:
+            if user is not None:
+                user(consumer, parts)
+            answer(consumer, parts, assign)
+        return callback
+
+    return {"on_assign": chain(on_assign, True), "on_revoke": chain(on_revoke, False),
+            "on_lost": chain(on_lost, False)}
 
 
 def tansu_binary() -> Path | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from kc_testing import confluent_rebalance_callbacks
 
 from kipconsumer import KafkaConsumer, KafkaProducer, TopicPartition
 from kipconsumer.aio import AsyncKafkaConsumer, AsyncKafkaProducer
@@ -486,8 +487,9 @@ def test_async_sync_and_confluent_members_share_partitions_exactly_once(
         def confluent_member() -> None:
             c = CConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
                            "enable.auto.commit": False, "auto.offset.reset": "earliest", **session})
-            c.subscribe(["mixed"], on_assign=lambda _c, ps: owned.__setitem__("confluent", len(ps)),
-                        on_revoke=lambda _c, ps: owned.__setitem__("confluent", 0))
+            c.subscribe(["mixed"], **confluent_rebalance_callbacks(
+                False, lambda _c, ps: owned.__setitem__("confluent", len(ps)),
+                lambda _c, ps: owned.__setitem__("confluent", 0)))
             while not stop.is_set():
                 msgs = c.consume(100, 0.2)
                 for m in msgs:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
+from kc_testing import confluent_rebalance_callbacks
 
 from kipconsumer import ConsumerRecord, KafkaConsumer, KafkaProducer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
@@ -126,7 +127,7 @@ def test_kipconsumer_and_confluent_share_a_group_exactly_once(broker, topic_fact
                        "enable.auto.commit": False, "auto.offset.reset": "earliest",
                        "partition.assignment.strategy": "range", "session.timeout.ms": 6000,
                        "heartbeat.interval.ms": 500})
-        cc.subscribe([topic], on_assign=cc_assign, on_revoke=cc_revoke)
+        cc.subscribe([topic], **confluent_rebalance_callbacks(False, cc_assign, cc_revoke))
         deadline = time.monotonic() + 60
         while True:
             kip_step()

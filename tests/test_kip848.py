@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
+from kc_testing import confluent_rebalance_callbacks
 
 from kipconsumer import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
@@ -199,7 +200,7 @@ def test_mixed_group_with_confluent_kafka_members(kbroker: EmbeddedBroker) -> No
     seen: dict[tuple[int, int], int] = {}
     try:
         kip.subscribe([topic])
-        ck.subscribe([topic])
+        ck.subscribe([topic], **confluent_rebalance_callbacks(True))
         deadline = time.monotonic() + 30
         while not (kip.assignment() and ck.assignment()) and time.monotonic() < deadline:
             kip.poll(0.05)

@@ -39,6 +39,7 @@ import pytest
 from confluent_kafka import Consumer as CConsumer
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as CTopicPartition
+from kc_testing import confluent_rebalance_callbacks
 
 from kipconsumer import KafkaConsumer, KafkaProducer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
@@ -267,7 +268,7 @@ class Member:
             member.commit_result(why, offs, None)
 
         def on_assign(consumer: Any, parts: list[Any]) -> None:
-            member.assigned([tp.partition for tp in parts])   # (incremental_)assign done after it
+            member.assigned([tp.partition for tp in parts])
 
         def on_revoke(consumer: Any, parts: list[Any]) -> None:
             commit("revoked", [tp.partition for tp in parts])
@@ -276,7 +277,8 @@ class Member:
         def on_lost(consumer: Any, parts: list[Any]) -> None:
             member.released([tp.partition for tp in parts], "lost")
 
-        c.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+        c.subscribe([self.topic], **confluent_rebalance_callbacks(
+            self.strategy == "cooperative-sticky", on_assign, on_revoke, on_lost))
         self.started.set()
         last_commit = time.monotonic()
         try:
