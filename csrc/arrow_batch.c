@@ -73,6 +73,22 @@ _Static_assert(sizeof(kc_arrow_block) <= KC_ARROW_BLOCK_HDR, "block header must 
 static pthread_mutex_t kc_arrow_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static kc_arrow_block *kc_arrow_pool_head; /* most recently returned first */
 static size_t kc_arrow_pool_blocks, kc_arrow_pool_bytes;
+static pthread_once_t kc_arrow_pool_once = PTHREAD_ONCE_INIT;
+
+/* fork() while another thread holds the pool's lock would leave it locked forever in the child
+ * (multiprocessing, Spark's Python workers): the lock is taken around fork and released on both
+ * sides, so the child inherits a consistent pool. */
+static void kc_arrow_pool_prefork(void) {
+    pthread_mutex_lock(&kc_arrow_pool_lock);
+}
+
+static void kc_arrow_pool_postfork(void) {
+    pthread_mutex_unlock(&kc_arrow_pool_lock);
+}
+
+static void kc_arrow_pool_init(void) {
+    pthread_atfork(kc_arrow_pool_prefork, kc_arrow_pool_postfork, kc_arrow_pool_postfork);
+}
 
 static size_t kc_arrow_padded(size_t size) {
     if (size == 0)
@@ -92,6 +108,7 @@ static kc_arrow_block *kc_arrow_block_get(size_t size) {
     size_t cap = KC_ARROW_BLOCK_MIN;
     void *p = NULL;
 
+    pthread_once(&kc_arrow_pool_once, kc_arrow_pool_init);
     pthread_mutex_lock(&kc_arrow_pool_lock);
     for (pp = &kc_arrow_pool_head; (b = *pp) != NULL; pp = &b->next)
         if (b->cap >= size) {
