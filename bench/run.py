@@ -14,6 +14,10 @@ librdkafka's included: what the client costs, whatever the broker's speed) with 
 raw C consumer's. The `*-latency` clients time polls of 500 buffered records (after 1 s pauses
 that let the client prefetch): p50, p99 and max over all timed polls, and the first poll after
 each pause on its own.
+A kipconsumer client named `NAME@LABEL` runs NAME against another checkout's kipconsumer, given with
+`--baseline LABEL=DIR` (its worker process gets PYTHONPATH=DIR; build that checkout's native modules
+first): a before/after comparison in one interleaved run, e.g.
+`--baseline base=/work/wt-base --clients raw-c,kipconsumer-arrow@base,kipconsumer-arrow`.
 Results go to bench/results/<date>-consume-<broker>.json.
 Records are counted by what was produced (Tansu's high watermark is wrong).
 """
@@ -65,8 +69,12 @@ def build_raw_consumer(out_dir: str) -> str:
     return exe
 
 
-def run_client(name: str, cmd: list[str]) -> dict[str, float] | None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+def run_client(name: str, cmd: list[str], pythonpath: str | None = None) -> dict[str, float] | None:
+    """Runs one client process; `pythonpath` (a baseline checkout) replaces the worker's PYTHONPATH."""
+    env = None
+    if pythonpath is not None:
+        env = {**os.environ, "PYTHONPATH": pythonpath}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         print(f"  {name}: failed (rc={proc.returncode}) {proc.stderr.strip()[-300:]}", flush=True)
@@ -95,8 +103,19 @@ def main() -> int:
     ap.add_argument(
         "--json", help="write the results here instead of bench/results/<date>-consume-<broker>.json"
     )
+    ap.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="a checkout whose kipconsumer the clients named NAME@LABEL import (repeatable)",
+    )
     args = ap.parse_args()
     clients = args.clients.split(",")
+    baselines = dict(b.split("=", 1) for b in args.baseline)
+    for name in clients:
+        if "@" in name and name.split("@", 1)[1] not in baselines:
+            ap.error(f"client {name}: no --baseline {name.split('@', 1)[1]}=DIR given")
 
     broker: Tansu | Mock = Tansu() if args.broker == "tansu" else Mock()
     results: dict[str, list[dict[str, float]]] = {c: [] for c in clients}
@@ -121,11 +140,11 @@ def main() -> int:
                     cmd = (
                         [raw, *tail]
                         if name == "raw-c"
-                        else [sys.executable, str(HERE / "workers.py"), name, *tail]
+                        else [sys.executable, str(HERE / "workers.py"), name.split("@", 1)[0], *tail]
                     )
-                    r = run_client(name, cmd)
+                    r = run_client(name, cmd, baselines.get(name.split("@", 1)[1]) if "@" in name else None)
                     if r is not None:
-                        if name.endswith("-latency"):
+                        if name.split("@", 1)[0].endswith("-latency"):
                             results[name].append(r)
                         elif r["records"] != args.records:
                             print(f"  {name}: read {r['records']} of {args.records} records", flush=True)
@@ -155,7 +174,7 @@ def main() -> int:
     )
     summary: dict[str, dict[str, object]] = {}
     for name in clients:
-        if name.endswith("-latency"):
+        if name.split("@", 1)[0].endswith("-latency"):
             continue
         runs = results[name]
         if not runs:
@@ -180,7 +199,7 @@ def main() -> int:
             f"{summary[name]['poll_p50_us']:12.0f} {summary[name]['poll_p99_us']:12.0f} "
             f"{cpu:11.0f} {cpu / base_c_cpu:12.2f}"
         )
-    lat_clients = [n for n in clients if n.endswith("-latency")]
+    lat_clients = [n for n in clients if n.split("@", 1)[0].endswith("-latency")]
     if lat_clients:
         polls = results_polls(results, lat_clients)
         print(f"\npoll() of 500 buffered records (median of runs; each run {polls};")

@@ -1,26 +1,29 @@
 /* Arrow record batches built in C from librdkafka messages (see arrow_batch.h,
  * docs/arrow.md).
  *
- * Layout of what is exported:
- *   - the top-level struct array owns one private block holding its buffers[1]
- *     (validity: always NULL, the struct level has no nulls), the children
- *     pointer array and the child ArrowArray structs themselves;
- *   - every child (column) owns a separately allocated private block holding its
- *     buffers[] pointer array, and its buffers, each one posix_memalign'ed (64 B)
- *     block padded to a multiple of 64 bytes with zeroed padding.  A child moved
- *     out of the parent (struct copied, original's release set to NULL) therefore
- *     stays valid after the parent is released;
- *   - the schema owns one private block with its child ArrowSchema structs; all
- *     strings (format, name) are static, so moved schema children stay valid too.
+ * Layout of what is exported: two reference-counted blocks per batch (see "blocks and their
+ * pool" below), each 64-byte aligned:
+ *   - the fixed block holds the top-level struct array's private data (its buffers[1]: validity
+ *     always NULL, the struct level has no nulls; the children pointer array and the child
+ *     ArrowArray structs), each child's private data (its buffers[] pointer array), the schema's
+ *     private data (its child ArrowSchema structs; all strings static), and the fixed-width,
+ *     offsets and validity buffers;
+ *   - the var block holds the topic, key and value bytes.
+ * Every buffer is padded to a multiple of 64 bytes with zeroed padding.  The parent, every child
+ * and the schema each hold a reference, so a child moved out of the parent (struct copied,
+ * original's release set to NULL) stays valid after the parent is released; the last release
+ * returns the block to the pool.
  *
  * Two passes over the messages: pass 1 fills the fixed-width columns and the
  * offsets buffers and counts bytes/nulls; pass 2 copies topic/key/value bytes
  * (memcpy) and fills validity bitmaps of the columns that have nulls.  No
- * per-record allocation; about 2 + 2 * columns allocations per batch. */
+ * per-record allocation; two blocks per batch, usually taken from the pool. */
 #include "arrow_batch.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,14 +36,59 @@
 #if defined(__GNUC__)
 #define KC_ARROW_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define KC_ARROW_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define KC_ARROW_PREFETCH(p) __builtin_prefetch((p), 0, 3)
 #else
+#define KC_ARROW_PREFETCH(p) ((void)(p))
 #define KC_ARROW_LIKELY(x)   (x)
 #define KC_ARROW_UNLIKELY(x) (x)
 #endif
 
 void *(*kc_arrow_alloc_hook)(size_t alignment, size_t size) = NULL;
 
-/* ------------------------------------------------------------------ allocation */
+/* ------------------------------------------------------------------ blocks and their pool */
+
+/* A batch lives in two blocks: the "fixed" block (the exported structs' private data and every
+ * buffer whose size is known from n) and the "var" block (topic/key/value bytes).  Each block
+ * counts its references: the fixed block one for the parent array, one per child and one for the
+ * schema; the var block one per string/binary child.  The last release returns the block to a
+ * small process-wide pool (most recently returned first, so the next batch writes into memory
+ * that is still in cache) instead of freeing it; the pool holds at most KC_ARROW_POOL_MAX_BLOCKS
+ * blocks and KC_ARROW_POOL_MAX_BYTES bytes and frees the oldest blocks beyond either.
+ *
+ * Why: per batch the build made ~20 posix_memalign/free pairs; the 50-100 KiB value buffers of a
+ * 500-record poll made glibc consolidate its fastbins when they were freed (malloc_consolidate,
+ * in perf), and every batch wrote its values into memory that was not in cache. */
+#define KC_ARROW_BLOCK_HDR       64 /* sizeof(kc_arrow_block) rounded up: keeps data 64-aligned */
+#define KC_ARROW_BLOCK_MIN       4096
+#define KC_ARROW_POOL_MAX_BLOCKS 8
+
+typedef struct kc_arrow_block {
+    atomic_long refs;
+    size_t cap;                  /* usable bytes after the header */
+    struct kc_arrow_block *next; /* in the pool */
+} kc_arrow_block;
+
+_Static_assert(sizeof(kc_arrow_block) <= KC_ARROW_BLOCK_HDR, "block header must fit in 64 bytes");
+
+static pthread_mutex_t kc_arrow_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static kc_arrow_block *kc_arrow_pool_head; /* most recently returned first */
+static size_t kc_arrow_pool_blocks, kc_arrow_pool_bytes;
+static pthread_once_t kc_arrow_pool_once = PTHREAD_ONCE_INIT;
+
+/* fork() while another thread holds the pool's lock would leave it locked forever in the child
+ * (multiprocessing, Spark's Python workers): the lock is taken around fork and released on both
+ * sides, so the child inherits a consistent pool. */
+static void kc_arrow_pool_prefork(void) {
+    pthread_mutex_lock(&kc_arrow_pool_lock);
+}
+
+static void kc_arrow_pool_postfork(void) {
+    pthread_mutex_unlock(&kc_arrow_pool_lock);
+}
+
+static void kc_arrow_pool_init(void) {
+    pthread_atfork(kc_arrow_pool_prefork, kc_arrow_pool_postfork, kc_arrow_pool_postfork);
+}
 
 static size_t kc_arrow_padded(size_t size) {
     if (size == 0)
@@ -48,26 +96,129 @@ static size_t kc_arrow_padded(size_t size) {
     return (size + (KC_ARROW_ALIGN - 1)) & ~(size_t)(KC_ARROW_ALIGN - 1);
 }
 
-/* 64-byte aligned block of at least `size` bytes, padded to a multiple of 64;
- * the padding (and everything when `zero`) is zeroed.  NULL on failure. */
-static void *kc_arrow_alloc(size_t size, int zero) {
-    size_t padded;
+static char *kc_arrow_block_data(kc_arrow_block *b) {
+    return (char *)b + KC_ARROW_BLOCK_HDR;
+}
+
+/* A block of at least `size` usable bytes: the most recently returned pooled block that is large
+ * enough, else a new one (capacity rounded up to a power of two, at least 4 KiB, so that batches
+ * of slightly different sizes reuse each other's blocks).  NULL when out of memory. */
+static kc_arrow_block *kc_arrow_block_get(size_t size) {
+    kc_arrow_block *b, **pp;
+    size_t cap = KC_ARROW_BLOCK_MIN;
     void *p = NULL;
 
-    if (size > SIZE_MAX - KC_ARROW_ALIGN)
-        return NULL;
-    padded = kc_arrow_padded(size);
+    pthread_once(&kc_arrow_pool_once, kc_arrow_pool_init);
+    pthread_mutex_lock(&kc_arrow_pool_lock);
+    for (pp = &kc_arrow_pool_head; (b = *pp) != NULL; pp = &b->next)
+        if (b->cap >= size) {
+            *pp = b->next;
+            kc_arrow_pool_blocks--;
+            kc_arrow_pool_bytes -= b->cap;
+            break;
+        }
+    pthread_mutex_unlock(&kc_arrow_pool_lock);
+    if (b) {
+        b->next = NULL;
+        return b;
+    }
+
+    while (cap < size) {
+        if (cap > (SIZE_MAX - KC_ARROW_BLOCK_HDR) / 2)
+            return NULL;
+        cap *= 2;
+    }
     if (KC_ARROW_UNLIKELY(kc_arrow_alloc_hook != NULL)) {
-        p = kc_arrow_alloc_hook(KC_ARROW_ALIGN, padded);
+        p = kc_arrow_alloc_hook(KC_ARROW_ALIGN, KC_ARROW_BLOCK_HDR + cap);
         if (!p)
             return NULL;
-    } else if (posix_memalign(&p, KC_ARROW_ALIGN, padded) != 0) {
+    } else if (posix_memalign(&p, KC_ARROW_ALIGN, KC_ARROW_BLOCK_HDR + cap) != 0) {
         return NULL;
     }
+    b = p;
+    atomic_init(&b->refs, 0);
+    b->cap = cap;
+    b->next = NULL;
+    return b;
+}
+
+/* Returns a block nobody references to the pool, or frees it (larger than the pool's byte
+ * limit), evicting and freeing the oldest pooled blocks beyond the pool's limits. */
+static void kc_arrow_block_put(kc_arrow_block *b) {
+    kc_arrow_block *evict = NULL;
+
+    if (b->cap > KC_ARROW_POOL_MAX_BYTES) {
+        free(b);
+        return;
+    }
+    pthread_mutex_lock(&kc_arrow_pool_lock);
+    b->next = kc_arrow_pool_head;
+    kc_arrow_pool_head = b;
+    kc_arrow_pool_blocks++;
+    kc_arrow_pool_bytes += b->cap;
+    while (kc_arrow_pool_blocks > KC_ARROW_POOL_MAX_BLOCKS || kc_arrow_pool_bytes > KC_ARROW_POOL_MAX_BYTES) {
+        kc_arrow_block **pp = &kc_arrow_pool_head, *last;
+        while ((*pp)->next != NULL)
+            pp = &(*pp)->next;
+        last = *pp; /* the oldest */
+        *pp = NULL;
+        kc_arrow_pool_blocks--;
+        kc_arrow_pool_bytes -= last->cap;
+        last->next = evict;
+        evict = last;
+    }
+    pthread_mutex_unlock(&kc_arrow_pool_lock);
+    while (evict) {
+        kc_arrow_block *next = evict->next;
+        free(evict);
+        evict = next;
+    }
+}
+
+static void kc_arrow_block_unref(kc_arrow_block *b) {
+    if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+        kc_arrow_block_put(b);
+}
+
+size_t kc_arrow_pool_trim(void) {
+    kc_arrow_block *b;
+    size_t freed = 0;
+
+    pthread_mutex_lock(&kc_arrow_pool_lock);
+    b = kc_arrow_pool_head;
+    kc_arrow_pool_head = NULL;
+    kc_arrow_pool_blocks = 0;
+    kc_arrow_pool_bytes = 0;
+    pthread_mutex_unlock(&kc_arrow_pool_lock);
+    while (b) {
+        kc_arrow_block *next = b->next;
+        free(b);
+        b = next;
+        freed++;
+    }
+    return freed;
+}
+
+void kc_arrow_pool_stats(size_t *blocks, size_t *bytes) {
+    pthread_mutex_lock(&kc_arrow_pool_lock);
+    if (blocks)
+        *blocks = kc_arrow_pool_blocks;
+    if (bytes)
+        *bytes = kc_arrow_pool_bytes;
+    pthread_mutex_unlock(&kc_arrow_pool_lock);
+}
+
+/* Carves a buffer of `size` bytes, padded to a multiple of 64, from *cursor (64-byte aligned);
+ * the padding (and everything when `zero`) is zeroed. */
+static void *kc_arrow_carve(char **cursor, size_t size, int zero) {
+    void *p = *cursor;
+    size_t padded = kc_arrow_padded(size);
+
     if (zero)
         memset(p, 0, padded);
     else
         memset((char *)p + size, 0, padded - size);
+    *cursor += padded;
     return p;
 }
 
@@ -75,49 +226,55 @@ static void *kc_arrow_alloc(size_t size, int zero) {
 
 typedef struct kc_arrow_col_priv {
     const void *buffers[KC_ARROW_MAX_BUFS];
+    kc_arrow_block *fixed, *var; /* var: NULL for fixed-width columns */
 } kc_arrow_col_priv;
 
 typedef struct kc_arrow_batch_priv {
     const void *buffers[1];
+    kc_arrow_block *fixed;
     struct ArrowArray *child_ptrs[KC_ARROW_MAX_COLS];
     struct ArrowArray children[KC_ARROW_MAX_COLS];
+    kc_arrow_col_priv cols[KC_ARROW_MAX_COLS];
 } kc_arrow_batch_priv;
 
 typedef struct kc_arrow_schema_priv {
+    kc_arrow_block *fixed;
     struct ArrowSchema *child_ptrs[KC_ARROW_MAX_COLS];
     struct ArrowSchema children[KC_ARROW_MAX_COLS];
 } kc_arrow_schema_priv;
 
 static void kc_arrow_col_release(struct ArrowArray *a) {
     kc_arrow_col_priv *p;
-    int i;
 
     if (!a || !a->release)
         return;
     p = (kc_arrow_col_priv *)a->private_data;
-    if (p) {
-        for (i = 0; i < KC_ARROW_MAX_BUFS; i++)
-            free((void *)p->buffers[i]);
-        free(p);
-    }
     a->private_data = NULL;
     a->release = NULL;
+    if (p) {
+        kc_arrow_block *fixed = p->fixed, *var = p->var; /* p lives in the fixed block */
+        kc_arrow_block_unref(var);
+        kc_arrow_block_unref(fixed);
+    }
 }
 
 static void kc_arrow_batch_release(struct ArrowArray *a) {
+    kc_arrow_batch_priv *bp;
     int64_t i;
 
     if (!a || !a->release)
         return;
+    bp = (kc_arrow_batch_priv *)a->private_data;
     /* Children may have been moved out (their release is then NULL here). */
     for (i = 0; i < a->n_children; i++) {
         struct ArrowArray *c = a->children[i];
         if (c && c->release)
             c->release(c);
     }
-    free(a->private_data);
     a->private_data = NULL;
     a->release = NULL;
+    if (bp)
+        kc_arrow_block_unref(bp->fixed); /* last: bp and the children's structs live in it */
 }
 
 static void kc_arrow_schema_child_release(struct ArrowSchema *s) {
@@ -127,18 +284,21 @@ static void kc_arrow_schema_child_release(struct ArrowSchema *s) {
 }
 
 static void kc_arrow_schema_release(struct ArrowSchema *s) {
+    kc_arrow_schema_priv *sp;
     int64_t i;
 
     if (!s || !s->release)
         return;
+    sp = (kc_arrow_schema_priv *)s->private_data;
     for (i = 0; i < s->n_children; i++) {
         struct ArrowSchema *c = s->children[i];
         if (c && c->release)
             c->release(c);
     }
-    free(s->private_data);
     s->private_data = NULL;
     s->release = NULL;
+    if (sp)
+        kc_arrow_block_unref(sp->fixed);
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -171,6 +331,33 @@ static const int64_t kc_arrow_col_flags[KC_ARROW_MAX_COLS] = {
     ARROW_FLAG_NULLABLE, 0, 0, ARROW_FLAG_NULLABLE, ARROW_FLAG_NULLABLE, ARROW_FLAG_NULLABLE, 0,
 };
 
+/* How many messages ahead pass 1 prefetches.  The messages sat in the fetch buffer since
+ * they were pushed, so each one is a cache miss (two or three lines: the message, and the
+ * timestamp that rd_kafka_message_timestamp() reads just after it); without the prefetch
+ * pass 1 stalls on them one after the other (perf: ~2/3 of kc_arrow_build's samples on the
+ * first load of each message). */
+#define KC_ARROW_PREFETCH_AHEAD 24
+
+/* Prefetches the lines of a consumed message that pass 1 reads: rd_kafka_message_t and the
+ * timestamp fields of the rd_kafka_msg_t it is embedded in (librdkafka 2.x: they end 104 bytes
+ * after the message's start; a wrong guess costs only a useless prefetch). */
+static inline void kc_arrow_prefetch_msg(const rd_kafka_message_t *m) {
+    const char *p = (const char *)m;
+    KC_ARROW_PREFETCH(p);
+    KC_ARROW_PREFETCH(p + 64);
+    KC_ARROW_PREFETCH(p + 103);
+}
+
+/* Prefetches the first two lines of a message's value for pass 2's copy (values are read
+ * nowhere else; the hardware prefetcher follows them only within one fetched message set). */
+static inline void kc_arrow_prefetch_value(const rd_kafka_message_t *m) {
+    const char *p = (const char *)m->payload;
+    if (p) {
+        KC_ARROW_PREFETCH(p);
+        KC_ARROW_PREFETCH(p + 64);
+    }
+}
+
 #define KC_ARROW_SET_BIT(bm, i) ((bm)[(i) >> 3] |= (uint8_t)(1u << ((i) & 7)))
 
 /* ------------------------------------------------------------------ build */
@@ -186,18 +373,19 @@ int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags, cons
     const int ncols = (flags & KC_ARROW_WITH_TIMESTAMP_TYPE) ? 7 : 6;
     const int with_tstype = ncols == 7;
     const void *bufs[KC_ARROW_MAX_COLS][KC_ARROW_MAX_BUFS];
-    kc_arrow_col_priv *colp[KC_ARROW_MAX_COLS];
     int64_t nulls[KC_ARROW_MAX_COLS];
-    kc_arrow_batch_priv *bp = NULL;
-    kc_arrow_schema_priv *sp = NULL;
+    kc_arrow_block *fixed = NULL, *var = NULL;
+    kc_arrow_batch_priv *bp;
+    kc_arrow_schema_priv *sp;
+    char *cur;
     int32_t *partition, *toff, *koff, *voff, *tstype = NULL;
     int64_t *offset, *ts;
     uint8_t *tdata, *kdata, *vdata, *tbm = NULL, *kbm = NULL, *vbm = NULL, *tsbm = NULL;
-    size_t tbytes = 0, kbytes = 0, vbytes = 0, bm_bytes, i;
+    size_t tbytes = 0, kbytes = 0, vbytes = 0, bm_bytes, i, size;
     const rd_kafka_topic_t *last_rkt = NULL;
     const char *tname = NULL;
     size_t tname_len = 0;
-    int c, b, rc = -1, err = 0;
+    int c, b, err = 0;
     char msg[160];
 
     msg[0] = '\0';
@@ -217,12 +405,12 @@ int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags, cons
         return kc_arrow_fail(EOVERFLOW, errbuf, errlen, "kc_arrow_build: too many messages (%zu)", n);
 
     memset(bufs, 0, sizeof(bufs));
-    memset(colp, 0, sizeof(colp));
     memset(nulls, 0, sizeof(nulls));
+    bm_bytes = (n + 7) / 8;
 
-#define KC_ALLOC(dst, size, zero)                                                                            \
+#define KC_GET_BLOCK(dst, size)                                                                              \
     do {                                                                                                     \
-        if (!((dst) = kc_arrow_alloc((size), (zero)))) {                                                     \
+        if (!((dst) = kc_arrow_block_get(size))) {                                                           \
             err = ENOMEM;                                                                                    \
             snprintf(msg, sizeof(msg), "kc_arrow_build: out of memory allocating %zu bytes",                 \
                      (size_t)(size));                                                                        \
@@ -230,31 +418,37 @@ int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags, cons
         }                                                                                                    \
     } while (0)
 
-    KC_ALLOC(sp, sizeof(*sp), 1);
-    KC_ALLOC(bp, sizeof(*bp), 1);
-    for (c = 0; c < ncols; c++)
-        KC_ALLOC(colp[c], sizeof(*colp[c]), 1);
-
-    /* Fixed-width columns and offsets: sizes known up front. */
-    KC_ALLOC(toff, (n + 1) * sizeof(int32_t), 0);
+    /* The fixed block: the private structs, the fixed-width columns and offsets, and room for the
+     * four validity bitmaps (used only by columns that turn out to have nulls). */
+    size = kc_arrow_padded(sizeof(*bp)) + kc_arrow_padded(sizeof(*sp)) + 3 * kc_arrow_padded((n + 1) * 4) +
+           (with_tstype ? 2 : 1) * kc_arrow_padded(n * 4) + 2 * kc_arrow_padded(n * 8) +
+           4 * kc_arrow_padded(bm_bytes);
+    KC_GET_BLOCK(fixed, size);
+    cur = kc_arrow_block_data(fixed);
+    bp = kc_arrow_carve(&cur, sizeof(*bp), 1);
+    sp = kc_arrow_carve(&cur, sizeof(*sp), 1);
+    toff = kc_arrow_carve(&cur, (n + 1) * sizeof(int32_t), 0);
     bufs[KC_ARROW_COL_TOPIC][1] = toff;
-    KC_ALLOC(partition, n * sizeof(int32_t), 0);
+    partition = kc_arrow_carve(&cur, n * sizeof(int32_t), 0);
     bufs[KC_ARROW_COL_PARTITION][1] = partition;
-    KC_ALLOC(offset, n * sizeof(int64_t), 0);
+    offset = kc_arrow_carve(&cur, n * sizeof(int64_t), 0);
     bufs[KC_ARROW_COL_OFFSET][1] = offset;
-    KC_ALLOC(ts, n * sizeof(int64_t), 0);
+    ts = kc_arrow_carve(&cur, n * sizeof(int64_t), 0);
     bufs[KC_ARROW_COL_TIMESTAMP][1] = ts;
-    KC_ALLOC(koff, (n + 1) * sizeof(int32_t), 0);
+    koff = kc_arrow_carve(&cur, (n + 1) * sizeof(int32_t), 0);
     bufs[KC_ARROW_COL_KEY][1] = koff;
-    KC_ALLOC(voff, (n + 1) * sizeof(int32_t), 0);
+    voff = kc_arrow_carve(&cur, (n + 1) * sizeof(int32_t), 0);
     bufs[KC_ARROW_COL_VALUE][1] = voff;
     if (with_tstype) {
-        KC_ALLOC(tstype, n * sizeof(int32_t), 0);
+        tstype = kc_arrow_carve(&cur, n * sizeof(int32_t), 0);
         bufs[KC_ARROW_COL_TIMESTAMP_TYPE][1] = tstype;
     }
 
     /* Pass 1: fixed-width values, offsets, byte totals, null counts. */
     toff[0] = koff[0] = voff[0] = 0;
+    for (i = 0; i < n && i < KC_ARROW_PREFETCH_AHEAD; i++)
+        if (msgs[i])
+            kc_arrow_prefetch_msg(msgs[i]);
     for (i = 0; i < n; i++) {
         const rd_kafka_message_t *m = msgs[i];
         int64_t t;
@@ -274,6 +468,8 @@ int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags, cons
                      i, (int)m->err);
             goto done;
         }
+        if (i + KC_ARROW_PREFETCH_AHEAD < n && msgs[i + KC_ARROW_PREFETCH_AHEAD])
+            kc_arrow_prefetch_msg(msgs[i + KC_ARROW_PREFETCH_AHEAD]);
 
         /* topic (cached per rkt: consecutive messages usually share a topic) */
         if (m->rkt != last_rkt) {
@@ -332,31 +528,36 @@ int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags, cons
         voff[i + 1] = (int32_t)vbytes;
     }
 
-    /* Variable-size data and validity bitmaps (only for columns with nulls). */
-    KC_ALLOC(tdata, tbytes, 0);
+    /* Variable-size data (the var block) and validity bitmaps (only for columns with nulls). */
+    if (kc_arrow_padded(tbytes) > SIZE_MAX / 4 - kc_arrow_padded(kbytes) - kc_arrow_padded(vbytes))
+        goto overflow; /* unreachable: each is below 2 GiB */
+    KC_GET_BLOCK(var, kc_arrow_padded(tbytes) + kc_arrow_padded(kbytes) + kc_arrow_padded(vbytes));
+    {
+        char *vcur = kc_arrow_block_data(var);
+        tdata = kc_arrow_carve(&vcur, tbytes, 0);
+        kdata = kc_arrow_carve(&vcur, kbytes, 0);
+        vdata = kc_arrow_carve(&vcur, vbytes, 0);
+    }
     bufs[KC_ARROW_COL_TOPIC][2] = tdata;
-    KC_ALLOC(kdata, kbytes, 0);
     bufs[KC_ARROW_COL_KEY][2] = kdata;
-    KC_ALLOC(vdata, vbytes, 0);
     bufs[KC_ARROW_COL_VALUE][2] = vdata;
-    bm_bytes = (n + 7) / 8;
     if (nulls[KC_ARROW_COL_TOPIC]) {
-        KC_ALLOC(tbm, bm_bytes, 1);
+        tbm = kc_arrow_carve(&cur, bm_bytes, 1);
         bufs[KC_ARROW_COL_TOPIC][0] = tbm;
     }
     if (nulls[KC_ARROW_COL_TIMESTAMP]) {
-        KC_ALLOC(tsbm, bm_bytes, 1);
+        tsbm = kc_arrow_carve(&cur, bm_bytes, 1);
         bufs[KC_ARROW_COL_TIMESTAMP][0] = tsbm;
         for (i = 0; i < n; i++)
             if (ts[i] != -1)
                 KC_ARROW_SET_BIT(tsbm, i);
     }
     if (nulls[KC_ARROW_COL_KEY]) {
-        KC_ALLOC(kbm, bm_bytes, 1);
+        kbm = kc_arrow_carve(&cur, bm_bytes, 1);
         bufs[KC_ARROW_COL_KEY][0] = kbm;
     }
     if (nulls[KC_ARROW_COL_VALUE]) {
-        KC_ALLOC(vbm, bm_bytes, 1);
+        vbm = kc_arrow_carve(&cur, bm_bytes, 1);
         bufs[KC_ARROW_COL_VALUE][0] = vbm;
     }
 
@@ -364,9 +565,14 @@ int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags, cons
      * never exceed the buffers even if a message were modified in between. */
     last_rkt = NULL;
     tname = NULL;
+    for (i = 0; i < n && i < KC_ARROW_PREFETCH_AHEAD; i++)
+        kc_arrow_prefetch_value(msgs[i]);
     for (i = 0; i < n; i++) {
         const rd_kafka_message_t *m = msgs[i];
         size_t len;
+
+        if (i + KC_ARROW_PREFETCH_AHEAD < n)
+            kc_arrow_prefetch_value(msgs[i + KC_ARROW_PREFETCH_AHEAD]);
 
         if (m->rkt != last_rkt) {
             last_rkt = m->rkt;
@@ -395,24 +601,33 @@ int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags, cons
         }
     }
 
-    /* Assemble the exported structs (cannot fail from here on). */
+    /* Assemble the exported structs (cannot fail from here on).  References: the fixed block one
+     * for the parent array, one per child, one for the schema; the var block one per
+     * string/binary child. */
+    atomic_store_explicit(&fixed->refs, ncols + 2, memory_order_relaxed);
+    atomic_store_explicit(&var->refs, 3, memory_order_relaxed);
+    bp->fixed = fixed;
+    sp->fixed = fixed;
     for (c = 0; c < ncols; c++) {
         struct ArrowArray *a = &bp->children[c];
         struct ArrowSchema *s = &sp->children[c];
-        const int var = c == KC_ARROW_COL_TOPIC || c == KC_ARROW_COL_KEY || c == KC_ARROW_COL_VALUE;
+        kc_arrow_col_priv *colp = &bp->cols[c];
+        const int is_var = c == KC_ARROW_COL_TOPIC || c == KC_ARROW_COL_KEY || c == KC_ARROW_COL_VALUE;
 
         for (b = 0; b < KC_ARROW_MAX_BUFS; b++)
-            colp[c]->buffers[b] = bufs[c][b];
+            colp->buffers[b] = bufs[c][b];
+        colp->fixed = fixed;
+        colp->var = is_var ? var : NULL;
         a->length = (int64_t)n;
         a->null_count = nulls[c];
         a->offset = 0;
-        a->n_buffers = var ? 3 : 2;
+        a->n_buffers = is_var ? 3 : 2;
         a->n_children = 0;
-        a->buffers = colp[c]->buffers;
+        a->buffers = colp->buffers;
         a->children = NULL;
         a->dictionary = NULL;
         a->release = kc_arrow_col_release;
-        a->private_data = colp[c];
+        a->private_data = colp;
         bp->child_ptrs[c] = a;
 
         s->format = kc_arrow_col_formats[c];
@@ -458,15 +673,10 @@ overflow:
              INT32_MAX, i);
     /* fall through */
 done:
-#undef KC_ALLOC
-    for (c = 0; c < KC_ARROW_MAX_COLS; c++) {
-        for (b = 0; b < KC_ARROW_MAX_BUFS; b++)
-            free((void *)bufs[c][b]);
-        free(colp[c]);
-    }
-    free(bp);
-    free(sp);
-    if (rc != 0)
-        kc_arrow_fail(err ? err : EINVAL, errbuf, errlen, "%s", msg[0] ? msg : "kc_arrow_build failed");
-    return rc;
+#undef KC_GET_BLOCK
+    if (fixed)
+        kc_arrow_block_put(fixed);
+    if (var)
+        kc_arrow_block_put(var);
+    return kc_arrow_fail(err ? err : EINVAL, errbuf, errlen, "%s", msg[0] ? msg : "kc_arrow_build failed");
 }

@@ -101,10 +101,10 @@ enum {
  *
  * Returns 0 on success, -1 on error (errno set: EINVAL, ENOMEM, EOVERFLOW when a
  * string/binary column would exceed 2 GiB - 1 bytes, the limit of int32 offsets).
- * On error nothing is allocated and schema_out->release / array_out->release are
- * set to NULL (when the pointers are non-NULL).
+ * On error nothing stays allocated (blocks taken go back to the pool) and
+ * schema_out->release / array_out->release are set to NULL (when the pointers are non-NULL).
  *
- * Thread-safety: reentrant; no global state; does not need the GIL. */
+ * Thread-safety: reentrant (the block pool is locked); does not need the GIL. */
 int kc_arrow_build(rd_kafka_message_t *const *msgs, size_t n, int flags, struct ArrowSchema *schema_out,
                    struct ArrowArray *array_out, char *errbuf, size_t errlen);
 
@@ -120,6 +120,19 @@ int kc_arrow_build(rd_kafka_message_t *const *msgs, size_t n, int flags, struct 
 int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags, const int64_t *timestamps,
                       const int32_t *ts_types, struct ArrowSchema *schema_out, struct ArrowArray *array_out,
                       char *errbuf, size_t errlen);
+
+/* The column buffers of a batch live in two blocks that return to a process-wide pool when the
+ * last of the batch's arrays (parent, moved-out children, schema) is released, and the next
+ * batch reuses them (see arrow_batch.c).  The pool keeps at most 8 blocks and
+ * KC_ARROW_POOL_MAX_BYTES bytes (freeing the oldest beyond either); a block larger than that is
+ * freed, never pooled.  Thread-safe: a batch may be released on any thread. */
+#define KC_ARROW_POOL_MAX_BYTES ((size_t)8 << 20)
+
+/* Frees every pooled block; returns how many were freed. */
+size_t kc_arrow_pool_trim(void);
+
+/* How many blocks and bytes (capacity) the pool holds now; either pointer may be NULL. */
+void kc_arrow_pool_stats(size_t *blocks, size_t *bytes);
 
 /* TESTING ONLY: when non-NULL every allocation made by kc_arrow_build* goes through
  * this function instead of posix_memalign(); it must return memory that free()

@@ -102,3 +102,43 @@ def test_to_arrow_schema_per_column_set(broker, topic_factory, unique_name):
             assert rb.column("offset").to_pylist() == [r.offset for r in recs]
             if with_type:
                 assert rb.column("timestamp_type").to_pylist() == [r.timestamp_type for r in recs]
+
+
+def test_to_arrow_batches_and_columns_outlive_later_batches(broker, topic_factory, unique_name):
+    """to_arrow()'s buffers come from a pool that the next batches reuse once a batch is released
+    (csrc/arrow_batch.c): a batch, a column taken from a dropped batch, a slice and a table built
+    from batches keep their own values while later batches are built and released, on this thread
+    and on another one."""
+    pa = pytest.importorskip("pyarrow")
+    import threading
+
+    topic = topic_factory(partitions=3)
+    _fill(broker.bootstrap_servers, [topic], 200, 3)
+    kept: list[tuple[object, list]] = []  # (arrow object, the values it must hold)
+    with make_consumer(broker, unique_name("g"), max_poll_records=37) as c:
+        c.assign([TopicPartition(topic, p) for p in range(3)])
+        for k, recs in enumerate(_batches(c, 600)):
+            values = [r.value for r in recs]
+            rb = recs.to_arrow(timestamp_type=k % 2 == 1)  # the kept RecordBatches share one schema
+            if k % 4 == 0:
+                kept.append((rb, values))
+            elif k % 4 == 1:
+                kept.append((rb.column(5), values))  # the batch itself is dropped below
+            elif k % 4 == 2:
+                kept.append((rb.slice(1), values[1:]))
+            else:  # released on another thread, while this one builds the next batch
+                t = threading.Thread(target=lambda b=rb: b.column("value").to_pylist())
+                t.start()
+                t.join()
+            del rb, recs
+        assert len(kept) >= 6
+        table = pa.Table.from_batches([b for b, _ in kept if isinstance(b, pa.RecordBatch)])
+        expected_table = [v for b, vals in kept if isinstance(b, pa.RecordBatch) for v in vals]
+        for _ in range(3):  # more batches through the pool while the kept ones are alive
+            c.seek_to_beginning()
+            for recs in _batches(c, 100):
+                recs.to_arrow()
+    for obj, values in kept:
+        col = obj if isinstance(obj, pa.Array) else obj.column(5)
+        assert col.to_pylist() == values
+    assert table.column("value").to_pylist() == expected_table
