@@ -107,9 +107,28 @@ def main(argv: list[str] | None = None) -> int:
         conf["group.protocol"] = "consumer"
     if os.environ.get("KIP_CHAOS_RDKAFKA_DEBUG"):  # e.g. "cgrp,consumer": librdkafka logs on stderr
         conf["debug"] = os.environ["KIP_CHAOS_RDKAFKA_DEBUG"]
+        if args.client == "kip":
+            _rdkafka_log_to_stderr()
     if args.client == "kip":
         return run_kip(args, conf, log, state)
     return run_confluent(args, conf, log, state)
+
+
+def _rdkafka_log_to_stderr() -> None:
+    """kipconsumer hands librdkafka's lines to the logger ``kipconsumer.librdkafka``: write them to
+    stderr like confluent-kafka does (``%7|<time>|<facility> [<handle>] <message>``), with the time
+    librdkafka logged them (a stalled member hands them over only when it polls again)."""
+    import logging
+
+    class Stderr(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            t = getattr(record, "rdkafka_time", None) or record.created
+            sys.stderr.write(f"%{getattr(record, 'syslog_level', 7)}|{t:.3f}|{record.getMessage()}\n")
+
+    rdlog = logging.getLogger("kipconsumer.librdkafka")
+    rdlog.setLevel(logging.DEBUG)
+    rdlog.addHandler(Stderr())
+    rdlog.propagate = False
 
 
 def _work(us: int) -> None:

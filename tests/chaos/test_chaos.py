@@ -68,6 +68,11 @@ VARIANTS = [
     pytest.param("confluent", "range", id="confluent-eager-range",
                  marks=pytest.mark.skipif(os.environ.get("KIP_CHAOS_CONFLUENT") != "1",
                                           reason="KIP_CHAOS_CONFLUENT=1 runs the confluent-kafka variant")),
+    pytest.param("confluent", "kip848", id="confluent-kip848",
+                 marks=pytest.mark.skipif(os.environ.get("KIP_CHAOS_CONFLUENT") != "1"
+                                          or os.environ.get("KIP_CHAOS_KIP848") != "1",
+                                          reason="KIP_CHAOS_CONFLUENT=1 KIP_CHAOS_KIP848=1 runs "
+                                                 "confluent-kafka members with group.protocol=consumer")),
 ]
 
 
@@ -185,6 +190,7 @@ class Driver:
                     self.broker.set_rtt(arg, 0)
                 else:
                     self.broker.set_up(arg)
+                self._note(f"{what}_end", arg)
         kind = self.rng.choice(self.kinds)
         g, b = self.group, self.broker
         live = g.live()
@@ -216,22 +222,32 @@ class Driver:
             bid = self.rng.choice(b.broker_ids)
             if any(w == "rtt" and a == bid for _, w, a in self.reverts):
                 return
-            b.set_rtt(bid, self.rng.choice([200, 500, 1000]))
+            rtt = self.rng.choice([200, 500, 1000])
+            b.set_rtt(bid, rtt)
             self.reverts.append((now + self.rng.uniform(1.0, 3.0), "rtt", bid))
+            self._note("rtt", bid, rtt_ms=rtt)
         elif kind == "broker_down":
             if any(w == "down" for _, w, _ in self.reverts):
                 return
             bid = self.rng.choice(b.broker_ids)
             b.set_down(bid)
             self.reverts.append((now + self.rng.uniform(0.5, 1.5), "down", bid))
+            self._note("down", bid)
         elif kind == "move_coordinator":
-            b.set_coordinator(g.group, self.rng.choice(b.broker_ids))
+            bid = self.rng.choice(b.broker_ids)
+            b.set_coordinator(g.group, bid)
+            self._note("move_coordinator", bid)
         else:
             api = self.rng.choice(REQUEST_APIS)
             err = self.rng.choice(REQUEST_ERRORS)
             b.push_request_errors(api, err)
             kind = f"request_error:{api}:{err}"
+            self._note("request_error", None, api=api, err=err)
         self.faults[kind] += 1
+
+    def _note(self, ev: str, broker: int | None, **kw: Any) -> None:
+        """A broker fault in the driver's event log (for reading member logs against it)."""
+        self.group.events.append({"ev": ev, "broker": broker, "t": time.time(), **kw})
 
     def heal(self) -> None:
         for _, what, arg in self.reverts:
