@@ -13,8 +13,8 @@ Processes records (a record's value is its unique id) and writes one JSON line p
   (``own`` counts this run's assignment changes: records of one ownership period share it)
 * ``{"ev": "assigned" | "revoked" | "lost", "parts": [...], "own": n, "mid": member id, "t": ...}``
 * ``{"ev": "commit", "why": "periodic" | "revoked" | "assigned" | "retry", "ok": bool,
-  "offsets": {p: next}, "err": "...", "t": ...}`` (``assigned``: cooperative-sticky commits right after
-  a completed rebalance; ``retry``: after a retriable failure, right after the next poll)
+  "offsets": {p: next}, "err": "...", "t0": called, "t": returned}`` (``assigned``: cooperative-sticky
+  commits right after a completed rebalance; ``retry``: after a retriable failure, right after the next poll)
 * ``{"ev": "stall", "ms": ..., "t": ...}``, ``{"ev": "closed", "t": ...}``
 
 Signals: SIGTERM -> leave the loop and ``close()`` (graceful, commits in on_partitions_revoked);
@@ -149,16 +149,17 @@ def run_kip(args: argparse.Namespace, conf: dict[str, Any], log: Log, state: dic
     def commit(why: str) -> None:
         log.flush()
         offsets = {tp.partition: pos for tp, pos in consumer._native.positions().items()}
+        t0 = time.time()
         try:
             done = consumer.commit_sync(timeout=5.0)
             state["retry_commit"] = False
-            log.write("commit", why=why, ok=True, offsets={str(tp.partition): om.offset
-                                                           for tp, om in done.items()})
+            log.write("commit", why=why, ok=True, t0=t0, offsets={str(tp.partition): om.offset
+                                                                  for tp, om in done.items()})
         except (CommitFailedError, KafkaError) as e:
             # retriable (RebalanceInProgressError): commit again as soon as the next poll() has
             # completed the rebalance
             state["retry_commit"] = bool(getattr(e, "retriable", False))
-            log.write("commit", why=why, ok=False, offsets={str(k): v for k, v in offsets.items()},
+            log.write("commit", why=why, ok=False, t0=t0, offsets={str(k): v for k, v in offsets.items()},
                       err=f"{type(e).__name__}:{getattr(e, 'code', None)}")
         log.flush()
 
@@ -244,12 +245,13 @@ def run_confluent(args: argparse.Namespace, conf: dict[str, Any], log: Log, stat
         offs = {p: o for p, o in positions.items() if parts is None or p in parts}
         if not offs:
             return
+        t0 = time.time()
         try:
             consumer.commit(offsets=[TopicPartition(args.topic, p, o) for p, o in offs.items()],
                             asynchronous=False)
-            log.write("commit", why=why, ok=True, offsets={str(k): v for k, v in offs.items()})
+            log.write("commit", why=why, ok=True, t0=t0, offsets={str(k): v for k, v in offs.items()})
         except KafkaException as e:
-            log.write("commit", why=why, ok=False, offsets={str(k): v for k, v in offs.items()},
+            log.write("commit", why=why, ok=False, t0=t0, offsets={str(k): v for k, v in offs.items()},
                       err=f"KafkaException:{e.args[0].name()}")
         log.flush()
 

@@ -305,6 +305,54 @@ def analyse(logs: dict[str, list[dict[str, Any]]], driver_events: list[dict[str,
     topic_copies = sum(len(v) - 1 for v in where.values())
     foreign = sorted(set(where) - set(produced))[:10]
 
+    # ownership overlaps of assignment intervals (both members processed the partition meanwhile),
+    # classified before the duplicates: those the coordinator caused explain their duplicates
+    zombies = ZombieCheck(logs)
+    ownership = ownership_intervals(logs)
+    rec_times: dict[tuple[str, int], list[float]] = collections.defaultdict(list)
+    for lst in recs.values():
+        for e in lst:
+            rec_times[(e["run"], e["p"])].append(e["t"])
+    own_overlaps: list[dict[str, Any]] = []
+    zombie_own_overlaps: list[dict[str, Any]] = []
+    double_assignments: list[dict[str, Any]] = []
+    stale_overlaps: list[dict[str, Any]] = []
+    by_p: dict[int, list[tuple[float, float, str, str]]] = collections.defaultdict(list)
+    for part, run, o_start, o_end, how in ownership:
+        by_p[part].append((o_start, o_end, run, how))
+    for part, intervals in by_p.items():
+        intervals.sort()
+        for i, ia in enumerate(intervals):
+            for ib in intervals[i + 1:]:
+                if ib[0] >= ia[1]:
+                    break
+                if ia[2] != ib[2] and ib[0] < ia[1] and ia[0] < ib[1]:
+                    # both assigned at once (e.g. a stalled member whose partitions were given away
+                    # before it polled again and saw the revoke): a violation only if both
+                    # *processed* the partition while the intervals overlap, and the older owner was
+                    # not a zombie
+                    lo, hi = max(ia[0], ib[0]), min(ia[1], ib[1])
+                    both = all(any(lo <= t <= hi for t in rec_times.get((run, part), ()))
+                               for run in (ia[2], ib[2]))
+                    if not both:
+                        stale_overlaps.append({"p": part, "a": ia, "b": ib})
+                        continue
+                    verdict = zombies.classify_intervals(part, ia, ib)
+                    item = {"p": part, "a": ia, "b": ib, **verdict}
+                    if verdict["zombie"]:
+                        zombie_own_overlaps.append(item)
+                    elif verdict.get("coordinator"):
+                        double_assignments.append(item)
+                    else:
+                        own_overlaps.append(item)
+
+    def double_assigned(p: int, first: dict[str, Any], again: dict[str, Any]) -> bool:
+        """Both processings fall in two ownership intervals of `p` the coordinator let overlap."""
+        return any(d["p"] == p and {first["run"], again["run"]} == {d["a"][2], d["b"][2]}
+                   and all(any(iv[2] == e["run"] and iv[0] <= e["t"] <= iv[1] for iv in (d["a"], d["b"]))
+                           for e in (first, again))
+                   for d in double_assignments)
+
     # duplicates and their causes
     reasons: collections.Counter[str] = collections.Counter()
     unjustified: list[dict[str, Any]] = []
@@ -321,6 +369,11 @@ def analyse(logs: dict[str, list[dict[str, Any]]], driver_events: list[dict[str,
             covered = max((c["offsets"].get(str(p), -1) for c in commits[run]
                            if first["t"] <= c["t"] <= again["t"]), default=-1)
             if covered > o:
+                if double_assigned(p, first, again):
+                    # the coordinator gave p to a second member while the first, still a member in
+                    # good standing, held it: both processed and committed it (see ZombieCheck)
+                    reasons["assigned to two members at once by the coordinator"] += 1
+                    continue
                 unjustified.append({"p": p, "o": o, "first": first, "again": again, "committed": covered})
                 continue
             # how did `run`'s ownership of p end after processing it?
@@ -354,9 +407,9 @@ def analyse(logs: dict[str, list[dict[str, Any]]], driver_events: list[dict[str,
     # and no two members may process a partition while both hold it -- except a zombie: a member the
     # group had already dropped (poll interval expired, or session lost in a broker fault) that went on
     # processing before it noticed, none of whose records from then on it committed (issue 7)
-    zombies = ZombieCheck(logs)
     overlaps: list[dict[str, Any]] = []
     zombie_overlaps: list[dict[str, Any]] = []
+    interleaved_double_assignments: list[dict[str, Any]] = []
     by_partition: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
     for e in (e for lst in recs.values() for e in lst):
         by_partition[e["p"]].append(e)
@@ -371,40 +424,14 @@ def analyse(logs: dict[str, list[dict[str, Any]]], driver_events: list[dict[str,
                     other = seen[current]
                     verdict = zombies.classify(p, e, other)
                     item = {"p": p, "owner": owner, "interrupted_by": current, "t": e["t"], **verdict}
-                    (zombie_overlaps if verdict["zombie"] else overlaps).append(item)
+                    if verdict["zombie"]:
+                        zombie_overlaps.append(item)
+                    elif verdict.get("coordinator"):
+                        interleaved_double_assignments.append(item)
+                    else:
+                        overlaps.append(item)
                 seen.setdefault(owner, e)
                 current = owner
-    ownership = ownership_intervals(logs)
-    rec_times: dict[tuple[str, int], list[float]] = collections.defaultdict(list)
-    for lst in recs.values():
-        for e in lst:
-            rec_times[(e["run"], e["p"])].append(e["t"])
-    own_overlaps: list[dict[str, Any]] = []
-    zombie_own_overlaps: list[dict[str, Any]] = []
-    stale_overlaps: list[dict[str, Any]] = []
-    by_p: dict[int, list[tuple[float, float, str, str]]] = collections.defaultdict(list)
-    for part, run, o_start, o_end, how in ownership:
-        by_p[part].append((o_start, o_end, run, how))
-    for part, intervals in by_p.items():
-        intervals.sort()
-        for i, ia in enumerate(intervals):
-            for ib in intervals[i + 1:]:
-                if ib[0] >= ia[1]:
-                    break
-                if ia[2] != ib[2] and ib[0] < ia[1] and ia[0] < ib[1]:
-                    # both assigned at once (e.g. a stalled member whose partitions were given away
-                    # before it polled again and saw the revoke): a violation only if both
-                    # *processed* the partition while the intervals overlap, and the older owner was
-                    # not a zombie
-                    lo, hi = max(ia[0], ib[0]), min(ia[1], ib[1])
-                    both = all(any(lo <= t <= hi for t in rec_times.get((run, part), ()))
-                               for run in (ia[2], ib[2]))
-                    if not both:
-                        stale_overlaps.append({"p": part, "a": ia, "b": ib})
-                        continue
-                    verdict = zombies.classify_intervals(part, ia, ib)
-                    item = {"p": part, "a": ia, "b": ib, **verdict}
-                    (zombie_own_overlaps if verdict["zombie"] else own_overlaps).append(item)
     zombie_causes: collections.Counter[str] = collections.Counter(
         z["cause"] for z in zombie_overlaps + zombie_own_overlaps)
     return {
@@ -414,6 +441,8 @@ def analyse(logs: dict[str, list[dict[str, Any]]], driver_events: list[dict[str,
         "zombie_overlap_count": len(zombie_overlaps) + len(zombie_own_overlaps),
         "zombie_overlap_causes": dict(zombie_causes),
         "zombie_overlap_sample": (zombie_own_overlaps + zombie_overlaps)[:5],
+        "coordinator_double_assignment_count": len(double_assignments),
+        "coordinator_double_assignments": (double_assignments + interleaved_double_assignments)[:10],
         "stale_assignment_overlaps": len(stale_overlaps),
         "stale_assignment_overlap_sample": stale_overlaps[:5],
         "records": len(produced),
@@ -469,10 +498,17 @@ class ZombieCheck:
         self.ok_commits: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
         self.membership_failures: dict[str, list[tuple[float, str]]] = collections.defaultdict(list)
         self.stalls: dict[str, list[tuple[float, int]]] = collections.defaultdict(list)
+        self.closed: dict[str, list[float]] = collections.defaultdict(list)
+        #: members whose broker assigns (KIP-848, group.protocol=consumer): no client computes assignments
+        self.broker_assigns: set[str] = set()
         for run, events in logs.items():
             for e in events:
                 ev = e["ev"]
-                if ev == "assigned":
+                if ev == "start" and e.get("strategy") == "kip848":
+                    self.broker_assigns.add(run)
+                elif ev == "closed":
+                    self.closed[run].append(e["t"])
+                elif ev == "assigned":
                     for p in e["parts"]:
                         self.assigned[(run, p)].append(e["t"])
                         if "mid" in e and not e["mid"]:
@@ -518,7 +554,49 @@ class ZombieCheck:
             if verdict["zombie"]:
                 return verdict
             reasons.append(verdict["cause"])
+        coordinator = self._coordinator_double_assignment(p, older, newer)
+        if coordinator:
+            return {"zombie": False, "coordinator": True, "cause": coordinator, "older": older[2]}
         return {"zombie": False, "cause": "real: " + "; ".join(reasons), "older": older[2]}
+
+    def _coordinator_double_assignment(self, p: int, older: tuple[float, float, str],
+                                       newer: tuple[float, float, str]) -> str | None:
+        """KIP-848 only (the coordinator computes and hands out assignments; no client does): the
+        coordinator gave `p` to the newer owner while the older one still held it as a member in
+        good standing. Its evidence, from the older owner's own log: it released p (revoked, or closed)
+        only *after* the newer owner was assigned it, and a commit of its own that was not the
+        release's was accepted in between (the coordinator still took its member epoch: it had neither
+        left nor been fenced). A correct coordinator waits for the owner's acknowledgement, which
+        librdkafka sends only after the application's revoke listener returned (after the member logs
+        "revoked"), before it assigns the partition elsewhere; so this order cannot come from the
+        member holding on to a partition it was told to give up. Records processed after its own
+        release would be a client-side overlap and are never excused (the interval ends there)."""
+        run, start = older[2], older[0]
+        if run not in self.broker_assigns or newer[2] not in self.broker_assigns:
+            return None
+        given = newer[0]
+        release = min((t for t in self.revoked[(run, p)] + self.closed[run] if t >= start), default=None)
+        if release is None or release <= given:
+            return None
+        if any(start <= t <= release for t in self.lost[(run, p)]):
+            return None
+        # its processing up to the moment judged (an interleaving: the switch of owners) came before
+        # its release; processing after it is the member's own fault
+        until = max(older[1], newer[1])
+        last = max((t for t, _ in self.recs[(run, p)] if start <= t <= until), default=None)
+        if last is None or last > release:
+            return None
+        # sent after the newer owner got p ("t0": when the member called commit)
+        accepted = [c for c in self.ok_commits[run]
+                    if given <= c.get("t0", c["t"]) and c["t"] < release and c.get("why") != "revoked"]
+        stalled = [t for t, ms in self.stalls[run]
+                   if start <= t <= release and ms > self.max_poll_interval_ms]
+        accepted = [c for c in accepted if not any(t <= c["t"] for t in stalled)]
+        if not accepted:
+            return None
+        sent = accepted[0].get("t0", accepted[0]["t"])
+        return (f"coordinator: p{p} assigned to {newer[2]} at {given:.3f} while {run} held it as a member "
+                f"(its commit sent at {sent:.3f} accepted) until it revoked it at {release:.3f}")
 
     def _zombie(self, p: int, run: str, start: float, overlap_from: float, until: float) -> dict[str, Any]:
         during = [(t, o) for t, o in self.recs[(run, p)] if overlap_from <= t <= until]
@@ -743,6 +821,10 @@ def print_summary(r: dict[str, Any]) -> None:
           f"{r['stale_assignment_overlaps']} assignment overlaps without concurrent processing)")
     print(f"zombie overlaps (allowed: the older owner was out of the group and committed none of it) "
           f"{r['zombie_overlap_count']} {r['zombie_overlap_causes']}")
+    if r["coordinator_double_assignment_count"]:
+        print(f"partitions the coordinator assigned to two members at once (KIP-848, the embedded broker's "
+              f"known fault, docs/reliability.md; not a client overlap) "
+              f"{r['coordinator_double_assignment_count']}: {r['coordinator_double_assignments'][:3]}")
     print(f"member exit codes {r['member_exit_codes']}")
     print(f"rebalances (assignments received) {r['rebalances (assignments received)']}  "
           f"member runs {r['member_runs']}  kills {r['kills']}  commits ok {r['commits_ok']} "
@@ -926,3 +1008,71 @@ def test_assignment_served_after_the_poll_interval_expired_is_discarded(strategy
         print(f"\n{strategy}: stale assignment discarded; a after the stall: {a_after}")
     else:
         print(f"\n{strategy}: no stale assignment this time (timing); a after the stall: {a_after}")
+
+
+_Events = list[tuple[float, str, dict[str, Any]]]
+
+
+def _member_log(run: str, strategy: str, events: _Events) -> list[dict[str, Any]]:
+    out = [{"ev": "start", "run": run, "strategy": strategy, "t": 0.0}]
+    out += [{"ev": ev, "run": run, "t": t, **kw} for t, ev, kw in events]
+    return out
+
+
+def _recs(p: int, offsets: range, t0: float, step: float, own: int) -> _Events:
+    return [(t0 + i * step, "rec", {"p": p, "o": o, "id": f"r{o:08d}", "own": own})
+            for i, o in enumerate(offsets)]
+
+
+def _double_assignment_logs(strategy: str, a_after_release: bool) -> dict[str, list[dict[str, Any]]]:
+    """m3 holds p8 from t=100; m4 is assigned p8 at 101 (from the committed offset 10) while m3 goes on
+    processing and committing it (offset 20, sent at 101.5) until it revokes it at 105. With
+    `a_after_release`, m3 also processes p8 after its own revoke (a client-side overlap)."""
+    a = [(100.0, "assigned", {"parts": [8], "own": 1, "mid": "A"}),
+         *_recs(8, range(0, 10), 100.1, 0.04, 1),
+         (100.6, "commit", {"why": "periodic", "ok": True, "t0": 100.55, "offsets": {"8": 10}}),
+         *_recs(8, range(10, 20), 101.1, 0.04, 1),
+         (101.6, "commit", {"why": "periodic", "ok": True, "t0": 101.5, "offsets": {"8": 20}}),
+         (105.0, "commit", {"why": "revoked", "ok": True, "t0": 104.9, "offsets": {"8": 20}}),
+         (105.0, "revoked", {"parts": [8], "own": 2})]
+    if a_after_release:
+        a += _recs(8, range(31, 33), 106.0, 0.01, 2)
+    b = [(101.0, "assigned", {"parts": [8], "own": 1, "mid": "B"}),
+         *_recs(8, range(10, 31), 102.0, 0.05, 1),
+         (103.2, "commit", {"why": "periodic", "ok": True, "t0": 103.1, "offsets": {"8": 31}}),
+         *_recs(8, range(31, 35), 106.5, 0.01, 1),
+         (107.0, "commit", {"why": "periodic", "ok": True, "t0": 106.9, "offsets": {"8": 35}}),
+         (110.0, "revoked", {"parts": [8], "own": 2}),
+         (110.1, "closed", {})]
+    return {"m3": _member_log("m3", strategy, a), "m4": _member_log("m4", strategy, b)}
+
+
+@pytest.mark.parametrize("strategy,a_after_release,coordinator", [
+    ("kip848", False, True),    # the embedded broker's KIP-848 fault: reported as the coordinator's
+    ("kip848", True, False),    # the older owner went on after its own revoke: a client overlap
+    ("cooperative-sticky", False, False),  # classic: a client (the leader) computed the assignment
+])
+def test_checker_tells_a_coordinator_double_assignment_from_a_client_overlap(
+        strategy: str, a_after_release: bool, coordinator: bool) -> None:
+    """The checker on hand-made member logs: a partition the KIP-848 coordinator handed to a second
+    member while the first still held it as a member (its commit accepted meanwhile; it revoked the
+    partition later) is counted as the coordinator's, with its duplicates; the same logs with the
+    first member processing after its revoke (a client overlap on top), or with a classic protocol
+    (a client computed the assignment), stay real overlaps."""
+    logs = _double_assignment_logs(strategy, a_after_release)
+    produced = {f"r{o:08d}": (8, o) for o in range(35)}
+    r = analyse(logs, [], produced)
+    assert r["losses"] == 0
+    if coordinator:
+        assert r["coordinator_double_assignment_count"] == 1, r["ownership_overlaps"]
+        assert "m4" in r["coordinator_double_assignments"][0]["cause"]
+        assert r["ownership_overlap_count"] == 0 and r["overlap_count"] == 0
+        assert r["unjustified_count"] == 0
+        assert r["duplicate_reasons"] == {"assigned to two members at once by the coordinator": 10}
+    elif a_after_release:  # the double assignment is still reported, and so is m3's own overlap
+        assert r["overlap_count"] == 1, r["overlaps"]
+        assert r["overlaps"][0]["cause"].startswith("real: "), r["overlaps"]
+    else:
+        assert r["coordinator_double_assignment_count"] == 0
+        assert r["ownership_overlap_count"] == 1, r["ownership_overlaps"]
+        assert r["unjustified_count"] == 10
