@@ -335,7 +335,17 @@ def analyse(logs: dict[str, list[dict[str, Any]]], driver_events: list[dict[str,
                     both = all(any(lo <= t <= hi for t in rec_times.get((run, part), ()))
                                for run in (ia[2], ib[2]))
                     if not both:
-                        stale_overlaps.append({"p": part, "a": ia, "b": ib})
+                        # the coordinator's double assignment needs no concurrent processing to cause
+                        # duplicates: the new owner starts from the committed offset while the old
+                        # owner's commits still land
+                        older, newer = (ia, ib) if ia[0] <= ib[0] else (ib, ia)
+                        cause = zombies.coordinator_double_assignment(part, older[:3], newer[:3])
+                        if cause:
+                            double_assignments.append({"p": part, "a": ia, "b": ib, "zombie": False,
+                                                       "coordinator": True, "concurrent": False,
+                                                       "cause": cause})
+                        else:
+                            stale_overlaps.append({"p": part, "a": ia, "b": ib})
                         continue
                     verdict = zombies.classify_intervals(part, ia, ib)
                     item = {"p": part, "a": ia, "b": ib, **verdict}
@@ -554,12 +564,12 @@ class ZombieCheck:
             if verdict["zombie"]:
                 return verdict
             reasons.append(verdict["cause"])
-        coordinator = self._coordinator_double_assignment(p, older, newer)
+        coordinator = self.coordinator_double_assignment(p, older, newer)
         if coordinator:
             return {"zombie": False, "coordinator": True, "cause": coordinator, "older": older[2]}
         return {"zombie": False, "cause": "real: " + "; ".join(reasons), "older": older[2]}
 
-    def _coordinator_double_assignment(self, p: int, older: tuple[float, float, str],
+    def coordinator_double_assignment(self, p: int, older: tuple[float, float, str],
                                        newer: tuple[float, float, str]) -> str | None:
         """KIP-848 only (the coordinator computes and hands out assignments; no client does): the
         coordinator gave `p` to the newer owner while the older one still held it as a member in
@@ -585,7 +595,7 @@ class ZombieCheck:
         # its release; processing after it is the member's own fault
         until = max(older[1], newer[1])
         last = max((t for t, _ in self.recs[(run, p)] if start <= t <= until), default=None)
-        if last is None or last > release:
+        if last is not None and last > release:
             return None
         # sent after the newer owner got p ("t0": when the member called commit)
         accepted = [c for c in self.ok_commits[run] if given <= c.get("t0", c["t"]) and c["t"] <= release]
