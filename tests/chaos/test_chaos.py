@@ -1034,15 +1034,23 @@ def _recs(p: int, offsets: range, t0: float, step: float, own: int) -> _Events:
             for i, o in enumerate(offsets)]
 
 
-def _double_assignment_logs(strategy: str, a_after_release: bool) -> dict[str, list[dict[str, Any]]]:
+def _double_assignment_logs(strategy: str, a_after_release: bool,
+                            concurrent: bool = True) -> dict[str, list[dict[str, Any]]]:
     """m3 holds p8 from t=100; m4 is assigned p8 at 101 (from the committed offset 10) while m3 goes on
     processing and committing it (offset 20, sent at 101.5) until it revokes it at 105. With
-    `a_after_release`, m3 also processes p8 after its own revoke (a client-side overlap)."""
+    `a_after_release`, m3 also processes p8 after its own revoke (a client-side overlap). Without
+    `concurrent`, m3 processed 10-19 before m4's assignment and its commit of them, sent then, was
+    accepted only after it (delayed by a coordinator outage)."""
+    if concurrent:
+        middle = [*_recs(8, range(10, 20), 101.1, 0.04, 1),
+                  (101.6, "commit", {"why": "periodic", "ok": True, "t0": 101.5, "offsets": {"8": 20}})]
+    else:
+        middle = [*_recs(8, range(10, 20), 100.7, 0.02, 1),
+                  (101.6, "commit", {"why": "periodic", "ok": True, "t0": 100.95, "offsets": {"8": 20}})]
     a = [(100.0, "assigned", {"parts": [8], "own": 1, "mid": "A"}),
          *_recs(8, range(0, 10), 100.1, 0.04, 1),
          (100.6, "commit", {"why": "periodic", "ok": True, "t0": 100.55, "offsets": {"8": 10}}),
-         *_recs(8, range(10, 20), 101.1, 0.04, 1),
-         (101.6, "commit", {"why": "periodic", "ok": True, "t0": 101.5, "offsets": {"8": 20}}),
+         *middle,
          (105.0, "commit", {"why": "revoked", "ok": True, "t0": 104.9, "offsets": {"8": 20}}),
          (105.0, "revoked", {"parts": [8], "own": 2})]
     if a_after_release:
@@ -1057,19 +1065,20 @@ def _double_assignment_logs(strategy: str, a_after_release: bool) -> dict[str, l
     return {"m3": _member_log("m3", strategy, a), "m4": _member_log("m4", strategy, b)}
 
 
-@pytest.mark.parametrize("strategy,a_after_release,coordinator", [
-    ("kip848", False, True),    # the embedded broker's KIP-848 fault: reported as the coordinator's
-    ("kip848", True, False),    # the older owner went on after its own revoke: a client overlap
-    ("cooperative-sticky", False, False),  # classic: a client (the leader) computed the assignment
+@pytest.mark.parametrize("strategy,a_after_release,concurrent,coordinator", [
+    ("kip848", False, True, True),    # the embedded broker's KIP-848 fault: reported as the coordinator's
+    ("kip848", False, False, True),   # the same without concurrent processing (a late commit)
+    ("kip848", True, True, False),    # the older owner went on after its own revoke: a client overlap
+    ("cooperative-sticky", False, True, False),  # classic: a client (the leader) computed the assignment
 ])
 def test_checker_tells_a_coordinator_double_assignment_from_a_client_overlap(
-        strategy: str, a_after_release: bool, coordinator: bool) -> None:
+        strategy: str, a_after_release: bool, concurrent: bool, coordinator: bool) -> None:
     """The checker on hand-made member logs: a partition the KIP-848 coordinator handed to a second
     member while the first still held it as a member (its commit accepted meanwhile; it revoked the
     partition later) is counted as the coordinator's, with its duplicates; the same logs with the
     first member processing after its revoke (a client overlap on top), or with a classic protocol
     (a client computed the assignment), stay real overlaps."""
-    logs = _double_assignment_logs(strategy, a_after_release)
+    logs = _double_assignment_logs(strategy, a_after_release, concurrent)
     produced = {f"r{o:08d}": (8, o) for o in range(35)}
     r = analyse(logs, [], produced)
     assert r["losses"] == 0
