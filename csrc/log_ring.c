@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static pthread_mutex_t ring_mu = PTHREAD_MUTEX_INITIALIZER;
 static kc_log_entry_t ring[KC_LOG_RING_CAP];
@@ -23,6 +24,8 @@ static void copy_str(char *dst, size_t cap, const char *src) {
 
 void kc_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
     const char *name = rk ? rd_kafka_name(rk) : "";
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
     pthread_mutex_lock(&ring_mu);
     if (ring_len == KC_LOG_RING_CAP) {
         ring_head = (ring_head + 1) % KC_LOG_RING_CAP;
@@ -30,6 +33,7 @@ void kc_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf
         ring_dropped++;
     }
     kc_log_entry_t *e = &ring[(ring_head + ring_len) % KC_LOG_RING_CAP];
+    e->ts = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
     e->level = level;
     copy_str(e->name, sizeof(e->name), name);
     copy_str(e->fac, sizeof(e->fac), fac);

@@ -18,6 +18,7 @@
 #define KC_LOG_MSG_MAX  512
 
 typedef struct kc_log_entry {
+    double ts;                  /* wall-clock time librdkafka logged it (seconds since the epoch) */
     int level;                  /* syslog level 0-7 */
     char name[KC_LOG_NAME_MAX]; /* rd_kafka_name() of the handle, e.g. rdkafka#consumer-1 */
     char fac[KC_LOG_FAC_MAX];   /* librdkafka's facility, e.g. FAIL */

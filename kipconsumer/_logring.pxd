@@ -7,6 +7,7 @@ from kipconsumer._rdk cimport rd_kafka_t
 
 cdef extern from "log_ring.h" nogil:
     ctypedef struct kc_log_entry_t:
+        double ts
         int level
         char name[64]
         char fac[32]
@@ -30,6 +31,6 @@ cdef inline int drain_logs() except -1:
             emit_dropped(dropped)
         for i in range(n):
             emit(buf[i].level, buf[i].name.decode(errors="replace"), buf[i].fac.decode(errors="replace"),
-                 buf[i].msg.decode(errors="replace"))
+                 buf[i].msg.decode(errors="replace"), buf[i].ts)
         if n < 8:
             return 0

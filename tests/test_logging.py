@@ -57,6 +57,26 @@ def test_consumer_broker_down_is_a_logging_record_not_stderr(
     assert "|FAIL|" not in err and "Connection refused" not in err, err[:500]
 
 
+def test_records_carry_the_time_librdkafka_logged_them(caplog: pytest.LogCaptureFixture) -> None:
+    """Lines are handed to Python only when the application calls the client: ``rdkafka_time`` says
+    when librdkafka logged each one (for reading a stalled member's log), ``created`` when it was handed
+    over."""
+    caplog.set_level(logging.DEBUG, logger="kipconsumer.librdkafka")
+    c = KafkaConsumer({"bootstrap.servers": _dead_bootstrap(), "group.id": "g-logging-time"})
+    try:
+        before = time.time()
+        c.subscribe(["t"])
+        time.sleep(1.0)  # librdkafka fails to connect meanwhile; nothing is handed over
+        c.poll(0.1)
+    finally:
+        c.close(timeout=1)
+    recs = _fail_records(caplog)
+    assert recs, [r.getMessage() for r in caplog.records][:5]
+    logged_at = recs[0].rdkafka_time  # type: ignore[attr-defined]
+    assert before <= logged_at <= recs[0].created
+    assert recs[0].created - logged_at > 0.5, (logged_at, recs[0].created)
+
+
 def test_producer_broker_down_is_a_logging_record_not_stderr(
     caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
 ) -> None:

@@ -13,8 +13,8 @@ Processes records (a record's value is its unique id) and writes one JSON line p
   (``own`` counts this run's assignment changes: records of one ownership period share it)
 * ``{"ev": "assigned" | "revoked" | "lost", "parts": [...], "own": n, "mid": member id, "t": ...}``
 * ``{"ev": "commit", "why": "periodic" | "revoked" | "assigned" | "retry", "ok": bool,
-  "offsets": {p: next}, "err": "...", "t": ...}`` (``assigned``: cooperative-sticky commits right after
-  a completed rebalance; ``retry``: after a retriable failure, right after the next poll)
+  "offsets": {p: next}, "err": "...", "t0": called, "t": returned}`` (``assigned``: cooperative-sticky
+  commits right after a completed rebalance; ``retry``: after a retriable failure, right after the next poll)
 * ``{"ev": "stall", "ms": ..., "t": ...}``, ``{"ev": "closed", "t": ...}``
 
 Signals: SIGTERM -> leave the loop and ``close()`` (graceful, commits in on_partitions_revoked);
@@ -107,9 +107,28 @@ def main(argv: list[str] | None = None) -> int:
         conf["group.protocol"] = "consumer"
     if os.environ.get("KIP_CHAOS_RDKAFKA_DEBUG"):  # e.g. "cgrp,consumer": librdkafka logs on stderr
         conf["debug"] = os.environ["KIP_CHAOS_RDKAFKA_DEBUG"]
+        if args.client == "kip":
+            _rdkafka_log_to_stderr()
     if args.client == "kip":
         return run_kip(args, conf, log, state)
     return run_confluent(args, conf, log, state)
+
+
+def _rdkafka_log_to_stderr() -> None:
+    """kipconsumer hands librdkafka's lines to the logger ``kipconsumer.librdkafka``: write them to
+    stderr like confluent-kafka does (``%7|<time>|<facility> [<handle>] <message>``), with the time
+    librdkafka logged them (a stalled member hands them over only when it polls again)."""
+    import logging
+
+    class Stderr(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            t = getattr(record, "rdkafka_time", None) or record.created
+            sys.stderr.write(f"%{getattr(record, 'syslog_level', 7)}|{t:.3f}|{record.getMessage()}\n")
+
+    rdlog = logging.getLogger("kipconsumer.librdkafka")
+    rdlog.setLevel(logging.DEBUG)
+    rdlog.addHandler(Stderr())
+    rdlog.propagate = False
 
 
 def _work(us: int) -> None:
@@ -130,16 +149,17 @@ def run_kip(args: argparse.Namespace, conf: dict[str, Any], log: Log, state: dic
     def commit(why: str) -> None:
         log.flush()
         offsets = {tp.partition: pos for tp, pos in consumer._native.positions().items()}
+        t0 = time.time()
         try:
             done = consumer.commit_sync(timeout=5.0)
             state["retry_commit"] = False
-            log.write("commit", why=why, ok=True, offsets={str(tp.partition): om.offset
-                                                           for tp, om in done.items()})
+            log.write("commit", why=why, ok=True, t0=t0, offsets={str(tp.partition): om.offset
+                                                                  for tp, om in done.items()})
         except (CommitFailedError, KafkaError) as e:
             # retriable (RebalanceInProgressError): commit again as soon as the next poll() has
             # completed the rebalance
             state["retry_commit"] = bool(getattr(e, "retriable", False))
-            log.write("commit", why=why, ok=False, offsets={str(k): v for k, v in offsets.items()},
+            log.write("commit", why=why, ok=False, t0=t0, offsets={str(k): v for k, v in offsets.items()},
                       err=f"{type(e).__name__}:{getattr(e, 'code', None)}")
         log.flush()
 
@@ -225,12 +245,13 @@ def run_confluent(args: argparse.Namespace, conf: dict[str, Any], log: Log, stat
         offs = {p: o for p, o in positions.items() if parts is None or p in parts}
         if not offs:
             return
+        t0 = time.time()
         try:
             consumer.commit(offsets=[TopicPartition(args.topic, p, o) for p, o in offs.items()],
                             asynchronous=False)
-            log.write("commit", why=why, ok=True, offsets={str(k): v for k, v in offs.items()})
+            log.write("commit", why=why, ok=True, t0=t0, offsets={str(k): v for k, v in offs.items()})
         except KafkaException as e:
-            log.write("commit", why=why, ok=False, offsets={str(k): v for k, v in offs.items()},
+            log.write("commit", why=why, ok=False, t0=t0, offsets={str(k): v for k, v in offs.items()},
                       err=f"KafkaException:{e.args[0].name()}")
         log.flush()
 
