@@ -550,8 +550,10 @@ class Pipeline:
                 if end is not None:
                     wait = max(0.0, min(wait, end - now))
             self._abort_if_held()
-            records = consumer.poll(wait)
+            # from the start of the poll: a process stopped inside poll() (SIGSTOP, a VM pause) was
+            # held as long as one stopped in process(), and its heartbeats stopped with it
             self._last_poll = time.monotonic()
+            records = consumer.poll(wait)
             if records:
                 for tp in records.partitions():
                     task = tasks.get(tp)
@@ -670,6 +672,10 @@ class Pipeline:
         if txn.committing is None and now < self._next_commit:
             return False
         self._next_commit = now + self._commit_interval_s
+        if txn.committing is None:
+            # held since the last poll (a slow process() or a stop in this very loop pass): the
+            # group may have moved the partitions on; abort rather than commit (KIP-572's 50% rule)
+            self._abort_if_held()
         if not txn.open:
             return False
         try:

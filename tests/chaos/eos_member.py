@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = False
     stall = False
     last_record = [0.0]
+    last_touch = [0.0]
 
     def on_term(signum: int, frame: object) -> None:
         nonlocal stop
@@ -63,9 +64,10 @@ def main(argv: list[str] | None = None) -> int:
             stall = False
             time.sleep(args.stall_ms / 1000.0)
         now = time.monotonic()
-        if args.busy_file and now - last_record[0] > 0.05:
+        if args.busy_file and now - last_touch[0] > 0.05:
             with open(args.busy_file, "a"):
                 os.utime(args.busy_file)
+            last_touch[0] = now
         last_record[0] = now
         value = record.value  # type: ignore[attr-defined]
         return [(record.key, b"out-" + value)]  # type: ignore[attr-defined]

@@ -87,24 +87,30 @@ class Members:
     def busy_file(self, slot: int) -> Path:
         return self.tmp / f"busy-{slot}"
 
-    def wait_busy(self, slot: int, within: float) -> bool:
-        """Waits until the slot's member processed a record in the last 50 ms (an open transaction)."""
+    def busy(self, slot: int) -> bool:
+        """The slot's member processed a record in the last 50 ms: its transaction is open and holds
+        outputs (it commits every 100 ms)."""
+        try:
+            return time.time() - self.busy_file(slot).stat().st_mtime < 0.05
+        except FileNotFoundError:
+            return False
+
+    def wait_busy(self, slots: list[int], within: float) -> int | None:
+        """The first of ``slots`` found busy within ``within`` seconds, else None."""
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            try:
-                if time.time() - self.busy_file(slot).stat().st_mtime < 0.05:
-                    return True
-            except FileNotFoundError:
-                pass
-            time.sleep(0.01)
-        return False
+            for slot in slots:
+                if self.procs[slot].poll() is None and self.busy(slot):
+                    return slot
+            time.sleep(0.005)
+        return None
 
     def signal(self, slot: int, sig: int) -> None:
         proc = self.procs[slot]
         if proc.poll() is None:
             proc.send_signal(sig)
 
-    def reap(self, slot: int, timeout: float) -> None:
+    def reap(self, slot: int, timeout: float) -> int | None:
         proc = self.procs[slot]
         try:
             proc.wait(timeout)
@@ -112,6 +118,7 @@ class Members:
             proc.kill()
             proc.wait(10)
         self.exits.append((self.txids[slot], proc.returncode))
+        return proc.returncode
 
     def stop_all(self) -> None:
         for proc in self.procs.values():
@@ -140,6 +147,30 @@ def _produce(bootstrap: str, topic: str, n: int, seconds: float, errors: list[Ba
                 errors.append(RuntimeError(f"{len(failed)} source records failed, first: {failed[0]!r}"))
     except BaseException as exc:  # noqa: BLE001
         errors.append(exc)
+
+
+def _fence(bootstrap: str, txid: str) -> None:
+    """Aborts the transaction a replaced member may have left open under ``txid`` (an id never used
+    again), as an operator would: a producer with that id calls ``init_transactions()``, which fences
+    the old producer and aborts its open transaction. Kafka expires such a transaction after
+    ``transaction.timeout.ms``; Tansu 0.6 never does, and while it is open the group's committed
+    offsets read back as unset, so the group would stall (docs/reliability.md)."""
+    deadline = time.monotonic() + 60
+    with KafkaProducer({"bootstrap.servers": bootstrap, "transactional.id": txid}) as p:
+        while True:
+            try:
+                p.init_transactions(timeout=10)
+                return
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+
+
+def _committed(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
+    """The group's committed offsets (None: unset), for the drain's failure message."""
+    with KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}) as c:
+        got = c.committed([TopicPartition(topic, p) for p in partitions], timeout=5)
+    return {p: None if (om := got.get(TopicPartition(topic, p))) is None else om.offset for p in partitions}
 
 
 def _source_consumed(bootstrap: str, group: str, topic: str, n_per_partition: dict[int, int]) -> bool:
@@ -176,6 +207,13 @@ def run_eos_chaos(tansu: Tansu, tmp: Path, seconds: float, seed: int) -> dict[st
 def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: float, seed: int,
          source: str, sink: str, group: str) -> dict[str, Any]:
     faults: collections.Counter[str] = collections.Counter()
+    events: list[str] = []  # the fault log (fault-log.txt in the tmp dir)
+    t0 = time.monotonic()
+
+    def event(text: str) -> None:
+        events.append(f"{time.monotonic() - t0:7.2f} {text}")
+
+    kills_mid_transaction = 0
     errors: list[BaseException] = []
     for slot in range(SLOTS):
         members.start(slot)
@@ -203,21 +241,35 @@ def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: fl
         kind = schedule.pop()
         faults[kind] += 1
         if kind == "kill":
-            members.wait_busy(slot, 3.0)  # mid-transaction if the member has partitions
+            if kills_mid_transaction == 0:
+                # until one kill landed mid-transaction, the kill waits for any member that is busy
+                unfrozen = [s for s in range(SLOTS) if all(who != s for _, who in frozen)]
+                busy = members.wait_busy(unfrozen, 20.0)
+            else:
+                busy = members.wait_busy([slot], 3.0)
+            slot = slot if busy is None else busy
             members.signal(slot, signal.SIGKILL)
+            kills_mid_transaction += busy is not None
+            event(f"kill slot {slot} ({members.txids[slot]}), mid-transaction: {busy is not None}")
             members.reap(slot, 10)
             time.sleep(rng.uniform(0.2, 1.5))
             members.start(slot)
         elif kind == "stall":
+            event(f"stall slot {slot}")
             members.signal(slot, signal.SIGUSR1)
         elif kind == "freeze":
+            event(f"freeze slot {slot}")
             members.signal(slot, signal.SIGSTOP)
             frozen.append((now + MAX_POLL_INTERVAL_MS / 1000 + rng.uniform(1.0, 3.0), slot))
         elif kind == "replace":
+            old_txid = members.txids[slot]
             members.signal(slot, signal.SIGTERM)
-            members.reap(slot, 30)
+            rc = members.reap(slot, 30)
             members.start(slot, new_id=True)
+            _fence(tansu.bootstrap, old_txid)
+            event(f"replace slot {slot} ({old_txid} exited {rc}; fenced)")
         elif kind == "broker_freeze":
+            event("broker_freeze")
             tansu.proc.send_signal(signal.SIGSTOP)
             frozen.append((now + rng.uniform(2.0, 7.0), None))
     for _, who in frozen:
@@ -233,10 +285,18 @@ def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: fl
             members.start(slot)
     ends = _ends(tansu.bootstrap, source)
     assert sum(ends.values()) == n
+    event(f"drain: source ends {ends}")
     drain_deadline = time.monotonic() + 120
-    while not _source_consumed(tansu.bootstrap, group, source, ends):
-        assert time.monotonic() < drain_deadline, "the group did not consume the whole source in 120 s"
-        time.sleep(1.0)
+    try:
+        while not _source_consumed(tansu.bootstrap, group, source, ends):
+            if time.monotonic() >= drain_deadline:
+                committed = _committed(tansu.bootstrap, group, source, sorted(ends))
+                raise AssertionError(f"the group did not consume the whole source in 120 s: committed "
+                                     f"{committed}, ends {ends}; fault log: {members.tmp}/fault-log.txt")
+            time.sleep(1.0)
+    finally:
+        event("drain ended")
+        (members.tmp / "fault-log.txt").write_text("\n".join(events) + "\n")
     members.stop_all()
     log = read_committed_log(tansu.bootstrap, sink, PARTITIONS)
     counts = collections.Counter(v for pl in log.values() for _, _, v in pl.committed)
@@ -248,6 +308,7 @@ def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: fl
         "records": n,
         "faults": dict(faults),
         "members_started": members.started,
+        "kills_mid_transaction": kills_mid_transaction,
         "lost": len(expected - set(counts)),
         "duplicated": sum(c - 1 for c in counts.values() if c > 1),
         "unexpected": len(set(counts) - expected),
@@ -279,6 +340,8 @@ def test_exactly_once_chaos(tansu: Tansu, tmp_path: Path) -> None:
     # members exit by themselves only on SIGTERM (0); -9: killed; -15: SIGTERM before the handler was set
     assert set(summary["member_exit_codes"]) <= {"0", "-9", "-15"}, summary
     assert summary["faults"].get("kill", 0) >= 1, summary
+    # the first kill waits (up to 20 s) for a member that is processing: one lands mid-transaction
+    assert summary["kills_mid_transaction"] >= 1, summary
     # members were killed with open transactions, aborted by their successors: the markers the check
     # relies on are in the log (a reader ignoring them would count these records twice)
     assert summary["abort_markers"] >= 1 and summary["aborted_records_in_log"] >= 1, summary
