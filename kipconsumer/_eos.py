@@ -20,6 +20,10 @@ outputs of every record processed since the last commit and the source offsets a
   records can stay stuck for good (measured on Tansu: the epoch bump never completes), a timed-out
   abort replaces the producer: the new one, with the same ``transactional.id``, fences the old one
   and its ``init_transactions()`` aborts the open transaction at the coordinator.
+* A call blocked inside librdkafka past its timeout (``TransactionBlockedError``: librdkafka 2.16's
+  ``send_offsets_to_transaction()`` after a broker freeze, docs/reliability.md) is not waited for
+  again: the commit turns into an abort that replaces the producer at once (the blocked call keeps
+  the old handle until it returns), raised as ``TransactionAbortableError`` (code ``_TXN_BLOCKED``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from kipconsumer.consumer import KafkaConsumer
-from kipconsumer.errors import TransactionAbortableError
+from kipconsumer.errors import TransactionAbortableError, TransactionBlockedError
 from kipconsumer.producer import KafkaProducer
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
@@ -58,6 +62,7 @@ class Transaction:
         self._producer = producer
         self._new_producer = new_producer  # closes the current producer, returns a new one (not initialized)
         self._uninitialized = False
+        self._must_replace = False  # a call of the producer is blocked in librdkafka
         self._consumer = consumer
         self._bounded = bounded  # retries timeouts within half of max.poll.interval.ms (KIP-572)
         self.open = False
@@ -95,6 +100,11 @@ class Transaction:
         except TransactionAbortableError as exc:
             self.abort(tasks, f"commit failed: {exc}")
             raise
+        except TransactionBlockedError as exc:
+            self._must_replace = True
+            self.abort(tasks, f"commit blocked in librdkafka: {exc}")
+            raise TransactionAbortableError(f"the transaction was aborted and the producer replaced: {exc}",
+                                            code="_TXN_BLOCKED") from exc
         for t in tasks:
             om = self.committing.get(t.tp)
             if om is not None:
@@ -121,16 +131,23 @@ class Transaction:
         """Completes a pending abort (see :meth:`abort`); False if none was pending."""
         if not self.aborting:
             return False
-        if not self._uninitialized:
+        if not self._uninitialized and not self._must_replace:
             try:
                 self._bounded("abort of the transaction", lambda: self._producer.abort_transaction())
             except TimeoutError as exc:
                 log.warning("abort of the transaction did not complete (%s): replacing the producer; the "
                             "new one (same transactional.id) aborts the open transaction", exc)
-                self._producer = self._new_producer()
-                self._uninitialized = True
+                self._must_replace = True
+        if self._must_replace:
+            self._producer = self._new_producer()
+            self._must_replace = False
+            self._uninitialized = True
         if self._uninitialized:
-            self._bounded("init_transactions", self._producer.init_transactions)
+            try:
+                self._bounded("init_transactions", self._producer.init_transactions)
+            except TransactionBlockedError:
+                self._must_replace = True  # the next resume replaces this producer too
+                raise
             self._uninitialized = False
         self.aborting = False
         self.aborts += 1

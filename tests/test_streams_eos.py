@@ -25,6 +25,7 @@ from kc_testing import Tansu
 from txn_log import PartitionLog, read_committed_log
 
 from kipconsumer import ConsumerRecord, KafkaConsumer, KafkaProducer, TopicPartition
+from kipconsumer._producer import _set_txn_test_hold_ms
 from kipconsumer.errors import ConfigError
 from kipconsumer.streams import Output, Pipeline, split_config
 
@@ -212,6 +213,42 @@ def test_frozen_broker_times_out_the_transaction_which_is_retried(tansu: Tansu) 
     log = read_committed_log(tansu.bootstrap, sink, 2)
     assert _exactly_once(log, n) == (0, 0), m
     assert m["executor"]["timeouts"] + m["transactions_aborted"] >= 1, m
+
+
+@pytest.mark.interop
+def test_a_transaction_call_blocked_in_librdkafka_replaces_the_producer(tansu: Tansu) -> None:
+    """A commit's librdkafka call that does not return (as send_offsets_to_transaction() after a broker
+    freeze, docs/reliability.md; here its result is held 8 s on the helper thread) raises
+    TransactionBlockedError after the commit's bound: the pipeline aborts the transaction by replacing
+    the producer (the new one, same transactional.id, fences the old one and aborts its transaction),
+    goes on at once, and every input is in the output once."""
+    source, sink = tansu.create_topic(2), tansu.create_topic(2)
+    n, group = 2000, f"eos-{uuid.uuid4().hex[:8]}"
+    _produce(tansu.bootstrap, source, n, 2)
+    armed = threading.Event()
+
+    def process(record: ConsumerRecord) -> list[Output]:
+        if record.offset == 300 and not armed.is_set():
+            armed.set()
+            _set_txn_test_hold_ms(8000)  # the calls started in the next 0.5 s are held
+            threading.Timer(0.5, _set_txn_test_hold_ms, (0,)).start()
+        return _out(record)
+
+    conf = _conf(tansu, group, **{"max.poll.interval.ms": 4000, "task.timeout.ms": 30_000})
+    t0 = time.monotonic()
+    try:
+        with Pipeline(conf, source, process, sink) as pipeline:
+            pipeline.run(until=lambda: _done(pipeline, source, n), timeout=60)
+            m = pipeline.metrics()
+    finally:
+        _set_txn_test_hold_ms(0)
+    assert armed.is_set()
+    assert m["producer_replacements"] >= 1 and m["transactions_aborted"] >= 1, m
+    assert time.monotonic() - t0 < 45  # the held call (8 s) was not waited for again
+    log = read_committed_log(tansu.bootstrap, sink, 2)
+    assert _exactly_once(log, n) == (0, 0), m
+    assert sum(pl.aborted for pl in log.values()) >= 1  # the blocked transaction's outputs: aborted
+    assert _committed(tansu.bootstrap, group, source, 2) == {0: 1000, 1: 1000}
 
 
 @pytest.mark.interop
