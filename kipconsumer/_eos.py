@@ -12,6 +12,10 @@ outputs of every record processed since the last commit and the source offsets a
   commits. A ``KafkaTimeoutError`` leaves the commit in progress: calling ``commit`` again resumes it
   (KIP-19); meanwhile no task processes records. ``TransactionAbortableError`` aborts (see below)
   and is raised again. ``ProducerFencedError`` is fatal and propagates.
+* Right before ``commit_transaction()`` the loop's hold is checked again (``held``: KIP-572's 50% rule):
+  a process stopped while the offsets were sent may have been dropped from the group, whose new owner
+  then read the last stable offsets; committing would put older offsets over the new owner's (a
+  broker without KIP-447's stable-offset fetch, as Tansu 0.6, lets that through). It aborts instead.
 * :meth:`Transaction.abort` rewinds every task that processed records in the transaction (its
   consumer position goes back to ``txn_base`` and its fetched but unprocessed records are dropped: they
   are fetched again, so every record whose outputs were discarded is processed again, in order) and
@@ -58,8 +62,10 @@ class Transaction:
 
     def __init__(self, producer: KafkaProducer, consumer: KafkaConsumer,
                  bounded: Callable[[str, Callable[[], None]], None],
-                 new_producer: Callable[[], KafkaProducer]) -> None:
+                 new_producer: Callable[[], KafkaProducer],
+                 held: Callable[[], str | None] = lambda: None) -> None:
         self._producer = producer
+        self._held = held  # why the loop may have been dropped from the group (50% rule), or None
         self._new_producer = new_producer  # closes the current producer, returns a new one (not initialized)
         self._uninitialized = False
         self._must_replace = False  # a call of the producer is blocked in librdkafka
@@ -96,6 +102,9 @@ class Transaction:
                 self._producer.send_offsets_to_transaction(self.committing, self._consumer.group_metadata(),
                                                            timeout=timeout)
                 self._offsets_sent = True
+            held = self._held()
+            if held is not None:  # stopped since the offsets were sent (or while): do not commit
+                raise TransactionAbortableError(f"not committed: {held}", code="_HELD")
             self._producer.commit_transaction(timeout=timeout)
         except TransactionAbortableError as exc:
             self.abort(tasks, f"commit failed: {exc}")
