@@ -15,8 +15,10 @@ touches ``<busy-file>.holding`` and sleeps ``--hold-ms`` (less than half of the 
 transaction stays open with outputs written, the driver kills the member then). Prints one JSON
 line of the pipeline's metrics on exit. ``--exit-after-idle S``: leave once no record was processed
 for S seconds (after at least one). ``--busy-file F``: touched while records are processed (the
-chaos driver kills a member mid-transaction). ``KIP_EOS_MEMBER_LOG=INFO``: the pipeline's log on
-stderr; ``KIP_EOS_MEMBER_DEBUG=cgrp``: librdkafka debug contexts.
+chaos driver kills a member mid-transaction). ``--state-file F``: librdkafka's group join state
+(``steady`` when no rebalance is in progress), rewritten every 200 ms by the poll loop.
+``KIP_EOS_MEMBER_LOG=INFO``: the pipeline's log on stderr; ``KIP_EOS_MEMBER_DEBUG=cgrp``: librdkafka
+debug contexts.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exit-after-idle", type=float, default=0.0)
     ap.add_argument("--busy-file", default="", help="touched (every 50 ms at most) while processing")
     ap.add_argument("--hold-ms", type=int, default=1500)
+    ap.add_argument("--state-file", default="", help="librdkafka's group join state, every 200 ms")
     args = ap.parse_args(argv)
 
     stop = False
@@ -113,6 +116,16 @@ def main(argv: list[str] | None = None) -> int:
         "producer.request.timeout.ms": 5_000,
         "task.timeout.ms": 60_000,
     }
+    if args.state_file:
+        def on_stats(doc: str) -> None:  # on the poll thread: stale while the loop is held
+            state = json.loads(doc).get("cgrp", {}).get("join_state", "")
+            tmp = args.state_file + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(state)
+            os.replace(tmp, args.state_file)
+
+        conf["consumer.statistics.interval.ms"] = 200
+        conf["consumer.stats_cb"] = on_stats
     if os.environ.get("KIP_EOS_MEMBER_DEBUG"):  # librdkafka debug contexts of the consumer, e.g. cgrp
         conf["debug"] = os.environ["KIP_EOS_MEMBER_DEBUG"]
     if args.protocol == "consumer":

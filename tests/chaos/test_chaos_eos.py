@@ -11,6 +11,12 @@ new member with a new transactional.id), and freeze the broker (SIGSTOP Tansu fo
 request timeout, so sends and commits time out). Tansu keeps its log in memory, so it cannot be
 restarted, and it has one node, so the coordinator cannot move.
 
+Made deterministic (docs/reliability.md): the first fault is a kill of a member holding an open
+transaction with outputs written (SIGUSR2), retried until its successor's ABORT marker is seen; kills
+and replacements wait until every member reports librdkafka's join state ``steady`` (Tansu 0.6
+wedges a group whose elected leader leaves or dies mid-rebalance), else they are deferred; a replaced
+member's transactional.id is fenced by the driver (Tansu 0.6 never expires an open transaction).
+
 The check: the sink topic read the way a read_committed consumer must read it -- from the COMMIT
 and ABORT markers in its log (``tests/txn_log.py``), since Tansu 0.6 does not filter aborted
 records for read_committed fetches -- holds every input exactly once: 0 lost, 0 duplicated. The
@@ -82,11 +88,27 @@ class Members:
             [sys.executable, str(MEMBER), "--bootstrap", self.bootstrap, "--source", self.source,
              "--sink", self.sink, "--group", self.group, "--txid", self.txids[slot],
              "--max-poll-interval-ms", str(MAX_POLL_INTERVAL_MS),
-             "--stall-ms", str(MAX_POLL_INTERVAL_MS + 1500), "--busy-file", str(self.busy_file(slot))],
+             "--stall-ms", str(MAX_POLL_INTERVAL_MS + 1500), "--busy-file", str(self.busy_file(slot)),
+             "--state-file", str(self.state_file(slot))],
             stdout=out, stderr=err, env=env)
 
     def busy_file(self, slot: int) -> Path:
         return self.tmp / f"busy-{slot}"
+
+    def state_file(self, slot: int) -> Path:
+        return self.tmp / f"state-{slot}"
+
+    def steady(self) -> bool:
+        """Every member's poll loop reported librdkafka's join state ``steady`` in the last 0.6 s."""
+        for slot, proc in self.procs.items():
+            try:
+                path = self.state_file(slot)
+                if (proc.poll() is not None or time.time() - path.stat().st_mtime > 0.6
+                        or path.read_text() != "steady"):
+                    return False
+            except FileNotFoundError:
+                return False
+        return True
 
     def busy(self, slot: int) -> bool:
         """The slot's member processed a record in the last 50 ms: its transaction is open and holds
@@ -189,11 +211,24 @@ def _abort_markers_grow(bootstrap: str, topic: str, before: int, within: float) 
     return False
 
 
-def _group_stable(members: Members, frozen: list[tuple[float, int | None]]) -> bool:
-    """Every member processes records (within 3 s each), none is frozen: the group is not rebalancing."""
+def _group_stable(members: Members, frozen: list[tuple[float, int | None]], within: float = 5.0) -> bool:
+    """No member is frozen and every member's group join state stays ``steady`` for 1 s (waited for up to
+    ``within`` seconds): no rebalance is in progress. Tansu 0.6 wedges a group whose elected leader leaves
+    or dies between its JoinGroup answer and its SyncGroup (docs/reliability.md), so kills and
+    replacements wait for this."""
     if frozen:
         return False
-    return all(members.wait_busy([slot], 3.0) is not None for slot in range(SLOTS))
+    deadline = time.monotonic() + within
+    since: float | None = None
+    while time.monotonic() < deadline:
+        if members.steady():
+            since = since or time.monotonic()
+            if time.monotonic() - since >= 1.0:
+                return True
+        else:
+            since = None
+        time.sleep(0.05)
+    return False
 
 
 def _fence(bootstrap: str, txid: str) -> None:
@@ -270,7 +305,7 @@ def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: fl
     producer.start()
     end = time.monotonic() + seconds
     frozen: list[tuple[float, int | None]] = []  # (thaw at, slot; None: the broker)
-    schedule: list[str] = []  # every kind once per round, in a random order
+    schedule: list[str] = ["kill"]  # first a verified kill mid-transaction; then every kind once per round
     while time.monotonic() < end:
         time.sleep(rng.expovariate(1.0 / FAULT_GAP_S))
         now = time.monotonic()
@@ -288,9 +323,24 @@ def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: fl
             rng.shuffle(schedule)
         kind = schedule.pop()
         faults[kind] += 1
-        if kind == "kill":
+        first_kill = kind == "kill" and kills_aborted == 0
+        if kind in ("kill", "replace") and not _group_stable(members, frozen, 20.0 if first_kill else 5.0):
+            # Tansu 0.6 keeps a member that left or died between its JoinGroup answer as the elected
+            # leader and its SyncGroup as the leader of every later generation: the group never
+            # assigns again (docs/reliability.md). Kills and replacements wait for a stable group.
+            faults[kind] -= 1
+            faults[f"{kind}_deferred"] += 1
+            if first_kill:
+                schedule.append(kind)  # next
+            else:
+                schedule.insert(0, kind)  # tried again after the other kinds of this round
+            event(f"{kind} slot {slot} deferred: a rebalance is in progress or a member is frozen")
+        elif kind == "kill":
             unfrozen = [s for s in range(SLOTS) if all(who != s for _, who in frozen)]
             for attempt in range(1, FIRST_KILL_ATTEMPTS + 1):
+                if attempt > 1 and not _group_stable(members, frozen, 20.0):
+                    event("  the group did not become stable again within 20 s")
+                    break
                 verify = kills_aborted == 0
                 markers = _abort_markers(tansu.bootstrap, members.sink) if verify else 0
                 # the kill waits for a member that is processing: its transaction is open and holds outputs
@@ -324,14 +374,6 @@ def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: fl
             event(f"freeze slot {slot}")
             members.signal(slot, signal.SIGSTOP)
             frozen.append((now + MAX_POLL_INTERVAL_MS / 1000 + rng.uniform(1.0, 3.0), slot))
-        elif kind == "replace" and not _group_stable(members, frozen):
-            # Tansu 0.6 keeps a member that left (LeaveGroup) between its JoinGroup answer as the
-            # elected leader and its SyncGroup as the leader of every later generation: the group
-            # never assigns again (docs/reliability.md). A replacement waits for a stable group.
-            faults[kind] -= 1
-            faults["replace_deferred"] += 1
-            schedule.append(kind)  # the next fault tries it again
-            event(f"replace slot {slot} deferred: the group is not stable (not every member is processing)")
         elif kind == "replace":
             old_txid = members.txids[slot]
             members.signal(slot, signal.SIGTERM)
@@ -394,11 +436,6 @@ def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: fl
     return summary
 
 
-@pytest.mark.skipif(
-    not os.environ.get("KIP_EOS_CHAOS"),
-    reason="opt-in (KIP_EOS_CHAOS=1): flaky at the end of the session (docs/reliability.md): in 2 of 3 "
-           "quiet runs and 1 of 2 clean-clone CI runs either no kill landed inside an open transaction "
-           "or the group did not consume the whole source within 120 s; 0 lost and 0 duplicated in all")
 def test_exactly_once_chaos(tansu: Tansu, tmp_path: Path) -> None:
     t0 = time.monotonic()
     summary = run_eos_chaos(tansu, tmp_path, CHAOS_SECONDS, SEED)
