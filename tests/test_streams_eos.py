@@ -249,6 +249,41 @@ def test_a_transaction_call_blocked_in_librdkafka_replaces_the_producer(tansu: T
 
 
 @pytest.mark.interop
+def test_a_loop_held_while_the_offsets_are_sent_aborts_instead_of_committing(
+        tansu: Tansu, caplog: pytest.LogCaptureFixture) -> None:
+    """The 50% rule is checked again between send_offsets_to_transaction() and commit_transaction(): a
+    member held there (here the offsets call returns 2.2 s late, past half of max.poll.interval.ms=4 s,
+    within the call's bound) may have been dropped, and a broker without KIP-447's stable-offset fetch
+    (Tansu 0.6) would let its commit put older offsets over its successor's. It aborts and rewinds."""
+    source, sink = tansu.create_topic(2), tansu.create_topic(2)
+    n, group = 2000, f"eos-{uuid.uuid4().hex[:8]}"
+    _produce(tansu.bootstrap, source, n, 2)
+    armed = threading.Event()
+
+    def process(record: ConsumerRecord) -> list[Output]:
+        if record.offset == 300 and not armed.is_set():
+            armed.set()
+            _set_txn_test_hold_ms(2200)
+            threading.Timer(0.3, _set_txn_test_hold_ms, (0,)).start()
+        return _out(record)
+
+    try:
+        with caplog.at_level("WARNING", logger="kipconsumer.streams"), \
+                Pipeline(_conf(tansu, group), source, process, sink) as pipeline:
+            pipeline.run(until=lambda: _done(pipeline, source, n), timeout=60)
+            m = pipeline.metrics()
+    finally:
+        _set_txn_test_hold_ms(0)
+    assert armed.is_set()
+    assert any("not committed: the poll loop was held" in r.getMessage() for r in caplog.records), m
+    assert m["transactions_aborted"] >= 1 and m["producer_replacements"] == 0, m
+    log = read_committed_log(tansu.bootstrap, sink, 2)
+    assert _exactly_once(log, n) == (0, 0), m
+    assert sum(pl.aborted for pl in log.values()) >= 1
+    assert _committed(tansu.bootstrap, group, source, 2) == {0: 1000, 1: 1000}
+
+
+@pytest.mark.interop
 def test_a_joining_member_takes_partitions_over_mid_stream(tansu: Tansu) -> None:
     """A second pipeline joins while the first processes a paced stream: the partitions it takes are
     revoked from the first, whose open transaction is committed first; every input is in the output
