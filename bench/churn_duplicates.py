@@ -1,7 +1,11 @@
-"""Duplicates under member churn: kipconsumer eager vs cooperative-sticky vs confluent-kafka eager.
+"""Duplicates under member churn: kipconsumer eager vs cooperative-sticky vs KIP-848 vs confluent-kafka.
 
     python bench/churn_duplicates.py [--seeds 1,2,3,4] [--records 30000] [--seconds 50] [--gap 5]
                                      [--commit-interval 1.0] [--variants kip,confluent] [--json OUT]
+    python bench/churn_duplicates.py --variants kip-cooperative,kip-kip848 --baseline kip/cooperative-sticky
+
+``kip-kip848`` is kipconsumer with ``group.protocol=consumer`` (KIP-848, served by the embedded
+broker); ``--baseline`` names the variant the ratios are taken against (default confluent-kafka's).
 
 The scenario of issue 7: 3 consumer processes in one group on 12 partitions, a producer writing
 `--records` records with unique ids, and a driver that replaces a member (starts a new one, closes an
@@ -33,7 +37,8 @@ CONFLUENT = "confluent/range"
 
 def run_seed(seed: int, args: argparse.Namespace, out: Path) -> dict[str, int]:
     """Runs every variant for one seed; returns {variant: duplicate records}."""
-    env = dict(os.environ, KIP_CHAOS="1", KIP_CHAOS_CONFLUENT="1", KIP_CHAOS_SEED=str(seed),
+    env = dict(os.environ, KIP_CHAOS="1", KIP_CHAOS_CONFLUENT="1", KIP_CHAOS_KIP848="1",
+               KIP_CHAOS_SEED=str(seed),
                KIP_CHAOS_SECONDS=str(args.seconds), KIP_CHAOS_RECORDS=str(args.records),
                KIP_CHAOS_FAULTS="replace", KIP_CHAOS_FAULT_GAP=str(args.gap),
                KIP_CHAOS_COMMIT_INTERVAL=str(args.commit_interval), KIP_CHAOS_OUT=str(out))
@@ -64,6 +69,7 @@ def main() -> None:
     ap.add_argument("--commit-interval", type=float, default=1.0)
     ap.add_argument("--variants", default="kip,confluent",
                     help="pytest -k words: kip (both kipconsumer variants), kip-eager, kip-coop, confluent")
+    ap.add_argument("--baseline", default=CONFLUENT, help="the variant ratios are taken against")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep each run's member logs and summaries under this directory")
@@ -79,13 +85,13 @@ def main() -> None:
             print(f"seed {seed}: " + "  ".join(f"{v} {n}" for v, n in per_seed[seed].items()), flush=True)
     variants = sorted({v for d in per_seed.values() for v in d})
     totals = {v: sum(d.get(v, 0) for d in per_seed.values()) for v in variants}
-    base = totals.get(CONFLUENT)
+    base = totals.get(args.baseline)
     print(f"\n=== duplicates under churn: {len(seeds)} seeds, {args.records} records each, a member "
           f"replaced every ~{args.gap} s for {args.seconds} s, commits every {args.commit_interval} s ===")
     header = " ".join(f"{'seed ' + str(s):>10s}" for s in seeds)
-    print(f"{'variant':28s} {header} {'total':>10s}  vs confluent")
+    print(f"{'variant':28s} {header} {'total':>10s}  vs {args.baseline}")
     for v in variants:
-        ratio = f"{base / totals[v]:.1f}x fewer" if base and totals[v] and v != CONFLUENT else ""
+        ratio = f"{base / totals[v]:.2f}x fewer" if base and totals[v] and v != args.baseline else ""
         print(f"{v:28s} " + " ".join(f"{per_seed[s].get(v, 0):>10d}" for s in seeds)
               + f" {totals[v]:>10d}  {ratio}")
     print(f"(losses 0 in every run; {time.monotonic() - started:.0f} s)")

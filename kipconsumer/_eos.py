@@ -12,6 +12,10 @@ outputs of every record processed since the last commit and the source offsets a
   commits. A ``KafkaTimeoutError`` leaves the commit in progress: calling ``commit`` again resumes it
   (KIP-19); meanwhile no task processes records. ``TransactionAbortableError`` aborts (see below)
   and is raised again. ``ProducerFencedError`` is fatal and propagates.
+* Right before ``commit_transaction()`` the loop's hold is checked again (``held``: KIP-572's 50% rule):
+  a process stopped while the offsets were sent may have been dropped from the group, whose new owner
+  then read the last stable offsets; committing would put older offsets over the new owner's (a
+  broker without KIP-447's stable-offset fetch, as Tansu 0.6, lets that through). It aborts instead.
 * :meth:`Transaction.abort` rewinds every task that processed records in the transaction (its
   consumer position goes back to ``txn_base`` and its fetched but unprocessed records are dropped: they
   are fetched again, so every record whose outputs were discarded is processed again, in order) and
@@ -20,6 +24,10 @@ outputs of every record processed since the last commit and the source offsets a
   records can stay stuck for good (measured on Tansu: the epoch bump never completes), a timed-out
   abort replaces the producer: the new one, with the same ``transactional.id``, fences the old one
   and its ``init_transactions()`` aborts the open transaction at the coordinator.
+* A call blocked inside librdkafka past its timeout (``TransactionBlockedError``: librdkafka 2.16's
+  ``send_offsets_to_transaction()`` after a broker freeze, docs/reliability.md) is not waited for
+  again: the commit turns into an abort that replaces the producer at once (the blocked call keeps
+  the old handle until it returns), raised as ``TransactionAbortableError`` (code ``_TXN_BLOCKED``).
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from kipconsumer.consumer import KafkaConsumer
-from kipconsumer.errors import TransactionAbortableError
+from kipconsumer.errors import TransactionAbortableError, TransactionBlockedError
 from kipconsumer.producer import KafkaProducer
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
@@ -54,10 +62,13 @@ class Transaction:
 
     def __init__(self, producer: KafkaProducer, consumer: KafkaConsumer,
                  bounded: Callable[[str, Callable[[], None]], None],
-                 new_producer: Callable[[], KafkaProducer]) -> None:
+                 new_producer: Callable[[], KafkaProducer],
+                 held: Callable[[], str | None] = lambda: None) -> None:
         self._producer = producer
+        self._held = held  # why the loop may have been dropped from the group (50% rule), or None
         self._new_producer = new_producer  # closes the current producer, returns a new one (not initialized)
         self._uninitialized = False
+        self._must_replace = False  # a call of the producer is blocked in librdkafka
         self._consumer = consumer
         self._bounded = bounded  # retries timeouts within half of max.poll.interval.ms (KIP-572)
         self.open = False
@@ -91,10 +102,18 @@ class Transaction:
                 self._producer.send_offsets_to_transaction(self.committing, self._consumer.group_metadata(),
                                                            timeout=timeout)
                 self._offsets_sent = True
+            held = self._held()
+            if held is not None:  # stopped since the offsets were sent (or while): do not commit
+                raise TransactionAbortableError(f"not committed: {held}", code="_HELD")
             self._producer.commit_transaction(timeout=timeout)
         except TransactionAbortableError as exc:
             self.abort(tasks, f"commit failed: {exc}")
             raise
+        except TransactionBlockedError as exc:
+            self._must_replace = True
+            self.abort(tasks, f"commit blocked in librdkafka: {exc}")
+            raise TransactionAbortableError(f"the transaction was aborted and the producer replaced: {exc}",
+                                            code="_TXN_BLOCKED") from exc
         for t in tasks:
             om = self.committing.get(t.tp)
             if om is not None:
@@ -121,16 +140,23 @@ class Transaction:
         """Completes a pending abort (see :meth:`abort`); False if none was pending."""
         if not self.aborting:
             return False
-        if not self._uninitialized:
+        if not self._uninitialized and not self._must_replace:
             try:
                 self._bounded("abort of the transaction", lambda: self._producer.abort_transaction())
             except TimeoutError as exc:
                 log.warning("abort of the transaction did not complete (%s): replacing the producer; the "
                             "new one (same transactional.id) aborts the open transaction", exc)
-                self._producer = self._new_producer()
-                self._uninitialized = True
+                self._must_replace = True
+        if self._must_replace:
+            self._producer = self._new_producer()
+            self._must_replace = False
+            self._uninitialized = True
         if self._uninitialized:
-            self._bounded("init_transactions", self._producer.init_transactions)
+            try:
+                self._bounded("init_transactions", self._producer.init_transactions)
+            except TransactionBlockedError:
+                self._must_replace = True  # the next resume replaces this producer too
+                raise
             self._uninitialized = False
         self.aborting = False
         self.aborts += 1

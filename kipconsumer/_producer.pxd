@@ -3,8 +3,22 @@
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 
-from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_headers_t, rd_kafka_resp_err_t, rd_kafka_t,
+from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_consumer_group_metadata_t, rd_kafka_error_t,
+                               rd_kafka_headers_t, rd_kafka_resp_err_t, rd_kafka_t, rd_kafka_topic_partition_list_t,
                                rd_kafka_topic_t)
+
+
+cdef extern from "txn_call.h" nogil:
+    ctypedef struct kc_txn_call_t:
+        pass
+    kc_txn_call_t *kc_txn_call_start(rd_kafka_t *rk, int op, rd_kafka_topic_partition_list_t *offsets,
+                                     rd_kafka_consumer_group_metadata_t *cgmd, int timeout_ms)
+    int kc_txn_call_wait(kc_txn_call_t *c, int64_t until_us)
+    int kc_txn_call_op(const kc_txn_call_t *c)
+    rd_kafka_error_t *kc_txn_call_finish(kc_txn_call_t *c)
+    void kc_txn_call_release(kc_txn_call_t *c, void (*release)(void *) noexcept nogil, void *arg)
+    void kc_txn_call_set_test_hold_ms(int ms)
+    int64_t kc_txn_call_now_us()
 
 
 cdef extern from "producer_core.h" nogil:
@@ -111,6 +125,8 @@ cdef class ProducerCore:
     cdef readonly object _value_serializer
     cdef object _stats_cb             # the user's stats_cb(json: str), or None
     cdef object _stats                # summary of the last statistics (kipconsumer._stats), or None
+    cdef kc_txn_call_t *_pending_call  # a transactional call that has not returned yet (see txn())
+    cdef int64_t _pending_since_us     # ... started then (kc_txn_call_now_us)
 
     cdef int _enter(self, str who) except -1
     cdef void _leave(self) noexcept
@@ -127,3 +143,4 @@ cdef class ProducerCore:
     cdef object _send_error(self, int err, str topic, int64_t start_us)
     cdef int64_t _flush_until(self, int64_t deadline_us) except? -2
     cdef _serve_stats(self)
+    cdef str _blocked_text(self, str op)

@@ -42,7 +42,7 @@ from kipconsumer._logring cimport drain_logs, kc_log_cb
 
 from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError,
                                 KafkaTimeoutError, ProducerFencedError, SerializationError,
-                                TransactionAbortableError)
+                                TransactionAbortableError, TransactionBlockedError)
 from kipconsumer._stats import summary as stats_summary
 from kipconsumer._validate import check_topic_name
 from kipconsumer.structs import RecordMetadata
@@ -427,6 +427,7 @@ cdef class ProducerCore:
 
     def __cinit__(self):
         self.p = NULL
+        self._pending_call = NULL
         self.ctx = NULL
         self._closed = True
         self._closing_now = False
@@ -503,8 +504,13 @@ cdef class ProducerCore:
         for t in self._topics.values():
             rd_kafka_topic_destroy((<_Topic>t).rkt)
         self._topics.clear()
-        with nogil:
-            kc_producer_destroy(p)
+        if self._pending_call != NULL:  # a call still blocked in librdkafka holds the handle
+            c = self._pending_call
+            self._pending_call = NULL
+            kc_txn_call_release(c, _destroy_producer, p)
+        else:
+            with nogil:
+                kc_producer_destroy(p)
         free(self.ctx)
         self.ctx = NULL
 
@@ -887,15 +893,21 @@ cdef class ProducerCore:
 
     def txn(self, str op, double timeout_s=-1.0, list offsets=None, bytes group_metadata=None):
         """One transactional call (op: "init", "begin", "send_offsets", "commit", "abort"), waiting at
-        most timeout_s seconds (< 0: max.block.ms) in slices that let signals out; a call that timed
-        out or was interrupted can be made again and resumes (librdkafka's rule). Raises the typed
-        error (see KafkaProducer.init_transactions)."""
+        most timeout_s seconds (< 0: max.block.ms) in slices that let signals out. The librdkafka call
+        runs on a native helper thread (csrc/txn_call.c): librdkafka can block in it past its timeout
+        (docs/reliability.md). A call that timed out inside librdkafka can be made again and resumes
+        (librdkafka's rule). A call that did not return by the timeout (plus a short grace for
+        librdkafka's own timeout) or was interrupted stays pending and raises TransactionBlockedError
+        (a KafkaTimeoutError): the same op called again waits for it further and gives its result;
+        another op raises TransactionBlockedError while it is pending. Raises the typed error (see
+        KafkaProducer.init_transactions)."""
         cdef rd_kafka_error_t *error = NULL
         cdef rd_kafka_topic_partition_list_t *lst = NULL
         cdef rd_kafka_consumer_group_metadata_t *cgmd = NULL
+        cdef kc_txn_call_t *call = NULL
         cdef rd_kafka_t *rk
-        cdef int64_t deadline_us, left_us
-        cdef int slice_ms
+        cdef int64_t deadline_us, until_us, now_us
+        cdef int timeout_ms, done = 0
         cdef int which = _TXN_OPS.get(op, -1)
         if which < 0:
             raise ValueError(f"unknown transactional operation {op!r}")
@@ -905,8 +917,30 @@ cdef class ProducerCore:
             raise IllegalStateError(f"{op} transaction cannot be called from a send() callback")
         if timeout_s < 0:
             timeout_s = self.max_block_ms / 1000.0
-        deadline_us = kc_producer_now_us() + <int64_t>(min(timeout_s, 2147483.0) * 1e6)
-        if which == _TXN_SEND_OFFSETS:
+        timeout_ms = <int>(min(timeout_s, 2147483.0) * 1000)
+        deadline_us = kc_txn_call_now_us() + <int64_t>timeout_ms * 1000
+        rk = self.p.rk
+        if self._pending_call != NULL:
+            if kc_txn_call_op(self._pending_call) != which:
+                if not kc_txn_call_wait(self._pending_call, 0):
+                    raise TransactionBlockedError(self._blocked_text(op), code="_TIMED_OUT")
+                # it returned meanwhile; its caller gave it up and a different call follows
+                error = kc_txn_call_finish(self._pending_call)
+                self._pending_call = NULL
+                if error != NULL:
+                    rd_kafka_error_destroy(error)
+                    error = NULL
+        if which == _TXN_BEGIN:
+            self._enter(f"{op} transaction")
+            try:
+                with nogil:
+                    error = rd_kafka_begin_transaction(rk)
+            finally:
+                self._leave()
+            if error != NULL:
+                raise _txn_error(error, op, timeout_s)
+            return
+        if self._pending_call == NULL and which == _TXN_SEND_OFFSETS:
             lst = rd_kafka_topic_partition_list_new(max(1, len(offsets)))
             try:
                 for topic, partition, offset in offsets:
@@ -919,7 +953,6 @@ cdef class ProducerCore:
                 rd_kafka_topic_partition_list_destroy(lst)
                 raise ValueError("send_offsets_to_transaction(): group_metadata is not a consumer's "
                                  "group metadata (use KafkaConsumer.group_metadata())")
-        rk = self.p.rk
         try:
             self._enter(f"{op} transaction")
         except BaseException:
@@ -929,38 +962,52 @@ cdef class ProducerCore:
                 rd_kafka_consumer_group_metadata_destroy(cgmd)
             raise
         try:
+            if self._pending_call != NULL:  # the same op: wait for the call made before
+                call = self._pending_call
+                self._pending_call = NULL
+            else:
+                call = kc_txn_call_start(rk, which, lst, cgmd, timeout_ms)  # owns lst and cgmd now
+                if call == NULL:
+                    raise KafkaError(f"{op} transaction: could not start its thread", code="_FAIL")
+                self._pending_since_us = kc_txn_call_now_us()
             while True:
-                left_us = deadline_us - kc_producer_now_us()
-                slice_ms = <int>(min(max(left_us, 0), _TXN_SLICE_US) // 1000)
+                now_us = kc_txn_call_now_us()
+                until_us = min(now_us + _TXN_SLICE_US, deadline_us + _TXN_GRACE_US)
                 with nogil:
-                    if which == _TXN_INIT:
-                        error = rd_kafka_init_transactions(rk, slice_ms)
-                    elif which == _TXN_BEGIN:
-                        error = rd_kafka_begin_transaction(rk)
-                    elif which == _TXN_SEND_OFFSETS:
-                        error = rd_kafka_send_offsets_to_transaction(rk, lst, cgmd, slice_ms)
-                    elif which == _TXN_COMMIT:
-                        error = rd_kafka_commit_transaction(rk, slice_ms)
-                    else:
-                        error = rd_kafka_abort_transaction(rk, slice_ms)
-                if (error == NULL or which == _TXN_BEGIN
-                        or <int>rd_kafka_error_code(error) != ERR__TIMED_OUT
-                        or not rd_kafka_error_is_retriable(error)
-                        or kc_producer_now_us() >= deadline_us):
+                    done = kc_txn_call_wait(call, until_us)
+                if done:
                     break
-                rd_kafka_error_destroy(error)  # a slice ran out: call again, which resumes
-                error = NULL
-                PyErr_CheckSignals()
+                if kc_txn_call_now_us() >= deadline_us + _TXN_GRACE_US:
+                    self._pending_call = call
+                    raise TransactionBlockedError(
+                        f"{op} transaction did not return within its timeout ({timeout_s:.3f} s): "
+                        + self._blocked_text(op), code="_TIMED_OUT")
+                try:
+                    PyErr_CheckSignals()
+                except BaseException:
+                    self._pending_call = call
+                    raise
                 if self._closed:
+                    self._pending_call = call
                     raise IllegalStateError(f"{op} transaction: the producer was closed meanwhile")
+            error = kc_txn_call_finish(call)
         finally:
             self._leave()
-            if lst != NULL:
-                rd_kafka_topic_partition_list_destroy(lst)
-            if cgmd != NULL:
-                rd_kafka_consumer_group_metadata_destroy(cgmd)
         if error != NULL:
             raise _txn_error(error, op, timeout_s)
+
+    cdef str _blocked_text(self, str op):
+        cdef kc_txn_call_t *c = self._pending_call
+        pending = _TXN_NAMES[kc_txn_call_op(c)] if c != NULL else op
+        since = (kc_txn_call_now_us() - self._pending_since_us) / 1e6
+        return (f"librdkafka's {pending} call has been blocked for {since:.1f} s. Call {pending} again to "
+                f"keep waiting for it, or close this producer (its handle is freed once the call returns) "
+                f"and create a new one with the same transactional.id: its init_transactions() fences "
+                f"this one and aborts its open transaction.")
+
+    @property
+    def transaction_blocked(self):
+        return self._pending_call != NULL and not kc_txn_call_wait(self._pending_call, 0)
 
     def __dealloc__(self):
         if self.p != NULL:
@@ -1032,6 +1079,16 @@ cdef class ProducerCore:
         }
 
 
+cdef void _destroy_producer(void *p) noexcept nogil:
+    kc_producer_destroy(<kc_producer_t *>p)
+
+
+def _set_txn_test_hold_ms(int ms):
+    """Test hook: transactional calls started afterwards hold their result ``ms`` more milliseconds
+    after librdkafka returned (as a call blocked in librdkafka does). 0: off."""
+    kc_txn_call_set_test_hold_ms(ms)
+
+
 cdef inline object _take_callback(kc_producer_rec_t *rec):
     """The record's delivery callback (or None), taken out of the registry with its reference."""
     if rec.callback == NULL:
@@ -1059,6 +1116,10 @@ cdef enum:
     _TXN_COMMIT = 3
     _TXN_ABORT = 4
     _TXN_SLICE_US = 100000  # a transactional wait re-checks signals this often
+    _TXN_GRACE_US = 1000000  # after the caller's timeout, librdkafka's own timeout may still return
+
+_TXN_NAMES = {0: "init_transactions", 1: "begin_transaction", 2: "send_offsets_to_transaction",
+              3: "commit_transaction", 4: "abort_transaction"}
 
 _TXN_OPS = {"init": _TXN_INIT, "begin": _TXN_BEGIN, "send_offsets": _TXN_SEND_OFFSETS,
             "commit": _TXN_COMMIT, "abort": _TXN_ABORT}

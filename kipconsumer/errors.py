@@ -83,11 +83,22 @@ class TransactionAbortableError(KafkaError):
     then start the transaction again."""
 
 
+class TransactionBlockedError(KafkaTimeoutError):
+    """A transactional call of a ``KafkaProducer`` did not return within its timeout: librdkafka is
+    blocked inside it (seen with librdkafka 2.16 after a broker freeze, docs/reliability.md). The
+    call stays pending on its own thread. Calling the same method again waits for it further and
+    gives its result; any other transactional call raises this error while it is pending. To go on
+    without it, ``close()`` the producer (its handle is freed once the call returns) and create a
+    new one with the same ``transactional.id``: its ``init_transactions()`` fences this one and
+    aborts its open transaction."""
+
+
 class SerializationError(KafkaError, TypeError):
     """A key, value or header cannot be encoded to bytes."""
 
 
 __all__ = [
+    "TransactionBlockedError",
     "KafkaError",
     "ConfigError",
     "KafkaTimeoutError",

@@ -155,6 +155,9 @@ class KafkaProducer:
         return result
 
     # -- transactions (KIP-98 / KIP-447, as in the Java client) -----------------------------------
+    # Each call but begin_transaction() runs in librdkafka on a native helper thread and is waited
+    # for at most its timeout (+1 s for librdkafka's own timeout): a call still blocked inside
+    # librdkafka then raises TransactionBlockedError (a KafkaTimeoutError; see its docstring).
     def _txn(self, op: str, timeout: float | None, offsets: list[tuple[str, int, int]] | None = None,
              group_metadata: bytes | None = None) -> None:
         if not self._settings.rdkafka.get("transactional.id"):
@@ -162,6 +165,12 @@ class KafkaProducer:
         seconds = timeout_seconds(timeout, self._settings.max_block_ms)
         # math.inf stays unbounded (the core clamps it); the core reads a negative value as None
         self._core.txn(op, seconds, offsets, group_metadata)
+
+    @property
+    def transaction_blocked(self) -> bool:
+        """A transactional call raised ``TransactionBlockedError`` and is still blocked inside
+        librdkafka: replace this producer (see :class:`~kipconsumer.errors.TransactionBlockedError`)."""
+        return bool(self._core.transaction_blocked)
 
     def init_transactions(self, timeout: float | None = None) -> None:
         """Registers ``transactional.id`` with the coordinator, fencing older producers of that id

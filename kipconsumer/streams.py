@@ -465,7 +465,8 @@ class Pipeline:
                 self._consumer.close()
                 self._producer.close(0)
                 raise
-            self._txn = Transaction(self._producer, self._consumer, self._bounded, self._replace_producer)
+            self._txn = Transaction(self._producer, self._consumer, self._bounded, self._replace_producer,
+                                    self._held)
         cs = self._consumer.settings
         self._budget = cs.max_poll_records
         self._high_water = 4 * cs.max_poll_records
@@ -550,8 +551,10 @@ class Pipeline:
                 if end is not None:
                     wait = max(0.0, min(wait, end - now))
             self._abort_if_held()
-            records = consumer.poll(wait)
+            # from the start of the poll: a process stopped inside poll() (SIGSTOP, a VM pause) was
+            # held as long as one stopped in process(), and its heartbeats stopped with it
             self._last_poll = time.monotonic()
+            records = consumer.poll(wait)
             if records:
                 for tp in records.partitions():
                     task = tasks.get(tp)
@@ -670,6 +673,10 @@ class Pipeline:
         if txn.committing is None and now < self._next_commit:
             return False
         self._next_commit = now + self._commit_interval_s
+        if txn.committing is None:
+            # held since the last poll (a slow process() or a stop in this very loop pass): the
+            # group may have moved the partitions on; abort rather than commit (KIP-572's 50% rule)
+            self._abort_if_held()
         if not txn.open:
             return False
         try:
@@ -708,21 +715,29 @@ class Pipeline:
         self._producer_replacements += 1
         return self._producer
 
+    def _held(self) -> str | None:
+        """Why the loop may have been dropped from the group (held longer than half of
+        ``max.poll.interval.ms`` since the start of the last poll), or None."""
+        held = time.monotonic() - self._last_poll
+        if held > self._half_mpi_s:
+            return (f"the poll loop was held {held:.1f} s, more than half of "
+                    f"max.poll.interval.ms={self.config.max_poll_interval_ms}")
+        return None
+
     def _abort_if_held(self) -> None:
         """exactly_once_v2: a loop held longer than half of ``max.poll.interval.ms`` since the last poll
         (a process() call, a GC pause, a stopped process) may have been dropped from the group, which
         then gave its partitions to another member: its open transaction is aborted before the next
-        poll or commit, not committed (the 50% rule of KIP-572; the coordinator's generation check of
-        KIP-447 covers a member frozen between this check and the commit)."""
+        poll or commit, not committed (the 50% rule of KIP-572; checked again between the offsets and
+        the commit of the transaction, see kipconsumer._eos)."""
         txn = self._txn
         if txn is None or not txn.open or txn.busy:
             return
-        held = time.monotonic() - self._last_poll
-        if held > self._half_mpi_s:
+        held = self._held()
+        if held is not None:
             self._commit_failures += 1
             try:
-                self._abort(f"the poll loop was held {held:.1f} s, more than half of "
-                            f"max.poll.interval.ms={self.config.max_poll_interval_ms}")
+                self._abort(held)
             except TimeoutError as exc:  # stays pending (no processing meanwhile): <commit> resumes it
                 log.warning("abort of the transaction timed out: %s", exc)
 

@@ -25,6 +25,7 @@ from kc_testing import Tansu
 from txn_log import PartitionLog, read_committed_log
 
 from kipconsumer import ConsumerRecord, KafkaConsumer, KafkaProducer, TopicPartition
+from kipconsumer._producer import _set_txn_test_hold_ms
 from kipconsumer.errors import ConfigError
 from kipconsumer.streams import Output, Pipeline, split_config
 
@@ -179,16 +180,13 @@ def _done(pipeline: Pipeline, source: str, n: int) -> bool:
 
 
 @pytest.mark.interop
-@pytest.mark.skipif(
-    not os.environ.get("KIP_EOS_FREEZE_TESTS"),
-    reason="opt-in (KIP_EOS_FREEZE_TESTS=1): in one clean-clone CI run librdkafka 2.16's "
-           "rd_kafka_send_offsets_to_transaction() blocked for good after the broker was frozen "
-           "(rd_kafka_txn_op_req0 waits on its op reply without a timeout), hanging the suite")
 def test_frozen_broker_times_out_the_transaction_which_is_retried(tansu: Tansu) -> None:
     """The broker freezes (SIGSTOP) for 8 s, longer than the request and delivery timeouts and than
     the 3 s bound of a commit inside the loop, while a transaction is open: the commit times out and
     is resumed or the transaction is aborted (KIP-572: within task.timeout.ms), run() does not fail,
-    and every input ends up in the output once."""
+    and every input ends up in the output once. In one CI run librdkafka 2.16's
+    send_offsets_to_transaction() blocked here for 8+ minutes after the broker resumed; the call is
+    now bounded (TransactionBlockedError: the pipeline replaces its producer)."""
     source, sink = tansu.create_topic(2), tansu.create_topic(2)
     n, group = 2000, f"eos-{uuid.uuid4().hex[:8]}"
     _produce(tansu.bootstrap, source, n // 2, 2)
@@ -212,6 +210,77 @@ def test_frozen_broker_times_out_the_transaction_which_is_retried(tansu: Tansu) 
     log = read_committed_log(tansu.bootstrap, sink, 2)
     assert _exactly_once(log, n) == (0, 0), m
     assert m["executor"]["timeouts"] + m["transactions_aborted"] >= 1, m
+
+
+@pytest.mark.interop
+def test_a_transaction_call_blocked_in_librdkafka_replaces_the_producer(tansu: Tansu) -> None:
+    """A commit's librdkafka call that does not return (as send_offsets_to_transaction() after a broker
+    freeze, docs/reliability.md; here its result is held 8 s on the helper thread) raises
+    TransactionBlockedError after the commit's bound: the pipeline aborts the transaction by replacing
+    the producer (the new one, same transactional.id, fences the old one and aborts its transaction),
+    goes on at once, and every input is in the output once."""
+    source, sink = tansu.create_topic(2), tansu.create_topic(2)
+    n, group = 2000, f"eos-{uuid.uuid4().hex[:8]}"
+    _produce(tansu.bootstrap, source, n, 2)
+    armed = threading.Event()
+
+    def process(record: ConsumerRecord) -> list[Output]:
+        if record.offset == 300 and not armed.is_set():
+            armed.set()
+            _set_txn_test_hold_ms(8000)  # the calls started in the next 0.5 s are held
+            threading.Timer(0.5, _set_txn_test_hold_ms, (0,)).start()
+        return _out(record)
+
+    conf = _conf(tansu, group, **{"max.poll.interval.ms": 4000, "task.timeout.ms": 30_000})
+    t0 = time.monotonic()
+    try:
+        with Pipeline(conf, source, process, sink) as pipeline:
+            pipeline.run(until=lambda: _done(pipeline, source, n), timeout=60)
+            m = pipeline.metrics()
+    finally:
+        _set_txn_test_hold_ms(0)
+    assert armed.is_set()
+    assert m["producer_replacements"] >= 1 and m["transactions_aborted"] >= 1, m
+    assert time.monotonic() - t0 < 45  # the held call (8 s) was not waited for again
+    log = read_committed_log(tansu.bootstrap, sink, 2)
+    assert _exactly_once(log, n) == (0, 0), m
+    assert sum(pl.aborted for pl in log.values()) >= 1  # the blocked transaction's outputs: aborted
+    assert _committed(tansu.bootstrap, group, source, 2) == {0: 1000, 1: 1000}
+
+
+@pytest.mark.interop
+def test_a_loop_held_while_the_offsets_are_sent_aborts_instead_of_committing(
+        tansu: Tansu, caplog: pytest.LogCaptureFixture) -> None:
+    """The 50% rule is checked again between send_offsets_to_transaction() and commit_transaction(): a
+    member held there (here the offsets call returns 2.2 s late, past half of max.poll.interval.ms=4 s,
+    within the call's bound) may have been dropped, and a broker without KIP-447's stable-offset fetch
+    (Tansu 0.6) would let its commit put older offsets over its successor's. It aborts and rewinds."""
+    source, sink = tansu.create_topic(2), tansu.create_topic(2)
+    n, group = 2000, f"eos-{uuid.uuid4().hex[:8]}"
+    _produce(tansu.bootstrap, source, n, 2)
+    armed = threading.Event()
+
+    def process(record: ConsumerRecord) -> list[Output]:
+        if record.offset == 300 and not armed.is_set():
+            armed.set()
+            _set_txn_test_hold_ms(2200)
+            threading.Timer(0.3, _set_txn_test_hold_ms, (0,)).start()
+        return _out(record)
+
+    try:
+        with caplog.at_level("WARNING", logger="kipconsumer.streams"), \
+                Pipeline(_conf(tansu, group), source, process, sink) as pipeline:
+            pipeline.run(until=lambda: _done(pipeline, source, n), timeout=60)
+            m = pipeline.metrics()
+    finally:
+        _set_txn_test_hold_ms(0)
+    assert armed.is_set()
+    assert any("not committed: the poll loop was held" in r.getMessage() for r in caplog.records), m
+    assert m["transactions_aborted"] >= 1 and m["producer_replacements"] == 0, m
+    log = read_committed_log(tansu.bootstrap, sink, 2)
+    assert _exactly_once(log, n) == (0, 0), m
+    assert sum(pl.aborted for pl in log.values()) >= 1
+    assert _committed(tansu.bootstrap, group, source, 2) == {0: 1000, 1: 1000}
 
 
 @pytest.mark.interop

@@ -10,19 +10,27 @@ aborts its open transaction at once.
 
 Signals: SIGTERM -> leave the loop and ``close()`` (commits the open transaction), exit 0;
 SIGUSR1 -> the next ``process()`` call sleeps ``--stall-ms`` (past ``max.poll.interval.ms``), inside
-the poll loop. Prints one JSON line of the pipeline's metrics on exit. ``--exit-after-idle S``: leave
-once no record was processed for S seconds (after at least one). ``--busy-file F``: touched while
-records are processed (the chaos driver kills a member mid-transaction).
+the poll loop; SIGUSR2 -> the next ``process()`` call of a transaction that already holds records
+touches ``<busy-file>.holding`` and sleeps ``--hold-ms`` (less than half of the poll interval: the
+transaction stays open with outputs written, the driver kills the member then). Prints one JSON
+line of the pipeline's metrics on exit. ``--exit-after-idle S``: leave once no record was processed
+for S seconds (after at least one). ``--busy-file F``: touched while records are processed (the
+chaos driver kills a member mid-transaction). ``--state-file F``: librdkafka's group join state
+(``steady`` when no rebalance is in progress), rewritten every 200 ms by the poll loop.
+``KIP_EOS_MEMBER_LOG=INFO``: the pipeline's log on stderr; ``KIP_EOS_MEMBER_DEBUG=cgrp``: librdkafka
+debug contexts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 from kipconsumer.streams import Pipeline
 
@@ -40,11 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stall-ms", type=int, default=5500)
     ap.add_argument("--exit-after-idle", type=float, default=0.0)
     ap.add_argument("--busy-file", default="", help="touched (every 50 ms at most) while processing")
+    ap.add_argument("--hold-ms", type=int, default=1500)
+    ap.add_argument("--state-file", default="", help="librdkafka's group join state, every 200 ms")
     args = ap.parse_args(argv)
 
     stop = False
     stall = False
     last_record = [0.0]
+    last_touch = [0.0]
 
     def on_term(signum: int, frame: object) -> None:
         nonlocal stop
@@ -54,18 +65,42 @@ def main(argv: list[str] | None = None) -> int:
         nonlocal stall
         stall = True
 
+    hold = False
+    txn_records = [0, -1]  # records processed in the open transaction; transactions ended when counted
+
+    def on_hold(signum: int, frame: object) -> None:
+        nonlocal hold
+        hold = True
+
+    if os.environ.get("KIP_EOS_MEMBER_LOG"):  # e.g. INFO: the pipeline's log on stderr, timestamped
+        logging.basicConfig(level=os.environ["KIP_EOS_MEMBER_LOG"], stream=sys.stderr,
+                            format="%(asctime)s %(name)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGUSR1, on_stall)
+    signal.signal(signal.SIGUSR2, on_hold)
 
     def process(record: object) -> list[tuple[bytes | None, bytes]]:
-        nonlocal stall
+        nonlocal stall, hold
         if stall:
             stall = False
             time.sleep(args.stall_ms / 1000.0)
+        txn = pipeline._txn  # the driver's view of the transaction (test code: a private attribute)
+        ended = txn.commits + txn.aborts if txn is not None else 0
+        if ended != txn_records[1]:
+            txn_records[:] = [0, ended]
+        if hold and txn_records[0] > 0:
+            # the transaction is open and holds outputs of earlier records: process() is slow now
+            # (less than half of max.poll.interval.ms), the driver kills the member meanwhile
+            hold = False
+            if args.busy_file:
+                Path(args.busy_file + ".holding").touch()
+            time.sleep(args.hold_ms / 1000.0)
+        txn_records[0] += 1
         now = time.monotonic()
-        if args.busy_file and now - last_record[0] > 0.05:
+        if args.busy_file and now - last_touch[0] > 0.05:
             with open(args.busy_file, "a"):
                 os.utime(args.busy_file)
+            last_touch[0] = now
         last_record[0] = now
         value = record.value  # type: ignore[attr-defined]
         return [(record.key, b"out-" + value)]  # type: ignore[attr-defined]
@@ -81,6 +116,18 @@ def main(argv: list[str] | None = None) -> int:
         "producer.request.timeout.ms": 5_000,
         "task.timeout.ms": 60_000,
     }
+    if args.state_file:
+        def on_stats(doc: str) -> None:  # on the poll thread: stale while the loop is held
+            state = json.loads(doc).get("cgrp", {}).get("join_state", "")
+            tmp = args.state_file + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(state)
+            os.replace(tmp, args.state_file)
+
+        conf["consumer.statistics.interval.ms"] = 200
+        conf["consumer.stats_cb"] = on_stats
+    if os.environ.get("KIP_EOS_MEMBER_DEBUG"):  # librdkafka debug contexts of the consumer, e.g. cgrp
+        conf["debug"] = os.environ["KIP_EOS_MEMBER_DEBUG"]
     if args.protocol == "consumer":
         conf["group.protocol"] = "consumer"
     else:

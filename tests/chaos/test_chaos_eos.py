@@ -11,6 +11,12 @@ new member with a new transactional.id), and freeze the broker (SIGSTOP Tansu fo
 request timeout, so sends and commits time out). Tansu keeps its log in memory, so it cannot be
 restarted, and it has one node, so the coordinator cannot move.
 
+Made deterministic (docs/reliability.md): the first fault is a kill of a member holding an open
+transaction with outputs written (SIGUSR2), retried until its successor's ABORT marker is seen; kills
+and replacements wait until every member reports librdkafka's join state ``steady`` (Tansu 0.6
+wedges a group whose elected leader leaves or dies mid-rebalance), else they are deferred; a replaced
+member's transactional.id is fenced by the driver (Tansu 0.6 never expires an open transaction).
+
 The check: the sink topic read the way a read_committed consumer must read it -- from the COMMIT
 and ABORT markers in its log (``tests/txn_log.py``), since Tansu 0.6 does not filter aborted
 records for read_committed fetches -- holds every input exactly once: 0 lost, 0 duplicated. The
@@ -20,9 +26,9 @@ see duplicated).
 The classic protocol only: Tansu 0.6 does not serve KIP-848's ConsumerGroupHeartbeat and the
 embedded broker (librdkafka's mock), which does, does not apply transactional offset commits.
 
-CI size: ~25 s of faults. ``KIP_EOS_CHAOS_SECONDS=300`` for a longer run; ``KIP_EOS_CHAOS_SEED``
-varies the schedule. The summary is printed (``pytest -s``) and written as JSON to ``$KIP_CHAOS_OUT``
-(default: the tmp dir).
+CI size: ~40 s of faults (~55 s of wall time). ``KIP_EOS_CHAOS_SECONDS=300`` for a longer run;
+``KIP_EOS_CHAOS_SEED`` varies the schedule. The summary is printed (``pytest -s``) and written as JSON
+to ``$KIP_CHAOS_OUT`` (default: the tmp dir).
 """
 
 from __future__ import annotations
@@ -50,10 +56,11 @@ HERE = Path(__file__).resolve().parent
 MEMBER = HERE / "eos_member.py"
 PARTITIONS = 6
 SLOTS = 3
-CHAOS_SECONDS = float(os.environ.get("KIP_EOS_CHAOS_SECONDS", "25"))
+CHAOS_SECONDS = float(os.environ.get("KIP_EOS_CHAOS_SECONDS", "40"))
 SEED = int(os.environ.get("KIP_EOS_CHAOS_SEED", "5"))
 FAULT_GAP_S = float(os.environ.get("KIP_EOS_CHAOS_FAULT_GAP", "2.5"))
 MAX_POLL_INTERVAL_MS = 4000
+FIRST_KILL_ATTEMPTS = 4
 KINDS = ["kill", "kill", "stall", "freeze", "replace", "broker_freeze"]
 
 pytestmark = pytest.mark.interop
@@ -81,22 +88,58 @@ class Members:
             [sys.executable, str(MEMBER), "--bootstrap", self.bootstrap, "--source", self.source,
              "--sink", self.sink, "--group", self.group, "--txid", self.txids[slot],
              "--max-poll-interval-ms", str(MAX_POLL_INTERVAL_MS),
-             "--stall-ms", str(MAX_POLL_INTERVAL_MS + 1500), "--busy-file", str(self.busy_file(slot))],
+             "--stall-ms", str(MAX_POLL_INTERVAL_MS + 1500), "--busy-file", str(self.busy_file(slot)),
+             "--state-file", str(self.state_file(slot))],
             stdout=out, stderr=err, env=env)
 
     def busy_file(self, slot: int) -> Path:
         return self.tmp / f"busy-{slot}"
 
-    def wait_busy(self, slot: int, within: float) -> bool:
-        """Waits until the slot's member processed a record in the last 50 ms (an open transaction)."""
+    def state_file(self, slot: int) -> Path:
+        return self.tmp / f"state-{slot}"
+
+    def steady(self) -> bool:
+        """Every member's poll loop reported librdkafka's join state ``steady`` in the last 0.6 s."""
+        for slot, proc in self.procs.items():
+            try:
+                path = self.state_file(slot)
+                if (proc.poll() is not None or time.time() - path.stat().st_mtime > 0.6
+                        or path.read_text() != "steady"):
+                    return False
+            except FileNotFoundError:
+                return False
+        return True
+
+    def busy(self, slot: int) -> bool:
+        """The slot's member processed a record in the last 50 ms: its transaction is open and holds
+        outputs (it commits every 100 ms)."""
+        try:
+            return time.time() - self.busy_file(slot).stat().st_mtime < 0.05
+        except FileNotFoundError:
+            return False
+
+    def wait_busy(self, slots: list[int], within: float) -> int | None:
+        """The first of ``slots`` found busy within ``within`` seconds, else None."""
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            try:
-                if time.time() - self.busy_file(slot).stat().st_mtime < 0.05:
-                    return True
-            except FileNotFoundError:
-                pass
-            time.sleep(0.01)
+            for slot in slots:
+                if self.procs[slot].poll() is None and self.busy(slot):
+                    return slot
+            time.sleep(0.005)
+        return None
+
+    def hold_open(self, slot: int, within: float) -> bool:
+        """SIGUSR2: the member's next process() call in a transaction that holds outputs sleeps 1.5 s;
+        True once it does (and its earlier outputs had 0.5 s to be written)."""
+        holding = Path(str(self.busy_file(slot)) + ".holding")
+        holding.unlink(missing_ok=True)
+        self.signal(slot, signal.SIGUSR2)
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if holding.exists():
+                time.sleep(0.5)
+                return True
+            time.sleep(0.005)
         return False
 
     def signal(self, slot: int, sig: int) -> None:
@@ -104,7 +147,7 @@ class Members:
         if proc.poll() is None:
             proc.send_signal(sig)
 
-    def reap(self, slot: int, timeout: float) -> None:
+    def reap(self, slot: int, timeout: float) -> int | None:
         proc = self.procs[slot]
         try:
             proc.wait(timeout)
@@ -112,6 +155,7 @@ class Members:
             proc.kill()
             proc.wait(10)
         self.exits.append((self.txids[slot], proc.returncode))
+        return proc.returncode
 
     def stop_all(self) -> None:
         for proc in self.procs.values():
@@ -140,6 +184,75 @@ def _produce(bootstrap: str, topic: str, n: int, seconds: float, errors: list[Ba
                 errors.append(RuntimeError(f"{len(failed)} source records failed, first: {failed[0]!r}"))
     except BaseException as exc:  # noqa: BLE001
         errors.append(exc)
+
+
+def _ranges(ids: list[int]) -> str:
+    """'3-7,12' for [3, 4, 5, 6, 7, 12] (the first 20 runs), for the summary of duplicates."""
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    text = ",".join(f"{a}-{b}" if a != b else f"{a}" for a, b in runs[:20])
+    return text + (",..." if len(runs) > 20 else "")
+
+
+def _abort_markers(bootstrap: str, topic: str) -> int:
+    return sum(pl.abort_markers for pl in read_committed_log(bootstrap, topic, PARTITIONS).values())
+
+
+def _abort_markers_grow(bootstrap: str, topic: str, before: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if _abort_markers(bootstrap, topic) > before:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def _group_stable(members: Members, frozen: list[tuple[float, int | None]], within: float = 5.0) -> bool:
+    """No member is frozen and every member's group join state stays ``steady`` for 1 s (waited for up to
+    ``within`` seconds): no rebalance is in progress. Tansu 0.6 wedges a group whose elected leader leaves
+    or dies between its JoinGroup answer and its SyncGroup (docs/reliability.md), so kills and
+    replacements wait for this."""
+    if frozen:
+        return False
+    deadline = time.monotonic() + within
+    since: float | None = None
+    while time.monotonic() < deadline:
+        if members.steady():
+            since = since or time.monotonic()
+            if time.monotonic() - since >= 1.0:
+                return True
+        else:
+            since = None
+        time.sleep(0.05)
+    return False
+
+
+def _fence(bootstrap: str, txid: str) -> None:
+    """Aborts the transaction a replaced member may have left open under ``txid`` (an id never used
+    again), as an operator would: a producer with that id calls ``init_transactions()``, which fences
+    the old producer and aborts its open transaction. Kafka expires such a transaction after
+    ``transaction.timeout.ms``; Tansu 0.6 never does, and while it is open the group's committed
+    offsets read back as unset, so the group would stall (docs/reliability.md)."""
+    deadline = time.monotonic() + 60
+    with KafkaProducer({"bootstrap.servers": bootstrap, "transactional.id": txid}) as p:
+        while True:
+            try:
+                p.init_transactions(timeout=10)
+                return
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+
+
+def _committed(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
+    """The group's committed offsets (None: unset), for the drain's failure message."""
+    with KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}) as c:
+        got = c.committed([TopicPartition(topic, p) for p in partitions], timeout=5)
+    return {p: None if (om := got.get(TopicPartition(topic, p))) is None else om.offset for p in partitions}
 
 
 def _source_consumed(bootstrap: str, group: str, topic: str, n_per_partition: dict[int, int]) -> bool:
@@ -176,6 +289,14 @@ def run_eos_chaos(tansu: Tansu, tmp: Path, seconds: float, seed: int) -> dict[st
 def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: float, seed: int,
          source: str, sink: str, group: str) -> dict[str, Any]:
     faults: collections.Counter[str] = collections.Counter()
+    events: list[str] = []  # the fault log (fault-log.txt in the tmp dir)
+    t0 = time.monotonic()
+
+    def event(text: str) -> None:
+        events.append(f"{time.monotonic() - t0:7.2f} {text}")
+
+    kills_busy = 0  # kills of a member that was processing (mid-transaction)
+    kills_aborted = 0  # kills whose open transaction was seen aborted (checked until one was)
     errors: list[BaseException] = []
     for slot in range(SLOTS):
         members.start(slot)
@@ -184,7 +305,7 @@ def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: fl
     producer.start()
     end = time.monotonic() + seconds
     frozen: list[tuple[float, int | None]] = []  # (thaw at, slot; None: the broker)
-    schedule: list[str] = []  # every kind once per round, in a random order
+    schedule: list[str] = ["kill"]  # first a verified kill mid-transaction; then every kind once per round
     while time.monotonic() < end:
         time.sleep(rng.expovariate(1.0 / FAULT_GAP_S))
         now = time.monotonic()
@@ -202,22 +323,66 @@ def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: fl
             rng.shuffle(schedule)
         kind = schedule.pop()
         faults[kind] += 1
-        if kind == "kill":
-            members.wait_busy(slot, 3.0)  # mid-transaction if the member has partitions
-            members.signal(slot, signal.SIGKILL)
-            members.reap(slot, 10)
-            time.sleep(rng.uniform(0.2, 1.5))
-            members.start(slot)
+        first_kill = kind == "kill" and kills_aborted == 0
+        if kind in ("kill", "replace") and not _group_stable(members, frozen, 20.0 if first_kill else 5.0):
+            # Tansu 0.6 keeps a member that left or died between its JoinGroup answer as the elected
+            # leader and its SyncGroup as the leader of every later generation: the group never
+            # assigns again (docs/reliability.md). Kills and replacements wait for a stable group.
+            faults[kind] -= 1
+            faults[f"{kind}_deferred"] += 1
+            if first_kill:
+                schedule.append(kind)  # next
+            else:
+                schedule.insert(0, kind)  # tried again after the other kinds of this round
+            event(f"{kind} slot {slot} deferred: a rebalance is in progress or a member is frozen")
+        elif kind == "kill":
+            unfrozen = [s for s in range(SLOTS) if all(who != s for _, who in frozen)]
+            for attempt in range(1, FIRST_KILL_ATTEMPTS + 1):
+                if attempt > 1 and not _group_stable(members, frozen, 20.0):
+                    event("  the group did not become stable again within 20 s")
+                    break
+                verify = kills_aborted == 0
+                markers = _abort_markers(tansu.bootstrap, members.sink) if verify else 0
+                # the kill waits for a member that is processing: its transaction is open and holds outputs
+                busy = members.wait_busy(unfrozen if verify else [slot], 20.0 if verify else 3.0)
+                target = slot if busy is None else busy
+                if verify and busy is not None:
+                    # until one kill was seen aborted: the member holds its open transaction (a slow
+                    # process() after outputs of the same transaction were sent) and is killed then
+                    busy = target if members.hold_open(target, 5.0) else None
+                members.signal(target, signal.SIGKILL)
+                kills_busy += busy is not None
+                event(f"kill slot {target} ({members.txids[target]}), processing: {busy is not None}")
+                members.reap(target, 10)
+                time.sleep(rng.uniform(0.2, 1.5))
+                members.start(target)
+                if not verify:
+                    break
+                # the restarted member (same transactional.id) aborts the killed one's transaction: the
+                # ABORT markers the check relies on must appear (until one kill showed it, it is retried)
+                if busy is not None and _abort_markers_grow(tansu.bootstrap, members.sink, markers, 15.0):
+                    kills_aborted += 1
+                    event("  its open transaction was aborted (ABORT markers in the sink)")
+                    break
+                event(f"  no ABORT marker followed (attempt {attempt}): its outputs had not reached the log")
+                if attempt < FIRST_KILL_ATTEMPTS:
+                    faults[kind] += 1
         elif kind == "stall":
+            event(f"stall slot {slot}")
             members.signal(slot, signal.SIGUSR1)
         elif kind == "freeze":
+            event(f"freeze slot {slot}")
             members.signal(slot, signal.SIGSTOP)
             frozen.append((now + MAX_POLL_INTERVAL_MS / 1000 + rng.uniform(1.0, 3.0), slot))
         elif kind == "replace":
+            old_txid = members.txids[slot]
             members.signal(slot, signal.SIGTERM)
-            members.reap(slot, 30)
+            rc = members.reap(slot, 30)
             members.start(slot, new_id=True)
+            _fence(tansu.bootstrap, old_txid)
+            event(f"replace slot {slot} ({old_txid} exited {rc}; fenced)")
         elif kind == "broker_freeze":
+            event("broker_freeze")
             tansu.proc.send_signal(signal.SIGSTOP)
             frozen.append((now + rng.uniform(2.0, 7.0), None))
     for _, who in frozen:
@@ -233,10 +398,18 @@ def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: fl
             members.start(slot)
     ends = _ends(tansu.bootstrap, source)
     assert sum(ends.values()) == n
+    event(f"drain: source ends {ends}")
     drain_deadline = time.monotonic() + 120
-    while not _source_consumed(tansu.bootstrap, group, source, ends):
-        assert time.monotonic() < drain_deadline, "the group did not consume the whole source in 120 s"
-        time.sleep(1.0)
+    try:
+        while not _source_consumed(tansu.bootstrap, group, source, ends):
+            if time.monotonic() >= drain_deadline:
+                committed = _committed(tansu.bootstrap, group, source, sorted(ends))
+                raise AssertionError(f"the group did not consume the whole source in 120 s: committed "
+                                     f"{committed}, ends {ends}; fault log: {members.tmp}/fault-log.txt")
+            time.sleep(1.0)
+    finally:
+        event("drain ended")
+        (members.tmp / "fault-log.txt").write_text("\n".join(events) + "\n")
     members.stop_all()
     log = read_committed_log(tansu.bootstrap, sink, PARTITIONS)
     counts = collections.Counter(v for pl in log.values() for _, _, v in pl.committed)
@@ -248,6 +421,8 @@ def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: fl
         "records": n,
         "faults": dict(faults),
         "members_started": members.started,
+        "kills_mid_transaction": kills_busy,
+        "kills_seen_aborted": kills_aborted,
         "lost": len(expected - set(counts)),
         "duplicated": sum(c - 1 for c in counts.values() if c > 1),
         "unexpected": len(set(counts) - expected),
@@ -256,15 +431,11 @@ def _run(tansu: Tansu, members: Members, rng: random.Random, n: int, seconds: fl
         "commit_markers": sum(pl.commit_markers for pl in log.values()),
         "open_records_in_log": sum(pl.open for pl in log.values()),
         "member_exit_codes": collections.Counter(str(rc) for _, rc in members.exits),
+        "duplicated_ids": _ranges(sorted(int(v[4:]) for v, c in counts.items() if c > 1 and v in expected)),
     }
     return summary
 
 
-@pytest.mark.skipif(
-    not os.environ.get("KIP_EOS_CHAOS"),
-    reason="opt-in (KIP_EOS_CHAOS=1): flaky at the end of the session (docs/reliability.md): in 2 of 3 "
-           "quiet runs and 1 of 2 clean-clone CI runs either no kill landed inside an open transaction "
-           "or the group did not consume the whole source within 120 s; 0 lost and 0 duplicated in all")
 def test_exactly_once_chaos(tansu: Tansu, tmp_path: Path) -> None:
     t0 = time.monotonic()
     summary = run_eos_chaos(tansu, tmp_path, CHAOS_SECONDS, SEED)
@@ -279,6 +450,8 @@ def test_exactly_once_chaos(tansu: Tansu, tmp_path: Path) -> None:
     # members exit by themselves only on SIGTERM (0); -9: killed; -15: SIGTERM before the handler was set
     assert set(summary["member_exit_codes"]) <= {"0", "-9", "-15"}, summary
     assert summary["faults"].get("kill", 0) >= 1, summary
+    # kills wait for a member that is processing; the first ones until one was seen aborted by its successor
+    assert summary["kills_mid_transaction"] >= 1 and summary["kills_seen_aborted"] >= 1, summary
     # members were killed with open transactions, aborted by their successors: the markers the check
     # relies on are in the log (a reader ignoring them would count these records twice)
     assert summary["abort_markers"] >= 1 and summary["aborted_records_in_log"] >= 1, summary
