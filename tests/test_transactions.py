@@ -115,6 +115,91 @@ def test_a_newer_producer_of_the_same_id_fences_the_older(tansu: Tansu) -> None:
         new.close(5)
 
 
+@pytest.mark.interop
+def test_read_committed_serves_other_partitions_while_one_holds_an_open_transaction(tansu: Tansu) -> None:
+    """KIP-41 with read_committed: a partition whose records wait behind an open transaction (last
+    stable offset) starves none of the others; its records come once the transaction commits, by
+    iteration and by to_arrow(), with no control record."""
+    topic = tansu.create_topic(3)
+    plain = KafkaProducer({"bootstrap.servers": tansu.bootstrap})
+    tx = KafkaProducer({"bootstrap.servers": tansu.bootstrap, "transactional.id": _txid()})
+    c = KafkaConsumer({"bootstrap.servers": tansu.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                       "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                       "enable.auto.commit": False, "max.poll.records": 10})
+    held, others = TopicPartition(topic, 0), [TopicPartition(topic, 1), TopicPartition(topic, 2)]
+    try:
+        tx.init_transactions(timeout=30)
+        tx.begin_transaction()
+        for i in range(40):
+            tx.send(topic, value=b"tx-%d" % i, partition=0)
+        tx.flush(30)
+        for i in range(40):
+            for tp in others:
+                plain.send(topic, value=b"p%d-%d" % (tp.partition, i), partition=tp.partition)
+        plain.flush(30)
+        c.assign([held, *others])
+        got: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+        deadline = time.monotonic() + 30
+        while (len(got[1]) < 40 or len(got[2]) < 40) and time.monotonic() < deadline:
+            batch = c.poll(0.5)
+            assert len(batch) <= 10
+            for r in batch:
+                got[r.partition].append(r.value)
+        assert got[1] == [b"p1-%d" % i for i in range(40)]
+        assert got[2] == [b"p2-%d" % i for i in range(40)]
+        assert got[0] == []  # the open transaction's records wait
+        tx.commit_transaction(timeout=30)
+        deadline = time.monotonic() + 30
+        tables = []
+        while len(got[0]) < 40 and time.monotonic() < deadline:
+            records = c.poll(0.5)
+            if records:
+                tables.append(records.to_arrow())
+            got[0] += [r.value for r in records if r.partition == 0]
+        assert got[0] == [b"tx-%d" % i for i in range(40)]  # no control record among them
+        arrow_values = [v for t in tables for v in t.column("value").to_pylist()]
+        assert arrow_values == got[0]
+    finally:
+        c.close()
+        plain.close(5)
+        tx.close(5)
+
+
+@pytest.mark.interop
+@pytest.mark.xfail(strict=True, reason="open gap (issue 15): position() is the offset after the last "
+                   "returned record, so it stops before a trailing COMMIT marker (40, not 41) and a "
+                   "commit leaves a lag of 1; librdkafka's own position steps over it (confluent-kafka: 6 "
+                   "after 5 committed records), Java's too")
+def test_read_committed_position_and_commit_step_over_the_commit_marker(tansu: Tansu) -> None:
+    topic = tansu.create_topic(1)
+    tp = TopicPartition(topic, 0)
+    tx = KafkaProducer({"bootstrap.servers": tansu.bootstrap, "transactional.id": _txid()})
+    c = KafkaConsumer({"bootstrap.servers": tansu.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                       "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                       "enable.auto.commit": False})
+    try:
+        tx.init_transactions(timeout=30)
+        tx.begin_transaction()
+        for i in range(40):
+            tx.send(topic, value=b"tx-%d" % i)
+        tx.commit_transaction(timeout=30)  # the COMMIT marker is offset 40
+        c.assign([tp])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 40 and time.monotonic() < deadline:
+            got += [r.value for r in c.poll(0.5)]
+        assert len(got) == 40
+        deadline = time.monotonic() + 5
+        while c.position(tp) != 41 and time.monotonic() < deadline:
+            assert not c.poll(0.2)
+        assert c.position(tp) == 41
+        c.commit_sync()
+        assert c.committed([tp])[tp].offset == 41  # type: ignore[union-attr]
+    finally:
+        c.close()
+        tx.close(5)
+
+
 # -- embedded broker: API rules, bounds, futures, signals ------------------------------------------
 def test_transactions_need_a_transactional_id_and_the_right_order() -> None:
     with EmbeddedBroker(num_brokers=1) as broker:
