@@ -256,10 +256,12 @@ static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
     }
     int64_t next = kc_fb_next_offset(p);
     size_t kept = 0;
+    int reseeked = 0;
     for (size_t i = 0; i < n; i++) {
         if (p->seek_target != KC_POSITION_UNKNOWN && !seek_guard(c, p, msgs[i], next)) {
             rd_kafka_message_destroy(msgs[i]);
             c->dropped_before_seek++;
+            reseeked = 1;
             continue;
         }
         if (next != KC_POSITION_UNKNOWN && msgs[i]->offset < next) {
@@ -277,6 +279,30 @@ static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
     }
     if (kept)
         kc_fb_push(&c->fb, p, msgs, kept);
+    /* A record the seek guard dropped moved librdkafka's position past it until the guard's new
+     * seek resets it; records taken after a purge or seek come after librdkafka's own reset (the
+     * seek's version barrier drops the older ones). */
+    if (reseeked)
+        p->app_pos_trusted = 0;
+    else if (kept)
+        p->app_pos_trusted = 1;
+}
+
+int kc_consumer_step_over_markers(kc_consumer_t *c, kc_partition_t *p) {
+    if (!p->app_pos_trusted || p->len || p->position == KC_POSITION_UNKNOWN)
+        return 0;
+    rd_kafka_topic_partition_list_t *one = rd_kafka_topic_partition_list_new(1);
+    if (!one)
+        return 0;
+    rd_kafka_topic_partition_list_add(one, p->topic, p->partition);
+    int moved = 0;
+    if (rd_kafka_position(c->rk, one) == RD_KAFKA_RESP_ERR_NO_ERROR && !one->elems[0].err &&
+        one->elems[0].offset > p->position) {
+        p->position = one->elems[0].offset;
+        moved = 1;
+    }
+    rd_kafka_topic_partition_list_destroy(one);
+    return moved;
 }
 
 /* True while an unpaused partition holds less than `target` records. */

@@ -92,6 +92,14 @@ kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, i
  * to ring_max_records / ring_max_bytes, which it overshoots by less than one target. */
 size_t kc_consumer_budget(const kc_consumer_t *c);
 
+/* Moves p's position past what librdkafka skipped after p's last returned record: a trailing
+ * control record (a transaction's COMMIT/ABORT marker) or records of aborted transactions under
+ * read_committed, as librdkafka's and Java's positions do. Only with nothing of p buffered (every
+ * record librdkafka handed over was returned) and p trusted (records buffered since the last purge
+ * or seek-guard drop: until then librdkafka's position may count records that were dropped). Returns 1 if
+ * the position moved. Calls rd_kafka_position(): not for the per-record path. */
+int kc_consumer_step_over_markers(kc_consumer_t *c, kc_partition_t *p);
+
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out, size_t *n_out);
 /* True while a Heartbeat answered REBALANCE_IN_PROGRESS, or a commit was refused because the
  * group is rebalancing or has moved on (commit_refused_ms), after the last rebalance callback

@@ -143,6 +143,7 @@ void kc_fb_purge(kc_fetch_buffer_t *fb, kc_partition_t *p) {
     p->len = 0;
     p->head = 0;
     p->bytes = 0;
+    p->app_pos_trusted = 0;
 }
 
 void kc_fb_purge_all(kc_fetch_buffer_t *fb) {

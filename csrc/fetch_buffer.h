@@ -42,6 +42,10 @@ typedef struct kc_partition {
     int64_t seek_until_ms;   /* the guard watches p until then (kc_now_ms clock) */
     int seek_retries;        /* seeks re-issued since the application's seek */
     uint64_t seek_batch;     /* kc_consumer's batch_seq when the seek was last re-issued */
+    int app_pos_trusted;     /* librdkafka's application position of p counts only records that
+                                were buffered here or that librdkafka skipped (control records,
+                                aborted ones): set when records are buffered, cleared by a purge
+                                and by a record the seek guard drops (kc_consumer_step_over_markers) */
     rd_kafka_queue_t *queue; /* librdkafka partition queue (forwarded to the consumer's fetch queue) */
     size_t take;             /* scratch: records to take in the current drain */
 } kc_partition_t;

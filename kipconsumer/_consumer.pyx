@@ -491,6 +491,7 @@ cdef class NativeConsumer:
         cdef size_t i
         for i in range(self.core.fb.n):
             p = self.core.fb.parts[i]
+            kc_consumer_step_over_markers(self.core, p)
             if p.position == KC_POSITION_UNKNOWN or p.position == p.stored:
                 continue
             if only is not None and TopicPartition(p.topic.decode(), p.partition) not in only:
@@ -509,6 +510,7 @@ cdef class NativeConsumer:
         out = {}
         for i in range(self.core.fb.n):
             p = self.core.fb.parts[i]
+            kc_consumer_step_over_markers(self.core, p)
             if p.position != KC_POSITION_UNKNOWN:
                 out[TopicPartition(p.topic.decode(), p.partition)] = p.position
         return out
@@ -619,6 +621,7 @@ cdef class NativeConsumer:
     def position_or_none(self, tp):
         self._check_open()
         cdef kc_partition_t *p = _assigned(self, tp)
+        kc_consumer_step_over_markers(self.core, p)
         if p.position != KC_POSITION_UNKNOWN:
             return p.position
         return None

@@ -88,6 +88,7 @@ cdef extern from "consumer_core.h" nogil:
     void kc_consumer_free(kc_consumer_t *c)
     kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, int32_t partition)
     void kc_consumer_seek_guard(kc_partition_t *p, int64_t offset)
+    int kc_consumer_step_over_markers(kc_consumer_t *c, kc_partition_t *p)
     kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
                                       size_t *n_out)
     rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c)
