@@ -34,6 +34,8 @@ kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, k
         return NULL;
     }
     kc_fb_init(&c->fb);
+    kc_owner_lock_init(&c->lock);
+    c->prefetch.fd = -1;
     c->max_poll_records = max_poll_records;
     c->fairness = fairness;
     c->prefetch_floor = 64;
@@ -78,6 +80,7 @@ int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk) {
 void kc_consumer_free(kc_consumer_t *c) {
     if (!c)
         return;
+    kc_prefetch_stop(c);
     kc_fb_destroy(&c->fb);
     if (c->fetchq) {
         rd_kafka_queue_io_event_enable(c->fetchq, -1, NULL, 0);
@@ -92,6 +95,7 @@ void kc_consumer_free(kc_consumer_t *c) {
     if (c->wake_fd >= 0)
         close(c->wake_fd);
     free(c->scratch);
+    kc_owner_lock_destroy(&c->lock);
     free(c);
 }
 
@@ -314,15 +318,37 @@ static int hungry(const kc_fetch_buffer_t *fb, size_t target) {
 }
 
 /* Moves records from the shared fetch queue into the partitions' rings (see
- * kc_consumer_budget() for how far). Records of a paused partition still queued there are
+ * kc_consumer_budget() for how far; at most `limit`; `bounded`: never past ring_max_records /
+ * ring_max_bytes, the budget included). Records of a paused partition still queued there are
  * dropped by librdkafka (pause sets a version barrier; fetching resumes after what was
  * taken). Error events go to the pending list. */
-static void refill(kc_consumer_t *c) {
+/* Records that still fit below the buffer's hard bounds, estimated from the average size of
+ * what is buffered (1 KiB if nothing is); at least 1 while below both. */
+static size_t room(const kc_consumer_t *c) {
+    if (c->fb.records >= c->ring_max_records || c->fb.bytes >= c->ring_max_bytes)
+        return 0;
+    size_t avg = c->fb.records ? c->fb.bytes / c->fb.records : 1024;
+    size_t by_bytes = (c->ring_max_bytes - c->fb.bytes) / (avg ? avg : 1) + 1;
+    size_t by_count = c->ring_max_records - c->fb.records;
+    return by_bytes < by_count ? by_bytes : by_count;
+}
+
+size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded) {
     size_t budget = kc_consumer_budget(c);
     size_t target = kc_fb_target(&c->fb, c->max_poll_records, c->prefetch_floor);
-    for (;;) {
+    size_t moved = 0;
+    while (moved < limit) {
         size_t have = kc_fb_drainable(&c->fb);
         size_t want = c->scratch_cap;
+        if (limit - moved < want)
+            want = limit - moved;
+        if (bounded) {
+            size_t r = room(c);
+            if (!r)
+                break;
+            if (r < want)
+                want = r;
+        }
         if (have < budget) {
             if (budget - have < want)
                 want = budget - have;
@@ -335,6 +361,7 @@ static void refill(kc_consumer_t *c) {
         ssize_t got = rd_kafka_consume_batch_queue(c->fetchq, 0, c->scratch, want);
         if (got <= 0)
             break;
+        moved += (size_t)got;
         c->batch_seq++;
         size_t j = 0;
         while (j < (size_t)got) {
@@ -354,6 +381,7 @@ static void refill(kc_consumer_t *c) {
         if ((size_t)got < want)
             break;
     }
+    return moved;
 }
 
 static void drain_fd(int fd) {
@@ -377,19 +405,25 @@ int kc_consumer_rebalance_pending(kc_consumer_t *c) {
 
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out, size_t *n_out) {
     int64_t deadline = kc_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    kc_poll_status_t st = KC_POLL_OK;
     *n_out = 0;
     kc_poll_timer_mark(&c->poll_timer);
+    kc_owner_hold(&c->lock);
     c->polls++;
     for (;;) {
-        if (atomic_exchange(&c->wakeup, 0))
-            return KC_POLL_WAKEUP;
+        if (atomic_exchange(&c->wakeup, 0)) {
+            st = KC_POLL_WAKEUP;
+            break;
+        }
         drain_fd(c->wake_fd);
         serve_consumer_queue(c);
         if (c->abort_poll) {
             c->abort_poll = 0;
-            return KC_POLL_ABORT;
+            st = KC_POLL_ABORT;
+            break;
         }
-        refill(c);
+        /* with the prefetch thread, at most one poll's worth here: the thread does the rest */
+        c->poll_moved += kc_consumer_refill(c, c->prefetch.running ? c->max_poll_records : SIZE_MAX, 0);
         size_t n = 0;
         if (c->hold_records)
             ;
@@ -400,11 +434,12 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
         if (n) {
             *n_out = n;
             c->records_returned += n;
-            kc_poll_timer_mark(&c->poll_timer);
-            return KC_POLL_OK;
+            break;
         }
-        if (c->n_errors)
-            return KC_POLL_EVENT;
+        if (c->n_errors) {
+            st = KC_POLL_EVENT;
+            break;
+        }
         int64_t now = kc_now_ms();
         if (now >= deadline)
             break;
@@ -413,8 +448,11 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
             wait = KC_MAX_WAIT_MS;
         kc_poll_timer_mark(&c->poll_timer); /* blocked inside poll() is not a stall */
         struct pollfd pfd = {.fd = c->wake_fd, .events = POLLIN};
+        int depth = kc_owner_release_all(&c->lock); /* the prefetch thread fills the buffer meanwhile */
         poll(&pfd, 1, (int)wait);
+        kc_owner_reacquire(&c->lock, depth);
     }
+    kc_owner_release(&c->lock);
     kc_poll_timer_mark(&c->poll_timer);
-    return KC_POLL_OK;
+    return st;
 }

@@ -25,6 +25,7 @@
 #include "fetch_buffer.h"
 #include "poll_timer.h"
 #include "heartbeat_monitor.h"
+#include "prefetch_thread.h"
 
 #define KC_MAX_PENDING_ERRORS 64
 
@@ -67,7 +68,10 @@ typedef struct kc_consumer {
                                          rebalancing or moved on (kc_consumer_rebalance_pending) */
     rd_kafka_message_t **scratch;
     size_t scratch_cap;
-    uint64_t batch_seq; /* counts the batches taken from librdkafka's queues */
+    uint64_t batch_seq;            /* counts the batches taken from librdkafka's queues */
+    uint64_t poll_moved;           /* records the polling thread moved from the fetch queue itself */
+    kc_owner_lock_t lock;          /* guards the above when the prefetch thread runs */
+    kc_prefetch_thread_t prefetch; /* see prefetch_thread.h */
 } kc_consumer_t;
 
 /* Allocates the core (eventfd, monitor). The heartbeat monitor is installed on `conf`. */
@@ -75,6 +79,12 @@ kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, k
                                int64_t max_poll_interval_ms, char *errstr, size_t errlen);
 /* Completes set-up once rd_kafka_new() succeeded with the conf given above. */
 int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk);
+/* Moves up to `limit` records (and the error events among them) from the fetch queue into the
+ * buffer, as far as kc_consumer_budget() and the share rule ask; returns how many it moved.
+ * `bounded` (the prefetch thread, which also runs while the application stalls): the budget too
+ * stops at ring_max_records / ring_max_bytes. The caller holds c->lock if the prefetch thread runs. */
+size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded);
+
 /* Frees everything but rk and the heartbeat monitor (the caller closes and destroys rk
  * after this; librdkafka's threads may call the monitor until rd_kafka_destroy() returns,
  * so the caller frees c->heartbeat with kc_hb_free() then, or at once if rd_kafka_new()
@@ -109,6 +119,18 @@ int kc_consumer_rebalance_pending(kc_consumer_t *c);
 /* Starts the seek guard of p after the application sought p to `offset` (>= 0): the next
  * records taken for p must start there (see seek_guard in consumer_core.c). */
 void kc_consumer_seek_guard(kc_partition_t *p, int64_t offset);
+/* The owner lock (prefetch_thread.h): the application's thread holds it during consumer calls. */
+static inline void kc_consumer_hold(kc_consumer_t *c) {
+    kc_owner_hold(&c->lock);
+}
+static inline void kc_consumer_release(kc_consumer_t *c) {
+    kc_owner_release(&c->lock);
+}
+/* Releases every level the calling thread holds (close(), once the prefetch thread is stopped). */
+static inline void kc_consumer_release_all(kc_consumer_t *c) {
+    kc_owner_release_all(&c->lock);
+}
+
 /* Pops the oldest pending consumer error (caller destroys it), or NULL. */
 rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c);
 /* Makes a blocked or the next kc_consumer_poll() return KC_POLL_WAKEUP. Any thread. */

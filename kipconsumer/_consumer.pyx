@@ -240,7 +240,7 @@ cdef class NativeConsumer:
 
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
                   long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms,
-                  stats_cb=None):
+                  stats_cb=None, bint prefetch_thread=False):
         cdef char errstr[512]
         cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
         cdef kc_fairness_t mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
@@ -309,6 +309,8 @@ cdef class NativeConsumer:
         # commit results wake the eventfd too, so an event loop waiting on it (kipconsumer.aio)
         # learns of them without polling
         rd_kafka_queue_io_event_enable(self.commit_q, self.core.wake_fd, &_COMMIT_EVENT, sizeof(_COMMIT_EVENT))
+        if prefetch_thread:
+            kc_prefetch_start(self.core)  # if it cannot start, poll() moves the records itself
         drain_logs()
 
     def __dealloc__(self):
@@ -456,6 +458,18 @@ cdef class NativeConsumer:
             st = kc_consumer_poll(self.core, timeout_ms, self.out, &n)
         return st
 
+    def hold(self):
+        """Takes the owner lock (csrc/prefetch_thread.h) for a consumer call; nests on one thread.
+        Waits without the GIL (the prefetch thread holds it for one chunk at most)."""
+        if self.core != NULL:
+            with nogil:
+                kc_consumer_hold(self.core)
+
+    def release(self):
+        """Releases one level of hold()."""
+        if self.core != NULL:
+            kc_consumer_release(self.core)
+
     def poll(self, double timeout):
         """Up to max.poll.records records; waits up to `timeout` seconds (inf: no bound) for some.
 
@@ -471,9 +485,11 @@ cdef class NativeConsumer:
             raise IllegalStateError("poll() cannot be called while poll() runs on this thread (e.g. "
                                     "from a signal handler); call wakeup() there instead")
         self._in_poll = True
+        self.hold()
         try:
             return _poll(self, timeout)
         finally:
+            self.release()
             self._in_poll = False
 
     def request_close(self):
@@ -508,11 +524,15 @@ cdef class NativeConsumer:
         cdef size_t i
         cdef kc_partition_t *p
         out = {}
-        for i in range(self.core.fb.n):
-            p = self.core.fb.parts[i]
-            kc_consumer_step_over_markers(self.core, p)
-            if p.position != KC_POSITION_UNKNOWN:
-                out[TopicPartition(p.topic.decode(), p.partition)] = p.position
+        self.hold()
+        try:
+            for i in range(self.core.fb.n):
+                p = self.core.fb.parts[i]
+                kc_consumer_step_over_markers(self.core, p)
+                if p.position != KC_POSITION_UNKNOWN:
+                    out[TopicPartition(p.topic.decode(), p.partition)] = p.position
+        finally:
+            self.release()
         return out
 
     def commit_sync(self, dict offsets, double timeout):
@@ -701,6 +721,9 @@ cdef class NativeConsumer:
             "max_poll_interval_ms": self.max_poll_interval_ms,
             "rebalance_barrier_polls": self.core.barrier_polls,
             "prefetched_records": rd_kafka_queue_length(self.core.fetchq) if self.core.fetchq != NULL else 0,
+            "prefetch_thread": bool(self.core.prefetch.running),
+            "prefetch_thread_records": self.core.prefetch.moved,
+            "poll_moved_records": self.core.poll_moved,
             "paused_partitions": sum(1 for i in range(self.core.fb.n) if self.core.fb.parts[i].paused),
             "statistics": self._stats,
         }

@@ -13,6 +13,10 @@ cdef bint _close_consumer(NativeConsumer c, double timeout) except *:
     cdef bint done = False
     deadline = (_deadline_ms(timeout) if timeout >= 0 else kc_now_ms() + c.default_api_timeout_ms)
     c._close_deadline_ms = deadline
+    # from here on only this thread touches the buffer: no prefetch thread, no owner lock
+    with nogil:
+        kc_prefetch_stop(c.core)
+    kc_consumer_release_all(c.core)
     if c._subscription and c._member != MEMBER_LEFT and c.core.fb.n and c._cooperative():
         c._close_phase = CLOSE_SETTLING
         _settle_rebalance(c, kc_now_ms() + min((deadline - kc_now_ms()) // 2, 10_000))

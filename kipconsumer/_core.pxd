@@ -51,6 +51,12 @@ cdef extern from "heartbeat_monitor.h" nogil:
     void kc_hb_free(kc_heartbeat_monitor_t *hb)
 
 
+cdef extern from "prefetch_thread.h" nogil:
+    ctypedef struct kc_prefetch_thread_t:
+        int running
+        uint64_t moved
+
+
 cdef extern from "consumer_core.h" nogil:
     ctypedef enum kc_poll_status_t:
         KC_POLL_OK
@@ -81,6 +87,8 @@ cdef extern from "consumer_core.h" nogil:
         int64_t commit_refused_ms
         int hold_records
         size_t n_errors
+        uint64_t poll_moved
+        kc_prefetch_thread_t prefetch
     kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records,
                                    kc_fairness_t fairness, int64_t max_poll_interval_ms,
                                    char *errstr, size_t errlen)
@@ -94,3 +102,8 @@ cdef extern from "consumer_core.h" nogil:
     rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c)
     void kc_consumer_wakeup(kc_consumer_t *c)
     int kc_consumer_rebalance_pending(kc_consumer_t *c)
+    void kc_consumer_hold(kc_consumer_t *c)
+    void kc_consumer_release(kc_consumer_t *c)
+    void kc_consumer_release_all(kc_consumer_t *c)
+    int kc_prefetch_start(kc_consumer_t *c)
+    void kc_prefetch_stop(kc_consumer_t *c)

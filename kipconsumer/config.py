@@ -83,6 +83,8 @@ class ConsumerSettings:
     #: ``stats_cb``: called with librdkafka's statistics JSON (``statistics.interval.ms``) on the
     #: thread calling ``poll()``
     stats_cb: Callable[[str], object] | None = None
+    #: ``poll.prefetch.thread``
+    poll_prefetch_thread: bool = True
 
     __repr__ = _settings_repr
 
@@ -232,6 +234,9 @@ CONSUMER_SPECS: dict[str, Spec] = _table({
     "max.poll.records": _int(1, 1_000_000, 500, rdkafka=None, doc="Enforced by kipconsumer (KIP-41)."),
     "poll.fairness": _enum("proportional|greedy", "proportional", rdkafka=None,
                            doc="How poll() shares max.poll.records over partitions."),
+    "poll.prefetch.thread": _bool(True, rdkafka=None,
+                                  doc="Move fetched records into the fetch buffer on a thread of the "
+                                  "consumer's own, between polls (false: poll() moves them itself)."),
     "enable.auto.commit": _bool(True, emit_default=True, aliases=("auto.commit.enable",)),
     "auto.commit.interval.ms": _int(0, 86_400_000, 5_000, emit_default=True),
     "auto.offset.reset": _enum("earliest|latest|none", "latest", emit_default=True,
@@ -817,6 +822,7 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         group_id=res.get_str("group.id"),
         max_poll_records=res.get_int("max.poll.records"),
         poll_fairness=poll_fairness,
+        poll_prefetch_thread=bool(res.get_bool("poll.prefetch.thread")),
         max_poll_interval_ms=poll_interval,
         session_timeout_ms=res.get_int("session.timeout.ms"),
         heartbeat_interval_ms=res.get_int("heartbeat.interval.ms"),

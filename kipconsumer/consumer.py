@@ -150,6 +150,7 @@ class KafkaConsumer:
             s.enable_auto_commit,
             s.default_api_timeout_ms,
             s.stats_cb,
+            s.poll_prefetch_thread,
         )
         self._auto_offset_reset = s.rdkafka.get("auto.offset.reset", "latest")
         # The thread contract (_enter/_leave/close): which thread is in a call, how deep (callbacks
@@ -181,12 +182,15 @@ class KafkaConsumer:
                 raise IllegalStateError(f"{method}() cannot be called: another thread is closing this "
                                         f"consumer.")
             self._owner, self._depth, self._method = me, 1, method
+        # the native buffer is this thread's until the call returns (the prefetch thread waits)
+        self._native.hold()
 
     def _leave(self) -> None:
         with self._lock:
             self._depth -= 1
             if self._depth:
                 return
+            self._native.release()
             timeout, self._close_after = self._close_after, None
             if timeout is None:
                 self._owner = None

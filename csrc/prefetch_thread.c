@@ -1,0 +1,184 @@
+#include "prefetch_thread.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "consumer_core.h"
+
+/* Longest wait of the idle thread: it also checks the buffer's room that often. */
+#define KC_PREFETCH_IDLE_MS 100
+/* How long the thread waits for the owner lock before it checks for a stop. */
+#define KC_PREFETCH_LOCK_MS 20
+
+static const uint64_t kc_prefetch_one = 1;
+
+void kc_owner_lock_init(kc_owner_lock_t *l) {
+    pthread_mutex_init(&l->m, NULL);
+    atomic_store(&l->owner, 0);
+    l->depth = 0;
+    atomic_store(&l->wanted, 0);
+}
+
+void kc_owner_lock_destroy(kc_owner_lock_t *l) {
+    pthread_mutex_destroy(&l->m);
+}
+
+int kc_owner_held(kc_owner_lock_t *l) {
+    return atomic_load(&l->owner) == (unsigned long)pthread_self();
+}
+
+void kc_owner_hold(kc_owner_lock_t *l) {
+    if (kc_owner_held(l)) {
+        l->depth++;
+        return;
+    }
+    atomic_fetch_add(&l->wanted, 1);
+    pthread_mutex_lock(&l->m);
+    atomic_fetch_sub(&l->wanted, 1);
+    atomic_store(&l->owner, (unsigned long)pthread_self());
+    l->depth = 1;
+}
+
+void kc_owner_release(kc_owner_lock_t *l) {
+    if (!kc_owner_held(l))
+        return;
+    if (--l->depth > 0)
+        return;
+    atomic_store(&l->owner, 0);
+    pthread_mutex_unlock(&l->m);
+}
+
+int kc_owner_release_all(kc_owner_lock_t *l) {
+    if (!kc_owner_held(l))
+        return 0;
+    int depth = l->depth;
+    l->depth = 0;
+    atomic_store(&l->owner, 0);
+    pthread_mutex_unlock(&l->m);
+    return depth;
+}
+
+void kc_owner_reacquire(kc_owner_lock_t *l, int depth) {
+    if (depth <= 0)
+        return;
+    kc_owner_hold(l);
+    l->depth = depth;
+}
+
+static void drain_eventfd(int fd) {
+    uint64_t v;
+    while (read(fd, &v, sizeof(v)) == sizeof(v))
+        ;
+}
+
+/* Takes the owner lock for the thread, unless it is told to stop first. 1 if taken. */
+static int lock_or_stop(kc_consumer_t *c) {
+    for (;;) {
+        if (atomic_load(&c->prefetch.stop))
+            return 0;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += KC_PREFETCH_LOCK_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        int rc = pthread_mutex_timedlock(&c->lock.m, &until);
+        if (rc == 0)
+            return 1;
+        if (rc != ETIMEDOUT)
+            return 0;
+    }
+}
+
+/* True while the thread may take records from librdkafka's queue: every take counts as an
+ * application poll for librdkafka's max.poll.interval.ms (rd_kafka_app_polled), so the thread
+ * stops taking once the application has not polled for a grace of interval / 20 (at most 1 s):
+ * a stalled application still leaves the group, at most that much later. Before the first poll
+ * (a manual assignment: no group membership to keep) it may. */
+static int app_polls(kc_consumer_t *c) {
+    int64_t since = kc_poll_timer_since(&c->poll_timer);
+    int64_t grace = c->poll_timer.interval_ms / 20;
+    if (grace > 1000)
+        grace = 1000;
+    return since < 0 || since <= grace;
+}
+
+static void *prefetch_main(void *arg) {
+    kc_consumer_t *c = arg;
+    while (!atomic_load(&c->prefetch.stop)) {
+        struct pollfd pfd = {.fd = c->prefetch.fd, .events = POLLIN};
+        poll(&pfd, 1, KC_PREFETCH_IDLE_MS);
+        drain_eventfd(c->prefetch.fd);
+        for (;;) {
+            if (!app_polls(c) || !rd_kafka_queue_length(c->fetchq))
+                break;
+            /* the owner goes first: a poll() waits for at most one chunk */
+            while (atomic_load(&c->lock.wanted) && !atomic_load(&c->prefetch.stop))
+                sched_yield();
+            if (!lock_or_stop(c))
+                break;
+            size_t errors = c->n_errors;
+            size_t before = kc_fb_drainable(&c->fb);
+            size_t moved = kc_consumer_refill(c, KC_PREFETCH_CHUNK, 1);
+            /* a poll() (or an event loop) waits on wake_fd only while nothing can be drained */
+            int news = (before == 0 && kc_fb_drainable(&c->fb) > 0) || c->n_errors != errors;
+            pthread_mutex_unlock(&c->lock.m);
+            if (moved)
+                atomic_fetch_add(&c->prefetch.moved, moved);
+            if (news) {
+                ssize_t r = write(c->wake_fd, &kc_prefetch_one, sizeof(kc_prefetch_one));
+                (void)r;
+            }
+            if (moved < KC_PREFETCH_CHUNK)
+                break;
+        }
+    }
+    return NULL;
+}
+
+int kc_prefetch_start(kc_consumer_t *c) {
+    if (c->prefetch.running)
+        return 0;
+    c->prefetch.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->prefetch.fd < 0)
+        return -1;
+    atomic_store(&c->prefetch.stop, 0);
+    rd_kafka_queue_io_event_enable(c->fetchq, c->prefetch.fd, &kc_prefetch_one, sizeof(kc_prefetch_one));
+    if (pthread_create(&c->prefetch.tid, NULL, prefetch_main, c) != 0) {
+        rd_kafka_queue_io_event_enable(c->fetchq, c->wake_fd, &kc_prefetch_one, sizeof(kc_prefetch_one));
+        close(c->prefetch.fd);
+        c->prefetch.fd = -1;
+        return -1;
+    }
+    c->prefetch.running = 1;
+    /* whatever was queued before the events were redirected */
+    kc_prefetch_poke(c);
+    return 0;
+}
+
+void kc_prefetch_stop(kc_consumer_t *c) {
+    if (!c->prefetch.running)
+        return;
+    atomic_store(&c->prefetch.stop, 1);
+    kc_prefetch_poke(c);
+    pthread_join(c->prefetch.tid, NULL);
+    c->prefetch.running = 0;
+    rd_kafka_queue_io_event_enable(c->fetchq, c->wake_fd, &kc_prefetch_one, sizeof(kc_prefetch_one));
+    close(c->prefetch.fd);
+    c->prefetch.fd = -1;
+    /* records queued meanwhile: poll() moves them itself now */
+    ssize_t r = write(c->wake_fd, &kc_prefetch_one, sizeof(kc_prefetch_one));
+    (void)r;
+}
+
+void kc_prefetch_poke(kc_consumer_t *c) {
+    if (c->prefetch.fd < 0)
+        return;
+    ssize_t r = write(c->prefetch.fd, &kc_prefetch_one, sizeof(kc_prefetch_one));
+    (void)r;
+}

@@ -1,0 +1,73 @@
+/* prefetch_thread: moves fetched records from librdkafka's fetch queue into the fetch buffer on a
+ * thread of its own, while the application is busy between polls or waits inside poll().
+ *
+ * Why: moving a record out of librdkafka's queue costs ~50 ns (rd_kafka_q_serve_rkmessages: a
+ * lock round trip per message), and KIP-41's share rule may have to move a whole prefetch (80k
+ * records of 100 B) before every partition with fetched data is in the buffer. Done by poll()
+ * itself, the first poll after a pause took 4 ms; done here, poll() only drains the buffer.
+ *
+ * The fetch buffer, the pending errors and the seek guard are then shared by two threads. The
+ * owner lock (kc_owner_lock_t) guards them: the application's thread holds it for the whole of
+ * each consumer call (KafkaConsumer's thread contract takes it when a call starts and releases it
+ * when the outermost call returns; calls made from callbacks on that thread nest), and
+ * kc_consumer_poll() releases it only while it waits. The prefetch thread takes it for one chunk
+ * of at most KC_PREFETCH_CHUNK records at a time and steps back while the owner waits for it, so
+ * a poll waits at most one chunk (~50 us) for the thread. The thread never takes the GIL.
+ *
+ * KIP-62: librdkafka counts every take from its queue as an application poll (its
+ * max.poll.interval.ms timer restarts), so the thread takes nothing once the application has not
+ * called poll() for interval / 20 (at most 1 s): a stalled application leaves the group at most
+ * that much later than max.poll.interval.ms.
+ *
+ * Memory: the thread moves what poll() would have moved (kc_consumer_budget(), then the share
+ * rule up to ring_max_records / ring_max_bytes), only earlier: the bounds are unchanged. */
+#ifndef KC_PREFETCH_THREAD_H
+#define KC_PREFETCH_THREAD_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define KC_PREFETCH_CHUNK 1024
+
+/* A mutex that one thread may hold several levels deep and release completely while it waits. */
+typedef struct kc_owner_lock {
+    pthread_mutex_t m;
+    _Atomic unsigned long owner; /* pthread_self() of the holder, 0 if none */
+    int depth;                   /* levels held by the owner (touched by the holder only) */
+    _Atomic int wanted;          /* threads waiting in kc_owner_hold(): the prefetch thread yields */
+} kc_owner_lock_t;
+
+void kc_owner_lock_init(kc_owner_lock_t *l);
+void kc_owner_lock_destroy(kc_owner_lock_t *l);
+/* Takes one level (waits for another holder). */
+void kc_owner_hold(kc_owner_lock_t *l);
+/* Releases one level; the lock is free when the last level is released. */
+void kc_owner_release(kc_owner_lock_t *l);
+/* 1 if the calling thread holds the lock. */
+int kc_owner_held(kc_owner_lock_t *l);
+/* Releases every level the calling thread holds and returns how many (0: it held none). */
+int kc_owner_release_all(kc_owner_lock_t *l);
+/* Takes the lock again `depth` levels deep (after kc_owner_release_all; nothing if 0). */
+void kc_owner_reacquire(kc_owner_lock_t *l, int depth);
+
+struct kc_consumer;
+
+typedef struct kc_prefetch_thread {
+    pthread_t tid;
+    int running;
+    int fd; /* eventfd: the fetch queue's I/O events, pokes after drains, stop */
+    _Atomic int stop;
+    _Atomic uint64_t moved; /* records this thread moved into the buffer */
+} kc_prefetch_thread_t;
+
+/* Starts the thread of c (the fetch queue's events go to it from then on). 0, or -1 if it could
+ * not be started (c then works as before: poll() moves the records itself). */
+int kc_prefetch_start(struct kc_consumer *c);
+/* Stops and joins the thread (the fetch queue's events go back to c's wake_fd). Any thread, the
+ * owner lock held or not (the thread stops waiting for the lock when told to stop). Idempotent. */
+void kc_prefetch_stop(struct kc_consumer *c);
+/* Tells the thread that poll() drained records (the buffer may take more now). */
+void kc_prefetch_poke(struct kc_consumer *c);
+
+#endif
