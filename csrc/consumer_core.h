@@ -6,10 +6,12 @@
  *      messages of partitions not yet forwarded), so librdkafka sees the application poll;
  *   2. refills the fetch buffer from the shared fetch queue, into which every assigned
  *      partition's librdkafka queue is forwarded, until the unpaused partitions hold the
- *      prefetch budget (KIP-41 share rule, see kc_consumer_budget());
+ *      prefetch budget (KIP-41 share rule, see kc_consumer_budget()); with the prefetch thread
+ *      (prefetch_thread.h), which does this between polls, at most one poll's worth;
  *   3. drains at most max.poll.records into `out` with the configured fairness;
- *   4. otherwise waits on an eventfd that librdkafka signals when the fetch queue or the
- *      consumer queue becomes non-empty, or that wakeup() signals, until the timeout.
+ *   4. otherwise waits on an eventfd that librdkafka signals when the fetch queue (or the
+ *      prefetch thread, when the buffer gets records) or the consumer queue becomes non-empty,
+ *      or that wakeup() signals, until the timeout; the owner lock is released meanwhile.
  * Why one shared fetch queue: librdkafka's prefetch limits (queued.min.messages,
  * queued.max.messages.kbytes) apply to a partition queue's forward target, so sharing one
  * queue makes them a bound on the whole consumer, as in confluent-kafka, instead of a bound
