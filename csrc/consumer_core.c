@@ -448,9 +448,11 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
             wait = KC_MAX_WAIT_MS;
         kc_poll_timer_mark(&c->poll_timer); /* blocked inside poll() is not a stall */
         struct pollfd pfd = {.fd = c->wake_fd, .events = POLLIN};
+        atomic_store(&c->poll_waiting, 1);
         int depth = kc_owner_release_all(&c->lock); /* the prefetch thread fills the buffer meanwhile */
         poll(&pfd, 1, (int)wait);
         kc_owner_reacquire(&c->lock, depth);
+        atomic_store(&c->poll_waiting, 0);
     }
     kc_owner_release(&c->lock);
     kc_poll_timer_mark(&c->poll_timer);

@@ -72,6 +72,7 @@ typedef struct kc_consumer {
     size_t scratch_cap;
     uint64_t batch_seq;            /* counts the batches taken from librdkafka's queues */
     uint64_t poll_moved;           /* records the polling thread moved from the fetch queue itself */
+    _Atomic int poll_waiting;      /* poll() waits for records (the owner lock released) */
     kc_owner_lock_t lock;          /* guards the above when the prefetch thread runs */
     kc_prefetch_thread_t prefetch; /* see prefetch_thread.h */
 } kc_consumer_t;

@@ -1,18 +1,16 @@
 #include "prefetch_thread.h"
 
-#include <errno.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "consumer_core.h"
 
 /* Longest wait of the idle thread: it also checks the buffer's room that often. */
 #define KC_PREFETCH_IDLE_MS 100
-/* How long the thread waits for the owner lock before it checks for a stop. */
-#define KC_PREFETCH_LOCK_MS 20
+/* An application that polled less than this ago is polling in a loop (see app_busy_polling); the
+ * thread looks again that much later. */
+#define KC_PREFETCH_BUSY_MS 2
 
 static const uint64_t kc_prefetch_one = 1;
 
@@ -75,26 +73,6 @@ static void drain_eventfd(int fd) {
         ;
 }
 
-/* Takes the owner lock for the thread, unless it is told to stop first. 1 if taken. */
-static int lock_or_stop(kc_consumer_t *c) {
-    for (;;) {
-        if (atomic_load(&c->prefetch.stop))
-            return 0;
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += KC_PREFETCH_LOCK_MS * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        int rc = pthread_mutex_timedlock(&c->lock.m, &until);
-        if (rc == 0)
-            return 1;
-        if (rc != ETIMEDOUT)
-            return 0;
-    }
-}
-
 /* True while the thread may take records from librdkafka's queue: every take counts as an
  * application poll for librdkafka's max.poll.interval.ms (rd_kafka_app_polled), so the thread
  * stops taking once the application has not polled for a grace of interval / 20 (at most 1 s):
@@ -108,20 +86,33 @@ static int app_polls(kc_consumer_t *c) {
     return since < 0 || since <= grace;
 }
 
+/* True while the application polls so often that poll() keeps the buffer filled itself (it moves
+ * one poll's worth each time): the thread stays out of its way, so neither waits for the other
+ * and no lock changes hands between cores for every batch. Not while poll() waits for records. */
+static int app_busy_polling(kc_consumer_t *c) {
+    if (atomic_load(&c->poll_waiting))
+        return 0;
+    int64_t since = kc_poll_timer_since(&c->poll_timer);
+    return since >= 0 && since < KC_PREFETCH_BUSY_MS;
+}
+
 static void *prefetch_main(void *arg) {
     kc_consumer_t *c = arg;
+    int pending = 0; /* records are waiting for the application to pause or to leave its call */
     while (!atomic_load(&c->prefetch.stop)) {
         struct pollfd pfd = {.fd = c->prefetch.fd, .events = POLLIN};
-        poll(&pfd, 1, KC_PREFETCH_IDLE_MS);
+        poll(&pfd, 1, pending ? KC_PREFETCH_BUSY_MS : KC_PREFETCH_IDLE_MS);
         drain_eventfd(c->prefetch.fd);
-        for (;;) {
+        pending = 0;
+        while (!atomic_load(&c->prefetch.stop)) {
             if (!app_polls(c) || !rd_kafka_queue_length(c->fetchq))
                 break;
             /* the owner goes first: a poll() waits for at most one chunk */
-            while (atomic_load(&c->lock.wanted) && !atomic_load(&c->prefetch.stop))
-                sched_yield();
-            if (!lock_or_stop(c))
+            if (atomic_load(&c->lock.wanted) || app_busy_polling(c) ||
+                pthread_mutex_trylock(&c->lock.m) != 0) {
+                pending = 1;
                 break;
+            }
             size_t errors = c->n_errors;
             size_t before = kc_fb_drainable(&c->fb);
             size_t moved = kc_consumer_refill(c, KC_PREFETCH_CHUNK, 1);

@@ -10,9 +10,13 @@
  * owner lock (kc_owner_lock_t) guards them: the application's thread holds it for the whole of
  * each consumer call (KafkaConsumer's thread contract takes it when a call starts and releases it
  * when the outermost call returns; calls made from callbacks on that thread nest), and
- * kc_consumer_poll() releases it only while it waits. The prefetch thread takes it for one chunk
- * of at most KC_PREFETCH_CHUNK records at a time and steps back while the owner waits for it, so
- * a poll waits at most one chunk (~50 us) for the thread. The thread never takes the GIL.
+ * kc_consumer_poll() releases it only while it waits. The prefetch thread only tries the lock
+ * (never waits for it), takes it for one chunk of at most KC_PREFETCH_CHUNK records at a time and
+ * steps back while the owner wants it, so a call waits at most one chunk (~50 us) for the thread.
+ * It also stays away while the application polls in a loop (last poll less than
+ * KC_PREFETCH_BUSY_MS ago, and poll() not waiting): poll() then keeps the buffer filled itself,
+ * one poll's worth at a time, and no lock changes hands between cores for every batch. The thread
+ * never takes the GIL.
  *
  * KIP-62: librdkafka counts every take from its queue as an application poll (its
  * max.poll.interval.ms timer restarts), so the thread takes nothing once the application has not
