@@ -63,8 +63,11 @@ class Transaction:
     def __init__(self, producer: KafkaProducer, consumer: KafkaConsumer,
                  bounded: Callable[[str, Callable[[], None]], None],
                  new_producer: Callable[[], KafkaProducer],
-                 held: Callable[[], str | None] = lambda: None) -> None:
+                 held: Callable[[], str | None] = lambda: None,
+                 call_budget: Callable[[], float] = lambda: 10.0) -> None:
         self._producer = producer
+        # timeout of the next call: what the loop pass has left of its 50% budget (KIP-572)
+        self._call_budget = call_budget
         self._held = held  # why the loop may have been dropped from the group (50% rule), or None
         self._new_producer = new_producer  # closes the current producer, returns a new one (not initialized)
         self._uninitialized = False
@@ -89,8 +92,10 @@ class Transaction:
             self._producer.begin_transaction()
             self.open = True
 
-    def commit(self, tasks: Iterable[TxnTask], timeout: float) -> bool:
-        """Commits the open transaction with the tasks' next offsets; False if none is open."""
+    def commit(self, tasks: Iterable[TxnTask], timeout: Callable[[], float]) -> bool:
+        """Commits the open transaction with the tasks' next offsets; False if none is open.
+        ``timeout()`` is read before each call (sending the offsets, committing): they share one
+        budget."""
         if not self.open:
             return False
         tasks = list(tasks)
@@ -100,12 +105,12 @@ class Transaction:
         try:
             if self.committing and not self._offsets_sent:
                 self._producer.send_offsets_to_transaction(self.committing, self._consumer.group_metadata(),
-                                                           timeout=timeout)
+                                                           timeout=timeout())
                 self._offsets_sent = True
             held = self._held()
             if held is not None:  # stopped since the offsets were sent (or while): do not commit
                 raise TransactionAbortableError(f"not committed: {held}", code="_HELD")
-            self._producer.commit_transaction(timeout=timeout)
+            self._producer.commit_transaction(timeout=timeout())
         except TransactionAbortableError as exc:
             self.abort(tasks, f"commit failed: {exc}")
             raise
@@ -142,7 +147,8 @@ class Transaction:
             return False
         if not self._uninitialized and not self._must_replace:
             try:
-                self._bounded("abort of the transaction", lambda: self._producer.abort_transaction())
+                self._bounded("abort of the transaction",
+                              lambda: self._producer.abort_transaction(timeout=self._call_budget()))
             except TimeoutError as exc:
                 log.warning("abort of the transaction did not complete (%s): replacing the producer; the "
                             "new one (same transactional.id) aborts the open transaction", exc)
@@ -153,7 +159,8 @@ class Transaction:
             self._uninitialized = True
         if self._uninitialized:
             try:
-                self._bounded("init_transactions", self._producer.init_transactions)
+                self._bounded("init_transactions",
+                              lambda: self._producer.init_transactions(timeout=self._call_budget()))
             except TransactionBlockedError:
                 self._must_replace = True  # the next resume replaces this producer too
                 raise

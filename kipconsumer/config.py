@@ -84,7 +84,7 @@ class ConsumerSettings:
     #: thread calling ``poll()``
     stats_cb: Callable[[str], object] | None = None
     #: ``poll.prefetch.thread``
-    poll_prefetch_thread: bool = True
+    poll_prefetch_thread: bool = False
 
     __repr__ = _settings_repr
 
@@ -234,9 +234,10 @@ CONSUMER_SPECS: dict[str, Spec] = _table({
     "max.poll.records": _int(1, 1_000_000, 500, rdkafka=None, doc="Enforced by kipconsumer (KIP-41)."),
     "poll.fairness": _enum("proportional|greedy", "proportional", rdkafka=None,
                            doc="How poll() shares max.poll.records over partitions."),
-    "poll.prefetch.thread": _bool(True, rdkafka=None,
+    "poll.prefetch.thread": _bool(False, rdkafka=None,
                                   doc="Move fetched records into the fetch buffer on a thread of the "
-                                  "consumer's own, between polls (false: poll() moves them itself)."),
+                                  "consumer's own, between polls (false: poll() moves them itself): a "
+                                  "cheaper first poll after a pause, more memory while stalled."),
     "enable.auto.commit": _bool(True, emit_default=True, aliases=("auto.commit.enable",)),
     "auto.commit.interval.ms": _int(0, 86_400_000, 5_000, emit_default=True),
     "auto.offset.reset": _enum("earliest|latest|none", "latest", emit_default=True,

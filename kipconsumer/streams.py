@@ -96,6 +96,9 @@ _COMMIT_TASK = "<commit>"  # '<' is not valid in topic names, so no partition ta
 _DEFAULT_MAX_BLOCK_MS = 60_000
 #: librdkafka codes of a transaction aborted because an output timed out
 _TIMEOUT_CODES = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT", "_TIMED_OUT_QUEUE"})
+# a transactional call returns up to 1 s after its timeout (it waits in slices, kipconsumer._producer)
+_CALL_OVERRUN_S = 1.0
+_MIN_CALL_S = 0.1
 
 
 def _names(specs: Mapping[str, Any]) -> set[str]:
@@ -466,7 +469,7 @@ class Pipeline:
                 self._producer.close(0)
                 raise
             self._txn = Transaction(self._producer, self._consumer, self._bounded, self._replace_producer,
-                                    self._held)
+                                    self._held, self._call_budget_s)
         cs = self._consumer.settings
         self._budget = cs.max_poll_records
         self._high_water = 4 * cs.max_poll_records
@@ -581,11 +584,20 @@ class Pipeline:
             task.paused = False
             self._consumer.resume([task.tp])
 
-    # -- bounded metadata calls (KIP-572's 50% rule) ---------------------------------------------------
+    # -- bounded calls (KIP-572's 50% rule) ------------------------------------------------------------
+    def _call_budget_s(self) -> float:
+        """Timeout for the next blocking call of the loop pass: what is left of half of
+        ``max.poll.interval.ms`` since the start of the last poll (less the second a transactional
+        call may overrun its timeout by), at most ``default.api.timeout.ms``, at least 0.1 s (a call
+        that cannot finish in time times out and is retried after the next poll). Every call of one
+        loop pass shares this budget, so together they cannot hold the loop past it."""
+        left = self._half_mpi_s - (time.monotonic() - self._last_poll) - _CALL_OVERRUN_S
+        return max(_MIN_CALL_S, min(self._group_call_s, left))
+
     def _bounded(self, what: str, call: Callable[[], T]) -> T:
         """``call()``, retrying timeouts after ``retry.backoff.ms`` while another attempt fits in half of
-        ``max.poll.interval.ms``; then raises ``KafkaTimeoutError`` (the last timeout as its cause)."""
-        start = time.monotonic()
+        ``max.poll.interval.ms`` counted from the start of the last poll (the budget every call of the
+        loop pass shares); then raises ``KafkaTimeoutError`` (the last timeout as its cause)."""
         longest = 0.0
         while True:
             t0 = time.monotonic()
@@ -594,13 +606,14 @@ class Pipeline:
             except TimeoutError as exc:
                 now = time.monotonic()
                 longest = max(longest, now - t0)
-                elapsed = now - start
+                elapsed = now - self._last_poll
                 # Another attempt only if it can finish in the budget, if it takes as long as the
-                # longest one so far (each is bounded by max.block.ms, itself capped to the budget).
+                # longest one so far (each is bounded by _call_budget_s()).
                 if elapsed + self._backoff_s + longest > self._half_mpi_s:
                     raise KafkaTimeoutError(
-                        f"{what} timed out; gave up after {elapsed * 1000:.0f} ms to stay within half of "
-                        f"max.poll.interval.ms={self.config.max_poll_interval_ms}: {exc}") from exc
+                        f"{what} timed out; gave up {elapsed * 1000:.0f} ms after the last poll to stay "
+                        f"within half of max.poll.interval.ms={self.config.max_poll_interval_ms}: {exc}"
+                    ) from exc
                 log.info("%s timed out (%s); retrying in %.0f ms", what, exc, self._backoff_s * 1000)
                 time.sleep(self._backoff_s)
 
@@ -644,7 +657,7 @@ class Pipeline:
             self._next_commit = now + self._commit_interval_s
             return False
         try:
-            self._commit(offsets, self._group_call_s)
+            self._commit(offsets, self._call_budget_s())
         except TimeoutError:
             raise
         except KafkaError as exc:  # CommitFailedError & co: the rebalance that follows sorts it out
@@ -680,7 +693,7 @@ class Pipeline:
         if not txn.open:
             return False
         try:
-            txn.commit(list(self._tasks.values()), self._group_call_s)
+            txn.commit(list(self._tasks.values()), self._call_budget_s)
         except TransactionAbortableError as exc:
             self._commit_failures += 1
             if exc.code in _TIMEOUT_CODES:
@@ -751,9 +764,9 @@ class Pipeline:
             if not txn.open:
                 return
             try:
-                call_s = min(self._group_call_s, budget_s)
                 tasks = list(self._tasks.values())
-                self._bounded("commit of the transaction", lambda: txn.commit(tasks, call_s))
+                self._bounded("commit of the transaction",
+                              lambda: txn.commit(tasks, lambda: min(budget_s, self._call_budget_s())))
                 self._commits += 1
                 return
             except TransactionAbortableError as exc:  # already aborted and rewound

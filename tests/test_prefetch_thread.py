@@ -32,7 +32,7 @@ def _wait_buffered(c, want: int, timeout: float = 20.0) -> dict:
 def test_the_buffer_fills_between_polls_and_the_first_poll_only_drains(broker, topic_factory, unique_name):
     topic = topic_factory(partitions=NPART)
     produce(broker, topic, {0: DEEP, **{p: SHALLOW for p in range(1, NPART)}})
-    with consumer(broker, unique_name("g"), max_poll_records=MPR) as c:
+    with consumer(broker, unique_name("g"), max_poll_records=MPR, poll_prefetch_thread=True) as c:
         assert c.metrics()["prefetch_thread"] is True
         c.assign(tps(topic, range(NPART)))
         # no poll() yet: the thread moves what librdkafka fetched, the shallow partitions included
@@ -53,7 +53,7 @@ def test_the_buffer_fills_between_polls_and_the_first_poll_only_drains(broker, t
 def test_without_the_thread_nothing_moves_until_poll(broker, topic_factory, unique_name):
     topic = topic_factory(partitions=NPART)
     produce(broker, topic, {0: DEEP, **{p: SHALLOW for p in range(1, NPART)}})
-    with consumer(broker, unique_name("g"), max_poll_records=MPR, poll_prefetch_thread=False) as c:
+    with consumer(broker, unique_name("g"), max_poll_records=MPR) as c:  # the default
         c.assign(tps(topic, range(NPART)))
         deadline = time.monotonic() + 20
         while c.metrics()["prefetched_records"] < (NPART - 1) * SHALLOW and time.monotonic() < deadline:
@@ -123,7 +123,7 @@ def test_close_from_another_thread_while_the_thread_fills(broker, topic_factory,
     topic = topic_factory(partitions=3)
     produce(broker, topic, {p: 3_000 for p in range(3)})
     for _ in range(5):
-        c = consumer(broker, unique_name("g"), max_poll_records=10)
+        c = consumer(broker, unique_name("g"), max_poll_records=10, poll_prefetch_thread=True)
         c.assign(tps(topic, range(3)))
         deadline = time.monotonic() + 20
         while not c.poll(0.2):

@@ -182,11 +182,11 @@ def _done(pipeline: Pipeline, source: str, n: int) -> bool:
 @pytest.mark.interop
 def test_frozen_broker_times_out_the_transaction_which_is_retried(tansu: Tansu) -> None:
     """The broker freezes (SIGSTOP) for 8 s, longer than the request and delivery timeouts and than
-    the 3 s bound of a commit inside the loop, while a transaction is open: the commit times out and
+    the 3 s bound of a loop pass's calls, while a transaction is open: the commit times out and
     is resumed or the transaction is aborted (KIP-572: within task.timeout.ms), run() does not fail,
-    and every input ends up in the output once. In one CI run librdkafka 2.16's
-    send_offsets_to_transaction() blocked here for 8+ minutes after the broker resumed; the call is
-    now bounded (TransactionBlockedError: the pipeline replaces its producer)."""
+    the loop never misses max.poll.interval.ms, and every input ends up in the output once. In one
+    CI run librdkafka 2.16's send_offsets_to_transaction() blocked here for 8+ minutes after the
+    broker resumed; the call is now bounded (TransactionBlockedError: the pipeline replaces its producer)."""
     source, sink = tansu.create_topic(2), tansu.create_topic(2)
     n, group = 2000, f"eos-{uuid.uuid4().hex[:8]}"
     _produce(tansu.bootstrap, source, n // 2, 2)
@@ -207,9 +207,13 @@ def test_frozen_broker_times_out_the_transaction_which_is_retried(tansu: Tansu) 
         producer.join(60)
         pipeline.run(until=lambda: _done(pipeline, source, n), timeout=90)
         m = pipeline.metrics()
+        expiries = pipeline.consumer.metrics()["poll_interval_expiries"]
     log = read_committed_log(tansu.bootstrap, sink, 2)
     assert _exactly_once(log, n) == (0, 0), m
     assert m["executor"]["timeouts"] + m["transactions_aborted"] >= 1, m
+    # KIP-572's 50% rule: the calls of one loop pass share half of max.poll.interval.ms counted from
+    # the last poll, so however many time out while the broker is frozen, the loop polls in time
+    assert expiries == 0, m
 
 
 @pytest.mark.interop
@@ -252,28 +256,36 @@ def test_a_transaction_call_blocked_in_librdkafka_replaces_the_producer(tansu: T
 def test_a_loop_held_while_the_offsets_are_sent_aborts_instead_of_committing(
         tansu: Tansu, caplog: pytest.LogCaptureFixture) -> None:
     """The 50% rule is checked again between send_offsets_to_transaction() and commit_transaction(): a
-    member held there (here the offsets call returns 2.2 s late, past half of max.poll.interval.ms=4 s,
-    within the call's bound) may have been dropped, and a broker without KIP-447's stable-offset fetch
-    (Tansu 0.6) would let its commit put older offsets over its successor's. It aborts and rewinds."""
+    member held there (here 2.2 s right after the offsets went out, past half of
+    max.poll.interval.ms=4 s, as a stopped process would be; a slow call cannot get there, its timeout
+    is what the loop pass has left of that half) may have been dropped, and a broker without KIP-447's
+    stable-offset fetch (Tansu 0.6) would let its commit put older offsets over its successor's. It
+    aborts and rewinds."""
     source, sink = tansu.create_topic(2), tansu.create_topic(2)
     n, group = 2000, f"eos-{uuid.uuid4().hex[:8]}"
     _produce(tansu.bootstrap, source, n, 2)
     armed = threading.Event()
+    holder: dict[str, Pipeline] = {}
 
     def process(record: ConsumerRecord) -> list[Output]:
         if record.offset == 300 and not armed.is_set():
             armed.set()
-            _set_txn_test_hold_ms(2200)
-            threading.Timer(0.3, _set_txn_test_hold_ms, (0,)).start()
+            producer = holder["pipeline"].producer
+            real = producer.send_offsets_to_transaction
+
+            def held_after_sending(*args: Any, **kwargs: Any) -> None:
+                real(*args, **kwargs)
+                del producer.send_offsets_to_transaction  # once
+                time.sleep(2.2)
+
+            producer.send_offsets_to_transaction = held_after_sending  # type: ignore[method-assign]
         return _out(record)
 
-    try:
-        with caplog.at_level("WARNING", logger="kipconsumer.streams"), \
-                Pipeline(_conf(tansu, group), source, process, sink) as pipeline:
-            pipeline.run(until=lambda: _done(pipeline, source, n), timeout=60)
-            m = pipeline.metrics()
-    finally:
-        _set_txn_test_hold_ms(0)
+    with caplog.at_level("WARNING", logger="kipconsumer.streams"), \
+            Pipeline(_conf(tansu, group), source, process, sink) as pipeline:
+        holder["pipeline"] = pipeline
+        pipeline.run(until=lambda: _done(pipeline, source, n), timeout=60)
+        m = pipeline.metrics()
     assert armed.is_set()
     assert any("not committed: the poll loop was held" in r.getMessage() for r in caplog.records), m
     assert m["transactions_aborted"] >= 1 and m["producer_replacements"] == 0, m
