@@ -20,12 +20,10 @@ from kipconsumer import TopicPartition
 NPART, DEEP, SHALLOW, MPR = 6, 20_000, 200, 100
 
 
-def _wait_buffered(c, want: int, timeout: float = 20.0) -> dict:
+def _wait(done, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
-    while True:
-        m = c.metrics()
-        if m["buffered_records"] >= want or time.monotonic() > deadline:
-            return m
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
 
 
@@ -37,8 +35,9 @@ def test_the_buffer_fills_between_polls_and_the_first_poll_only_drains(broker, t
         c.assign(tps(topic, range(NPART)))
         # no poll() yet: the thread moves what librdkafka fetched, the shallow partitions included
         # (they sit behind partition 0's backlog in librdkafka's queue)
-        m = _wait_buffered(c, (NPART - 1) * SHALLOW + MPR)
-        assert m["buffered_records"] >= (NPART - 1) * SHALLOW + MPR, m
+        _wait(lambda: all(c._native.buffered_first_offset(tp) is not None for tp in tps(topic, range(NPART))))
+        m = c.metrics()
+        assert m["buffered_records"] >= (NPART - 1) * SHALLOW, m
         assert m["prefetch_thread_records"] >= m["buffered_records"], m
         assert m["poll_moved_records"] == 0, m
         first = c.poll(5.0)
@@ -55,9 +54,7 @@ def test_without_the_thread_nothing_moves_until_poll(broker, topic_factory, uniq
     produce(broker, topic, {0: DEEP, **{p: SHALLOW for p in range(1, NPART)}})
     with consumer(broker, unique_name("g"), max_poll_records=MPR) as c:  # the default
         c.assign(tps(topic, range(NPART)))
-        deadline = time.monotonic() + 20
-        while c.metrics()["prefetched_records"] < (NPART - 1) * SHALLOW and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait(lambda: c.metrics()["prefetched_records"] >= DEEP + (NPART - 1) * SHALLOW)  # all fetched
         m = c.metrics()
         assert m["prefetch_thread"] is False
         assert m["buffered_records"] == 0 and m["prefetch_thread_records"] == 0, m
