@@ -31,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
+from workers import kipconsumer_settings  # noqa: E402
 
 TOPIC = "memory"
 ALL_CLIENTS = ["kipconsumer", "confluent-kafka"]
@@ -65,6 +66,7 @@ class Client:
                     "auto.offset.reset": "earliest",
                     "enable.auto.commit": False,
                     "max.poll.records": 500,
+                    **kipconsumer_settings(),
                     **extra,
                 }
             )

@@ -48,19 +48,20 @@ def fill(bootstrap: str, records: int, partitions: int, value_size: int) -> None
     fill_partitions(bootstrap, TOPIC, counts, value_size)
 
 
-def build_raw_consumer(out_dir: str) -> str:
+def build_raw_consumer(out_dir: str, program: str = "raw_consumer") -> str:
+    """Compiles bench/c/<program>.c against the librdkafka kipconsumer loads; returns the executable."""
     sys.path.insert(0, str(ROOT))
     from kipconsumer._loader import librdkafka_path
 
     lib = librdkafka_path()
-    exe = os.path.join(out_dir, "raw_consumer")
+    exe = os.path.join(out_dir, program)
     subprocess.check_call(
         [
             "cc",
             "-O2",
             "-o",
             exe,
-            str(HERE / "c" / "raw_consumer.c"),
+            str(HERE / "c" / f"{program}.c"),
             f"-L{os.path.dirname(lib)}",
             f"-l:{os.path.basename(lib)}",
             f"-Wl,-rpath,{os.path.dirname(lib)}",

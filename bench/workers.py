@@ -33,6 +33,13 @@ def _summary(got: int, t0: float, cpu0: float, lat: list[float]) -> dict[str, fl
     return out
 
 
+def kipconsumer_settings() -> dict[str, Any]:
+    """Extra kipconsumer settings from $KIP_BENCH_KIPCONSUMER (a JSON object), for comparing
+    configurations with the same harness, e.g. '{"poll.prefetch.thread": true}'."""
+    raw = os.environ.get("KIP_BENCH_KIPCONSUMER", "")
+    return dict(json.loads(raw)) if raw else {}
+
+
 def _kipconsumer(bootstrap: str, topic: str, partitions: int) -> Any:
     """A kipconsumer consumer assigned every partition from the beginning (no group)."""
     from kipconsumer import KafkaConsumer, TopicPartition
@@ -43,6 +50,7 @@ def _kipconsumer(bootstrap: str, topic: str, partitions: int) -> Any:
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "max.poll.records": 500,
+            **kipconsumer_settings(),
         }
     )
     c.assign([TopicPartition(topic, p) for p in range(partitions)])
