@@ -1,6 +1,7 @@
 """librdkafka's shared fetch queue against per-partition queues, in plain C (bench/c/queue_layout.c).
 
     python bench/queue_layout.py [--records 3000000] [--partitions 12] [--kbytes 8192] [--repeat 3]
+                                 [--broker tansu|mock] [--modes throughput,pause]
 
 Issue 19 asks for a first poll after a pause that costs no more than confluent-kafka's, serves
 every partition with data (KIP-41) and holds no more memory during a stall. kipconsumer reads
@@ -21,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Tansu  # noqa: E402
+from _common import Mock, Tansu, start_broker  # noqa: E402
 from run import TOPIC, build_raw_consumer, fill, run_client  # noqa: E402
 
 FIGURES = (
@@ -42,7 +43,10 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--kbytes", type=int, default=8192, help="total prefetch bound (kipconsumer's default)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--broker", choices=["tansu", "mock"], default="tansu")
+    ap.add_argument("--modes", default="throughput,pause", help="throughput, pause (10 x 1 s pauses)")
     args = ap.parse_args()
+    modes = args.modes.split(",")
     # (row, layout, total prefetch bound in KiB): the partition layout at the same total bound, and
     # at the bound each partition would need to keep up (the shared queue's, per partition)
     rows = [
@@ -51,21 +55,32 @@ def main() -> int:
         (f"partition x{args.partitions}", "partition", args.kbytes * args.partitions),
     ]
     results: dict[str, list[dict[str, float]]] = {row: [] for row, _, _ in rows}
-    broker = Tansu()
+    broker: Tansu | Mock = start_broker(args.broker)
+    short = 0
     try:
         broker.create_topic(TOPIC, args.partitions)
-        print(f"Tansu: {args.records} x 100 B over {args.partitions} partitions", flush=True)
+        print(f"{args.broker}: {args.records} x 100 B over {args.partitions} partitions", flush=True)
         fill(broker.bootstrap, args.records, args.partitions, 100)
         with tempfile.TemporaryDirectory() as tmp:
             exe = build_raw_consumer(tmp, "queue_layout")
             for rep in range(args.repeat):
                 for row, layout, kbytes in rows:
                     merged: dict[str, float] = {}
-                    for mode in ("throughput", "pause"):
+                    for mode in modes:
                         print(f"run {rep + 1}: {row} {mode}", flush=True)
-                        cmd = [exe, broker.bootstrap, TOPIC, str(args.partitions), str(args.records), layout,
-                               str(kbytes), mode]
+                        cmd = [
+                            exe,
+                            broker.bootstrap,
+                            TOPIC,
+                            str(args.partitions),
+                            str(args.records),
+                            layout,
+                            str(kbytes),
+                            mode,
+                        ]
                         r = run_client(f"{row}-{mode}", cmd)
+                        if r is None or (mode == "throughput" and r["records"] != args.records):
+                            short += 1
                         if r is not None:
                             merged.update({k: v for k, v in r.items() if isinstance(v, (int, float))})
                     results[row].append(merged)
@@ -80,7 +95,9 @@ def main() -> int:
             vals = [r[key] for r in results[row] if key in r]
             cells.append(fmt.format(statistics.median(vals)) if vals else "-")
         print(f"{row:<14}" + "".join(f"{c:>15}" for c in cells))
-    return 0
+    if short:
+        print(f"{short} run(s) failed or read fewer than {args.records} records")
+    return 1 if short else 0
 
 
 if __name__ == "__main__":

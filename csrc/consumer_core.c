@@ -384,12 +384,6 @@ size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded) {
     return moved;
 }
 
-static void drain_fd(int fd) {
-    uint64_t v;
-    while (read(fd, &v, sizeof(v)) == sizeof(v))
-        ;
-}
-
 int kc_consumer_rebalance_pending(kc_consumer_t *c) {
     if (!c->rebalance_barrier)
         return 0;
@@ -408,14 +402,14 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
     kc_poll_status_t st = KC_POLL_OK;
     *n_out = 0;
     kc_poll_timer_mark(&c->poll_timer);
-    kc_owner_hold(&c->lock);
+    kc_consumer_hold(c);
     c->polls++;
     for (;;) {
         if (atomic_exchange(&c->wakeup, 0)) {
             st = KC_POLL_WAKEUP;
             break;
         }
-        drain_fd(c->wake_fd);
+        kc_drain_eventfd(c->wake_fd);
         serve_consumer_queue(c);
         if (c->abort_poll) {
             c->abort_poll = 0;

@@ -122,9 +122,11 @@ int kc_consumer_rebalance_pending(kc_consumer_t *c);
 /* Starts the seek guard of p after the application sought p to `offset` (>= 0): the next
  * records taken for p must start there (see seek_guard in consumer_core.c). */
 void kc_consumer_seek_guard(kc_partition_t *p, int64_t offset);
-/* The owner lock (prefetch_thread.h): the application's thread holds it during consumer calls. */
+/* The owner lock (prefetch_thread.h): the application's thread holds it during consumer calls,
+ * once a prefetch thread was started (without one nothing else touches the buffer). */
 static inline void kc_consumer_hold(kc_consumer_t *c) {
-    kc_owner_hold(&c->lock);
+    if (c->prefetch.locking)
+        kc_owner_hold(&c->lock);
 }
 static inline void kc_consumer_release(kc_consumer_t *c) {
     kc_owner_release(&c->lock);

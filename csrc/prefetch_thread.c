@@ -67,7 +67,7 @@ void kc_owner_reacquire(kc_owner_lock_t *l, int depth) {
     l->depth = depth;
 }
 
-static void drain_eventfd(int fd) {
+void kc_drain_eventfd(int fd) {
     uint64_t v;
     while (read(fd, &v, sizeof(v)) == sizeof(v))
         ;
@@ -102,7 +102,7 @@ static void *prefetch_main(void *arg) {
     while (!atomic_load(&c->prefetch.stop)) {
         struct pollfd pfd = {.fd = c->prefetch.fd, .events = POLLIN};
         poll(&pfd, 1, pending ? KC_PREFETCH_BUSY_MS : KC_PREFETCH_IDLE_MS);
-        drain_eventfd(c->prefetch.fd);
+        kc_drain_eventfd(c->prefetch.fd);
         pending = 0;
         while (!atomic_load(&c->prefetch.stop)) {
             if (!app_polls(c) || !rd_kafka_queue_length(c->fetchq))
@@ -139,6 +139,7 @@ int kc_prefetch_start(kc_consumer_t *c) {
     if (c->prefetch.fd < 0)
         return -1;
     atomic_store(&c->prefetch.stop, 0);
+    c->prefetch.locking = 1;
     rd_kafka_queue_io_event_enable(c->fetchq, c->prefetch.fd, &kc_prefetch_one, sizeof(kc_prefetch_one));
     if (pthread_create(&c->prefetch.tid, NULL, prefetch_main, c) != 0) {
         rd_kafka_queue_io_event_enable(c->fetchq, c->wake_fd, &kc_prefetch_one, sizeof(kc_prefetch_one));

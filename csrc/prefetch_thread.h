@@ -60,7 +60,9 @@ struct kc_consumer;
 typedef struct kc_prefetch_thread {
     pthread_t tid;
     int running;
-    int fd; /* eventfd: the fetch queue's I/O events, pokes after drains, stop */
+    int locking; /* set once the thread was started, never cleared: the owner's calls take the owner
+                    lock only then (set before any other thread can call the consumer) */
+    int fd;      /* eventfd: the fetch queue's I/O events, pokes after drains, stop */
     _Atomic int stop;
     _Atomic uint64_t moved; /* records this thread moved into the buffer */
 } kc_prefetch_thread_t;
@@ -73,5 +75,7 @@ int kc_prefetch_start(struct kc_consumer *c);
 void kc_prefetch_stop(struct kc_consumer *c);
 /* Tells the thread that poll() drained records (the buffer may take more now). */
 void kc_prefetch_poke(struct kc_consumer *c);
+/* Reads an eventfd until it is empty (non-blocking fd). */
+void kc_drain_eventfd(int fd);
 
 #endif

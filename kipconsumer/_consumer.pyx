@@ -460,8 +460,9 @@ cdef class NativeConsumer:
 
     def hold(self):
         """Takes the owner lock (csrc/prefetch_thread.h) for a consumer call; nests on one thread.
-        Waits without the GIL (the prefetch thread holds it for one chunk at most)."""
-        if self.core != NULL:
+        Waits without the GIL (the prefetch thread holds it for one chunk at most). Nothing to take
+        without a prefetch thread."""
+        if self.core != NULL and self.core.prefetch.locking:
             with nogil:
                 kc_consumer_hold(self.core)
 

@@ -54,6 +54,7 @@ cdef extern from "heartbeat_monitor.h" nogil:
 cdef extern from "prefetch_thread.h" nogil:
     ctypedef struct kc_prefetch_thread_t:
         int running
+        int locking
         uint64_t moved
 
 

@@ -22,6 +22,7 @@ SCRIPTS = [
     "scaling.py",
     "profile_poll.py",
     "eos_bench.py",
+    "queue_layout.py",
 ]
 
 
@@ -71,3 +72,31 @@ def test_fairness_tiny_kipconsumer(tmp_path: Path) -> None:
         assert len(runs) == 1
         assert runs[0]["records"] == runs[0]["expected_records"] == 660
         assert runs[0]["polls_until_all_served"] is not None
+
+
+def test_queue_layout_tiny_reads_every_record_in_both_layouts() -> None:
+    """bench/c/queue_layout.c compiles against kipconsumer's librdkafka and reads every record
+    through the shared consumer queue and through per-partition queues (EmbeddedBroker)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "queue_layout.py"),
+            "--broker",
+            "mock",
+            "--records",
+            "3000",
+            "--partitions",
+            "3",
+            "--repeat",
+            "1",
+            "--modes",
+            "throughput",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = [ln.split() for ln in proc.stdout.splitlines() if ln.startswith(("shared ", "partition "))]
+    assert [r[0] for r in rows] == ["shared", "partition", "partition"]
+    assert all(r[-1] == "-" and r[1] != "-" for r in rows)  # records/s measured, pause figures not run
