@@ -21,25 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 #include <librdkafka/rdkafka.h>
 
+#include "bench_common.h"
+
 #define POLL_RECORDS 500
 #define MAX_PARTS    256
-
-static double cpu_s(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static double rss_mib(void) {
     long pages = 0, resident = 0;
@@ -171,26 +159,19 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
-    if (!rk) {
-        fprintf(stderr, "%s\n", err);
+    rd_kafka_t *rk = bench_consumer_new(conf);
+    if (!rk)
         return 1;
-    }
-    rd_kafka_poll_set_consumer(rk);
     l.wake_fd = eventfd(0, EFD_NONBLOCK);
     l.shared = rd_kafka_queue_get_consumer(rk);
     rd_kafka_queue_io_event_enable(l.shared, l.wake_fd, &one, sizeof(one));
-    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(l.partitions);
-    for (int p = 0; p < l.partitions; p++)
-        rd_kafka_topic_partition_list_add(parts, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
     if (apart)
         for (int p = 0; p < l.partitions; p++) {
             l.pq[p] = rd_kafka_queue_get_partition(rk, topic, p);
             rd_kafka_queue_forward(l.pq[p], NULL);
             rd_kafka_queue_io_event_enable(l.pq[p], l.wake_fd, &one, sizeof(one));
         }
-    rd_kafka_assign(rk, parts);
-    rd_kafka_topic_partition_list_destroy(parts);
+    bench_assign_from_beginning(rk, topic, l.partitions);
 
     long got = 0;
     double t0 = 0, cpu0 = 0, deadline = now_s() + 120;

@@ -7,22 +7,9 @@
  *   raw_consumer BOOTSTRAP TOPIC PARTITIONS RECORDS */
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <librdkafka/rdkafka.h>
 
-/* CPU seconds of the whole process (every thread, librdkafka's included). */
-static double cpu_s(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "bench_common.h"
 
 int main(int argc, char **argv) {
     if (argc != 5) {
@@ -42,17 +29,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
-    if (!rk) {
-        fprintf(stderr, "%s\n", err);
+    rd_kafka_t *rk = bench_consumer_new(conf);
+    if (!rk)
         return 1;
-    }
-    rd_kafka_poll_set_consumer(rk);
-    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(partitions);
-    for (int p = 0; p < partitions; p++)
-        rd_kafka_topic_partition_list_add(parts, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
-    rd_kafka_assign(rk, parts);
-    rd_kafka_topic_partition_list_destroy(parts);
+    bench_assign_from_beginning(rk, topic, partitions);
     rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(rk);
     rd_kafka_message_t *batch[500];
     long got = 0;
