@@ -294,7 +294,25 @@ class Member:
                     commit("periodic")
                     last_commit = time.monotonic()
         finally:
+            self._unsubscribe_confluent(c)
             self._close(c)
+
+    def _unsubscribe_confluent(self, c: Any) -> None:
+        """Gives the partitions back before close(): unsubscribe() and consume() until the revoke
+        callback has run (10 s at most). A rebalance callback that runs inside confluent-kafka's
+        close() can block in librdkafka for good while it holds the GIL: the answer
+        (``incremental_unassign``) waits on the terminating group's queue (librdkafka issue 4041),
+        which froze a whole pytest process in ``test_mixed_group_under_fast_churn`` (2026-11-24).
+        Records consumed meanwhile are processed as usual."""
+        try:
+            c.unsubscribe()
+            deadline = time.monotonic() + 10
+            while self.owned and time.monotonic() < deadline:
+                for m in c.consume(200, 0.1):
+                    if m.error() is None and m.partition() is not None and m.offset() is not None:
+                        self.process(m.partition(), m.offset(), m.value())
+        except KafkaException as e:
+            self.journal.problem(f"{self.name}: unsubscribe before close failed: {e}")
 
     def start(self) -> Member:
         self.thread.start()
