@@ -2,7 +2,9 @@
 # kipconsumer developer entry point.
 #   ./dev.sh demo    set everything up, then run the main job (embedded broker -> produce -> group consume,
 #                    then a Spark Structured Streaming job reading through kipkafka into Parquet)
-#   ./dev.sh test    set everything up, then run lint, type checks and the test suite
+#   ./dev.sh test    set everything up, then run lint, type checks and the test suite (then the
+#                    Kafka-semantics modules again on real Apache Kafka); `./dev.sh test --fast` for the
+#                    everyday tier (no slow, Spark or real-Kafka tests); other args go to pytest
 #   ./dev.sh setup   only set up: system packages, .venv/, native build (idempotent)
 #   ./dev.sh bench   set up, then run the full benchmark comparison (bench/all.py; --quick for ~6 min)
 #   ./dev.sh wheels  set up, then build the sdist and one manylinux wheel per CPython 3.10-3.13 found
@@ -34,8 +36,10 @@ setup() {
     # kcat for interop tests, a C compiler and Python headers for the native build. librdkafka
     # itself is neither built against nor linked: it comes from the confluent-kafka wheel.
     apt_install kcat gcc python3-dev python3-venv
-    # Java for Spark (local[2]) in the main job and the spark tests.
-    command -v java >/dev/null 2>&1 || apt_install openjdk-17-jre-headless
+    # Java 17 for Spark (local[2]) and for real Apache Kafka (kipconsumer.testing.KafkaCluster);
+    # Maven fetches Kafka's jars from Maven Central once, into ~/.cache/kipconsumer/kafka.
+    command -v java >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
+    command -v mvn >/dev/null 2>&1 || apt_install maven
     "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 required")'
     if [ ! -x "$VENV/bin/python" ]; then
         log "creating $VENV"
@@ -56,6 +60,9 @@ setup() {
     flock /tmp/kipconsumer-build.lock "$VENV/bin/python" setup.py -q build_ext --inplace >/dev/null 2>"$VENV/.build.log" \
         || { cat "$VENV/.build.log" >&2; exit 1; }
     "$VENV/bin/python" -c 'import kipconsumer; print("kipconsumer ready, librdkafka", kipconsumer.librdkafka_version()[0])'
+    log "Apache Kafka's jars (kipconsumer.testing.KafkaCluster)"
+    "$VENV/bin/python" -c 'from kipconsumer.testing._distribution import resolve_distribution as r, find_java as j
+j(); d = r(); print("Apache Kafka", d.version, "in", d.libs)'
 }
 
 run_tests() {
@@ -66,10 +73,30 @@ run_tests() {
     "$VENV/bin/mypy" --strict scripts
     log "clang-format (.clang-format: one C style)"
     "$VENV/bin/clang-format" --dry-run --Werror csrc/*.c csrc/*.h tests/c/*.c tests/c/*.h bench/c/*.c
-    log "pytest"
     # pytest's exit code 5 (no tests collected) is a failure here, as any non-zero code.
-    "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+    if [ "${1:-}" = "--fast" ]; then
+        shift
+        log "pytest, fast tier (no slow, Spark or real-Kafka tests)"
+        "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not slow and not spark and not kafka" "$@"
+        return
+    fi
+    if [ $# -gt 0 ]; then
+        "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+        return
+    fi
+    log "pytest: every test (embedded broker, Tansu, and those marked kafka on real Apache Kafka)"
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider
+    log "pytest --broker kafka: the Kafka-semantics modules again, their shared broker real Apache Kafka"
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider --broker kafka "${KAFKA_TIER[@]}"
 }
+
+# The modules whose tests about Kafka's semantics run a second time with `--broker kafka` (their
+# fault-injection tests keep an EmbeddedBroker of their own; embedded_only ones are skipped).
+KAFKA_TIER=(
+    tests/test_consumer_kip41.py tests/test_consumer_kip62.py tests/test_consumer_api.py tests/test_seek.py
+    tests/test_producer.py tests/test_kip848.py tests/test_records_batch.py tests/test_prefetch_thread.py
+    tests/test_aio.py tests/test_streams.py tests/test_consumer_interop.py
+)
 
 cmd=${1:-}
 shift || true

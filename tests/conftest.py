@@ -12,9 +12,10 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from kc_testing import Tansu, tansu_binary
+from kc_testing import RealKafka, Tansu, tansu_binary
 
 from kipconsumer.broker import EmbeddedBroker
+from kipconsumer.testing import KafkaCluster
 
 _counter = itertools.count()
 
@@ -24,9 +25,33 @@ def unique_name(prefix: str = "t") -> str:
     return f"{prefix}-{os.getpid()}-{next(_counter)}-{uuid.uuid4().hex[:6]}"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--broker",
+        choices=["embedded", "kafka"],
+        default="embedded",
+        help="what the shared `broker` fixture is: the embedded broker (default) or real Kafka "
+        "(the kafka_cluster fixture); tests marked embedded_only are skipped on real Kafka",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--broker") != "kafka":
+        return
+    skip = pytest.mark.skip(reason="relies on the embedded broker's behaviour (--broker kafka)")
+    for item in items:
+        if item.get_closest_marker("embedded_only"):
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
-def broker() -> Iterator[EmbeddedBroker]:
-    """A 3-broker EmbeddedBroker shared by the whole session (do not inject faults into it)."""
+def broker(request: pytest.FixtureRequest) -> Iterator[EmbeddedBroker | KafkaCluster]:
+    """The cluster shared by the whole session (do not inject faults into it): a 3-broker
+    EmbeddedBroker, or with ``--broker kafka`` the real Kafka cluster of the ``kafka_cluster``
+    fixture."""
+    if request.config.getoption("--broker") == "kafka":
+        yield request.getfixturevalue("kafka_cluster")
+        return
     with EmbeddedBroker(num_brokers=3) as b:
         yield b
 
@@ -61,3 +86,10 @@ def tansu() -> Iterator[Tansu]:
         yield t
     finally:
         t.stop()
+
+
+@pytest.fixture
+def kafka(kafka_cluster: KafkaCluster) -> RealKafka:
+    """The session's real Kafka cluster with Tansu's test interface (``bootstrap``,
+    ``create_topic(partitions)``, ``freeze()``/``thaw()``)."""
+    return RealKafka(kafka_cluster)

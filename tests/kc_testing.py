@@ -15,6 +15,7 @@ from typing import Any
 
 from kipconsumer import KafkaConsumer
 from kipconsumer.broker import EmbeddedBroker
+from kipconsumer.testing import KafkaCluster
 
 
 def make_consumer(broker: EmbeddedBroker, group: str | None = None, **extra: object) -> KafkaConsumer:
@@ -122,3 +123,26 @@ class Tansu:
         except subprocess.TimeoutExpired:  # Tansu may ignore SIGTERM (FACTS.md)
             self.proc.kill()
             self.proc.wait(5)
+
+
+class RealKafka:
+    """The session's real Kafka cluster behind the small interface the transaction tests share with
+    :class:`Tansu`: ``bootstrap``, ``create_topic(partitions) -> name``, ``freeze()`` / ``thaw()``
+    (SIGSTOP / SIGCONT of every node)."""
+
+    def __init__(self, cluster: KafkaCluster) -> None:
+        self.cluster = cluster
+        self.bootstrap = cluster.bootstrap_servers
+
+    def create_topic(self, partitions: int) -> str:
+        name = f"kafka-{uuid.uuid4().hex[:10]}"
+        self.cluster.create_topic(name, partitions, 1)
+        return name
+
+    def freeze(self) -> None:
+        for node_id in self.cluster.node_ids:
+            self.cluster.pause_broker(node_id)
+
+    def thaw(self) -> None:
+        for node_id in self.cluster.node_ids:
+            self.cluster.resume_broker(node_id)

@@ -216,8 +216,13 @@ def test_close_with_a_pending_rebalance_event_revokes_and_commits(
         assert outcome == "ok" or refused, result
         assert "1 stale rebalance event(s) dropped" in proc.stdout, proc.stdout[-3000:]
     else:
-        # eager: everything was revoked before the assignment that is pending; nothing to report
-        assert result["owned"] == [] and result["in_close"] == [], result
+        # eager: everything was revoked before the assignment that is pending; nothing to report.
+        # Real Kafka may complete the join before the member stops polling (it answers faster than the
+        # mock): then close() revokes what was assigned, once, and the listener's commit succeeds.
+        if result["owned"]:
+            assert result["in_close"] == [["revoked", result["owned"]], ["commit", "ok"]], result
+        else:
+            assert result["in_close"] == [], result
 
 
 def _threads() -> int:
@@ -523,9 +528,11 @@ def test_committed_beginning_end_offsets(broker, topic_factory, unique_name):
             c.commit_sync({tp0: -1})
 
 
+@pytest.mark.embedded_only
 def test_offsets_for_times_embedded_broker(broker, topic_factory):
     # The embedded broker (librdkafka's mock) answers every ListOffsets by timestamp with -1 (no
-    # such record, FACTS.md): None, as confluent-kafka reads the same answer.
+    # such record, FACTS.md): None, as confluent-kafka reads the same answer. Kafka's answers are
+    # asserted in test_kafka_semantics.py.
     import confluent_kafka
 
     topic = topic_factory(partitions=2)

@@ -1,10 +1,9 @@
 """Transactions (KIP-98 / KIP-447) on the native producer, against real brokers over TCP.
 
-Tansu applies transactional offset commits, fences old producers and holds back the records of an
-open transaction (last stable offset); the embedded broker (librdkafka's mock) accepts
-transactions but applies neither offsets nor fencing. Neither broker filters the records of
-*aborted* transactions for read_committed consumers (measured with confluent-kafka too: both return
-them), so that rule cannot be shown end to end here; see docs/producer.md.
+The tests of visibility, offsets and fencing run on real Apache Kafka (the ``kafka`` fixture); the
+embedded broker (librdkafka's mock) accepts transactions but applies neither offsets nor fencing, so
+only the client-side rules run on it. Aborted-record filtering for read_committed is asserted in
+test_kafka_semantics.py.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import time
 import uuid
 
 import pytest
-from kc_testing import Tansu
+from kc_testing import RealKafka
 
 from kipconsumer import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
@@ -39,13 +38,13 @@ def _read(bootstrap: str, topic: str, isolation: str, seconds: float) -> list[by
     return out
 
 
-# -- Tansu: visibility, offsets, fencing -----------------------------------------------------------
-@pytest.mark.interop
-def test_open_transaction_is_held_back_until_commit_with_its_offsets(tansu: Tansu) -> None:
-    topic, source = tansu.create_topic(1), tansu.create_topic(1)
+# -- real Kafka: visibility, offsets, fencing -----------------------------------------------------------
+@pytest.mark.kafka
+def test_open_transaction_is_held_back_until_commit_with_its_offsets(kafka: RealKafka) -> None:
+    topic, source = kafka.create_topic(1), kafka.create_topic(1)
     group = f"g-{uuid.uuid4().hex[:8]}"
-    p = KafkaProducer({"bootstrap.servers": tansu.bootstrap, "transactional.id": _txid()})
-    consumer = KafkaConsumer({"bootstrap.servers": tansu.bootstrap, "group.id": group,
+    p = KafkaProducer({"bootstrap.servers": kafka.bootstrap, "transactional.id": _txid()})
+    consumer = KafkaConsumer({"bootstrap.servers": kafka.bootstrap, "group.id": group,
                               "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition(source, 0)])
     try:
@@ -55,12 +54,12 @@ def test_open_transaction_is_held_back_until_commit_with_its_offsets(tansu: Tans
         p.flush()
         assert [f.result().offset for f in futures] == list(range(5))
         # written but not committed: a read_committed consumer does not see it, nor the offsets
-        assert _read(tansu.bootstrap, topic, "read_committed", 2.0) == []
+        assert _read(kafka.bootstrap, topic, "read_committed", 2.0) == []
         tp = TopicPartition(source, 0)
         p.send_offsets_to_transaction({tp: OffsetAndMetadata(42)}, consumer.group_metadata(), timeout=30)
         assert consumer.committed([tp])[tp] is None
         p.commit_transaction(timeout=30)
-        assert _read(tansu.bootstrap, topic, "read_committed", 2.0) == [b"t%d" % i for i in range(5)]
+        assert _read(kafka.bootstrap, topic, "read_committed", 2.0) == [b"t%d" % i for i in range(5)]
         committed = consumer.committed([tp])[tp]
         assert committed is not None and committed.offset == 42
     finally:
@@ -68,12 +67,12 @@ def test_open_transaction_is_held_back_until_commit_with_its_offsets(tansu: Tans
         p.close(5)
 
 
-@pytest.mark.interop
-def test_aborted_transaction_commits_no_offsets(tansu: Tansu) -> None:
-    topic, source = tansu.create_topic(1), tansu.create_topic(1)
-    consumer = KafkaConsumer({"bootstrap.servers": tansu.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+@pytest.mark.kafka
+def test_aborted_transaction_commits_no_offsets(kafka: RealKafka) -> None:
+    topic, source = kafka.create_topic(1), kafka.create_topic(1)
+    consumer = KafkaConsumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
                               "enable.auto.commit": False})
-    p = KafkaProducer({"bootstrap.servers": tansu.bootstrap, "transactional.id": _txid()})
+    p = KafkaProducer({"bootstrap.servers": kafka.bootstrap, "transactional.id": _txid()})
     tp = TopicPartition(source, 0)
     try:
         p.init_transactions(timeout=30)
@@ -90,12 +89,12 @@ def test_aborted_transaction_commits_no_offsets(tansu: Tansu) -> None:
         p.close(5)
 
 
-@pytest.mark.interop
-def test_a_newer_producer_of_the_same_id_fences_the_older(tansu: Tansu) -> None:
-    topic = tansu.create_topic(1)
+@pytest.mark.kafka
+def test_a_newer_producer_of_the_same_id_fences_the_older(kafka: RealKafka) -> None:
+    topic = kafka.create_topic(1)
     txid = _txid()
-    old = KafkaProducer({"bootstrap.servers": tansu.bootstrap, "transactional.id": txid})
-    new = KafkaProducer({"bootstrap.servers": tansu.bootstrap, "transactional.id": txid})
+    old = KafkaProducer({"bootstrap.servers": kafka.bootstrap, "transactional.id": txid})
+    new = KafkaProducer({"bootstrap.servers": kafka.bootstrap, "transactional.id": txid})
     try:
         old.init_transactions(timeout=30)
         old.begin_transaction()
@@ -109,21 +108,21 @@ def test_a_newer_producer_of_the_same_id_fences_the_older(tansu: Tansu) -> None:
         new.begin_transaction()
         new.send(topic, value=b"new")
         new.commit_transaction(timeout=30)
-        assert _read(tansu.bootstrap, topic, "read_committed", 2.0) == [b"old", b"new"]
+        assert _read(kafka.bootstrap, topic, "read_committed", 2.0) == [b"old", b"new"]
     finally:
         old.close(2)
         new.close(5)
 
 
-@pytest.mark.interop
-def test_read_committed_serves_other_partitions_while_one_holds_an_open_transaction(tansu: Tansu) -> None:
+@pytest.mark.kafka
+def test_read_committed_serves_other_partitions_while_one_holds_an_open_transaction(kafka: RealKafka) -> None:
     """KIP-41 with read_committed: a partition whose records wait behind an open transaction (last
     stable offset) starves none of the others; its records come once the transaction commits, by
     iteration and by to_arrow(), with no control record."""
-    topic = tansu.create_topic(3)
-    plain = KafkaProducer({"bootstrap.servers": tansu.bootstrap})
-    tx = KafkaProducer({"bootstrap.servers": tansu.bootstrap, "transactional.id": _txid()})
-    c = KafkaConsumer({"bootstrap.servers": tansu.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+    topic = kafka.create_topic(3)
+    plain = KafkaProducer({"bootstrap.servers": kafka.bootstrap})
+    tx = KafkaProducer({"bootstrap.servers": kafka.bootstrap, "transactional.id": _txid()})
+    c = KafkaConsumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
                        "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                        "enable.auto.commit": False, "max.poll.records": 10})
     held, others = TopicPartition(topic, 0), [TopicPartition(topic, 1), TopicPartition(topic, 2)]
@@ -165,15 +164,15 @@ def test_read_committed_serves_other_partitions_while_one_holds_an_open_transact
         tx.close(5)
 
 
-@pytest.mark.interop
-def test_read_committed_position_and_commit_step_over_the_commit_marker(tansu: Tansu) -> None:
+@pytest.mark.kafka
+def test_read_committed_position_and_commit_step_over_the_commit_marker(kafka: RealKafka) -> None:
     """After the last record of a committed transaction, position() and commit_sync() are past its
     COMMIT marker (no lag of 1 left behind, as with librdkafka's and Java's positions); a seek back
     afterwards is not undone by it."""
-    topic = tansu.create_topic(1)
+    topic = kafka.create_topic(1)
     tp = TopicPartition(topic, 0)
-    tx = KafkaProducer({"bootstrap.servers": tansu.bootstrap, "transactional.id": _txid()})
-    c = KafkaConsumer({"bootstrap.servers": tansu.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+    tx = KafkaProducer({"bootstrap.servers": kafka.bootstrap, "transactional.id": _txid()})
+    c = KafkaConsumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
                        "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                        "enable.auto.commit": False})
     try:

@@ -1,0 +1,179 @@
+"""Where the Apache Kafka jars of a :class:`~kipconsumer.testing.KafkaCluster` come from.
+
+Either a Kafka installation the user names (``kafka_home`` or ``$KAFKA_HOME``: its ``libs/`` folder),
+or the broker's runtime closure resolved once by Maven from Maven Central by coordinates
+(``org.apache.kafka:kafka_2.13:<version>`` plus log4j2's SLF4J binding, so the broker's logs reach
+its log file) into a cache outside any checkout: ``$KIPCONSUMER_KAFKA_CACHE`` or
+``~/.cache/kipconsumer/kafka``, one folder per version. A resolution is atomic (a temporary folder
+renamed into place) and serialised across processes by a file lock, so parallel test processes
+resolve once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from kipconsumer.testing._errors import KafkaClusterError
+
+__all__ = ["DEFAULT_KAFKA_VERSION", "KafkaDistribution", "find_java", "resolve_distribution"]
+
+#: The Apache Kafka release a KafkaCluster runs unless told otherwise (``$KIPCONSUMER_KAFKA_VERSION``).
+DEFAULT_KAFKA_VERSION = "4.2.1"
+
+#: log4j2's SLF4J 1.x binding: Kafka's runtime closure has slf4j-api but no binding, so without it
+#: the broker logs nothing.
+_LOG4J_SLF4J = ("org.apache.logging.log4j", "log4j-slf4j-impl", "2.25.4")
+
+_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+_MIN_JAVA = 17
+
+
+@dataclass(frozen=True)
+class KafkaDistribution:
+    """The jars of one Kafka release: ``libs`` holds them all, ``version`` is the release."""
+
+    libs: Path
+    version: str
+
+    @property
+    def classpath(self) -> str:
+        return str(self.libs / "*")
+
+
+def cache_root() -> Path:
+    """The folder that holds resolved Kafka releases."""
+    env = os.environ.get("KIPCONSUMER_KAFKA_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kipconsumer" / "kafka"
+
+
+def _version_of_libs(libs: Path) -> str | None:
+    for jar in libs.glob("kafka_2.13-*.jar"):
+        m = re.match(r"kafka_2\.13-(\d+\.\d+\.\d+)\.jar$", jar.name)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _pom(version: str) -> str:
+    group, artifact, log_version = _LOG4J_SLF4J
+    return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kipconsumer.testing</groupId>
+  <artifactId>kafka-broker-runtime</artifactId>
+  <version>{version}</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{version}</version>
+    </dependency>
+    <dependency>
+      <groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>{log_version}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+
+def _resolve_with_maven(version: str, target: Path) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise KafkaClusterError(
+            f"Maven (mvn) is not on the PATH: it is needed once to fetch Apache Kafka {version}'s jars "
+            "from Maven Central (Debian: apt-get install maven; or pass kafka_home= / set KAFKA_HOME "
+            "to a Kafka installation)"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".resolve-{version}-", dir=target.parent))
+    try:
+        (work / "pom.xml").write_text(_pom(version))
+        cmd = [
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(work / "pom.xml"),
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={work / 'libs'}",
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0 or _version_of_libs(work / "libs") != version:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+            raise KafkaClusterError(
+                f"could not fetch Apache Kafka {version} from Maven Central: `{' '.join(cmd)}` exited "
+                f"{proc.returncode}:\n{tail}\n(check the network to Maven Central and that version "
+                f"{version} of org.apache.kafka:kafka_2.13 exists; or pass kafka_home=)"
+            )
+        os.replace(work / "libs", target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def resolve_distribution(
+    version: str | None = None, kafka_home: str | os.PathLike[str] | None = None
+) -> KafkaDistribution:
+    """The jars to run: ``kafka_home`` (or ``$KAFKA_HOME``) if given, else ``version`` (default
+    ``$KIPCONSUMER_KAFKA_VERSION`` or :data:`DEFAULT_KAFKA_VERSION`) from the cache, fetched with
+    Maven on first use. Raises :class:`KafkaClusterError` saying what is missing."""
+    home = kafka_home if kafka_home is not None else os.environ.get("KAFKA_HOME")
+    if home:
+        libs = Path(home) / "libs"
+        found = _version_of_libs(libs) if libs.is_dir() else None
+        if found is None:
+            raise KafkaClusterError(
+                f"kafka_home: {str(home)!r} is not an Apache Kafka installation (no libs/kafka_2.13-*.jar)"
+            )
+        if version is not None and version != found:
+            raise KafkaClusterError(f"version: {version!r} asked, but kafka_home holds Kafka {found}")
+        return KafkaDistribution(libs, found)
+    version = version or os.environ.get("KIPCONSUMER_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
+    if not _VERSION_RE.match(version):
+        raise KafkaClusterError(f"version: expected a Kafka release such as '4.2.1', got {version!r}")
+    if int(version.split(".")[0]) < 4:
+        raise KafkaClusterError(
+            f"version: KafkaCluster runs Kafka 4.x or later (KRaft only), got {version!r}"
+        )
+    root = cache_root()
+    target = root / version / "libs"
+    if _version_of_libs(target) == version:
+        return KafkaDistribution(target, version)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _version_of_libs(target) != version:
+            _resolve_with_maven(version, target)
+    return KafkaDistribution(target, version)
+
+
+def find_java() -> str:
+    """The ``java`` to run the brokers with (``$JAVA_HOME/bin/java``, else the PATH's), checked to be
+    Java 17 or later. Raises :class:`KafkaClusterError` saying what to install."""
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() else None
+    java = java or shutil.which("java")
+    if java is None:
+        raise KafkaClusterError(
+            "no Java runtime: Apache Kafka's broker needs Java 17 or later "
+            "(Debian: apt-get install openjdk-17-jre-headless; or set JAVA_HOME)"
+        )
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    major = int(m.group(1)) if m else 0
+    if major == 1 and m and m.group(2):  # "1.8.0_x" style
+        major = int(m.group(2))
+    if major < _MIN_JAVA:
+        raise KafkaClusterError(
+            f"{java} is Java {major or '?'}: Apache Kafka 4's broker needs Java {_MIN_JAVA} or later "
+            "(Debian: apt-get install openjdk-17-jre-headless; or set JAVA_HOME)"
+        )
+    return java

@@ -1,0 +1,542 @@
+"""A real Apache Kafka 4.x cluster on loopback for tests: KRaft nodes as JVM processes, no Docker.
+
+``KafkaCluster(brokers=1|3)`` runs each node as a combined broker+controller (``kafka.Kafka``) on
+127.0.0.1, from jars resolved once with Maven (``kipconsumer.testing._distribution``). Storage is
+formatted at start; the configs are made for fast tests (no initial rebalance delay, small internal
+topics with replication factor ``min(3, brokers)``, short minimum session timeouts, share groups on).
+The cluster is ready when every node answers metadata. Each node's log is
+``<base_dir>/node-<id>/server.log`` and stays after :meth:`KafkaCluster.stop` (the data is removed
+unless ``base_dir`` was given). Every JVM is gone when the cluster stops, when the interpreter exits,
+or when this process dies (the kernel's parent-death signal).
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from kipconsumer._validate import check_topic_name
+from kipconsumer.errors import ConfigError, IllegalStateError
+from kipconsumer.testing._distribution import KafkaDistribution, find_java, resolve_distribution
+from kipconsumer.testing._errors import KafkaClusterError
+from kipconsumer.testing._process import free_ports, port_open, spawn_tied, terminate
+
+__all__ = ["KafkaCluster"]
+
+_log = logging.getLogger("kipconsumer.testing")
+# librdkafka's retries while a fresh cluster loads its coordinators are expected: shown where the
+# application configured logging, not through logging's last-resort stderr handler
+_ADMIN_LOG: Any = logging.getLogger("kipconsumer.testing.admin")
+_ADMIN_LOG.addHandler(logging.NullHandler())
+_live: weakref.WeakSet[KafkaCluster] = weakref.WeakSet()
+
+_LOG4J2 = """Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Logger:
+      - name: kafka.server.KafkaRaftServer
+        level: INFO
+      - name: kafka.server.BrokerServer
+        level: INFO
+      - name: org.apache.kafka.controller.QuorumController
+        level: INFO
+    Root:
+      level: WARN
+      AppenderRef:
+        - ref: STDOUT
+"""
+
+
+def _stop_all_at_exit() -> None:
+    for cluster in list(_live):
+        cluster.stop()
+
+
+atexit.register(_stop_all_at_exit)
+
+
+class _Node:
+    """One KRaft node: its id, ports, folders and (while running) its JVM."""
+
+    def __init__(self, node_id: int, port: int, controller_port: int, home: Path) -> None:
+        self.node_id = node_id
+        self.port = port
+        self.controller_port = controller_port
+        self.home = home
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_file: IO[bytes] | None = None
+        self.paused = False
+
+    @property
+    def properties(self) -> Path:
+        return self.home / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "server.log"
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(text[-lines:])
+
+
+class KafkaCluster:
+    """A real Apache Kafka cluster of ``brokers`` KRaft nodes (1 to 9) on 127.0.0.1.
+
+    Starts on :meth:`start` or on entering the ``with`` block; :meth:`stop` (idempotent, also at
+    interpreter exit) ends every JVM. ``version`` picks the release fetched from Maven Central
+    (default ``$KIPCONSUMER_KAFKA_VERSION`` or 4.2.1); ``kafka_home`` (or ``$KAFKA_HOME``) runs a
+    Kafka installation instead. ``broker_config`` adds or overrides server properties on every node.
+    ``base_dir`` keeps data and logs there (default: a temporary folder whose data is removed at
+    stop; its logs stay). Raises :class:`~kipconsumer.testing.KafkaClusterError` when Java or Maven
+    is missing, the jars cannot be fetched, or a node does not come up within ``start_timeout``
+    seconds (the message has the tail of that node's log).
+
+    Not thread-safe beyond this: the node-control methods may be called from any one thread at a time.
+    """
+
+    def __init__(
+        self,
+        brokers: int = 1,
+        *,
+        version: str | None = None,
+        kafka_home: str | os.PathLike[str] | None = None,
+        broker_config: Mapping[str, object] | None = None,
+        base_dir: str | os.PathLike[str] | None = None,
+        heap: str = "512m",
+        start_timeout: float = 120.0,
+    ) -> None:
+        if isinstance(brokers, bool) or not isinstance(brokers, int) or not 1 <= brokers <= 9:
+            raise ConfigError(f"brokers: expected an int in 1..9, got {brokers!r}")
+        if broker_config is not None and not isinstance(broker_config, Mapping):
+            raise ConfigError(
+                f"broker_config: expected a mapping of server properties, got {broker_config!r}"
+            )
+        self._brokers = brokers
+        self._version_wanted = version
+        self._kafka_home = kafka_home
+        self._extra = {str(k): _prop(v) for k, v in (broker_config or {}).items()}
+        self._base_given = base_dir is not None
+        self._base = Path(base_dir) if base_dir is not None else None
+        self._heap = heap
+        self._start_timeout = start_timeout
+        self._dist: KafkaDistribution | None = None
+        self._java = ""
+        self._nodes: dict[int, _Node] = {}
+        self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self._state = "new"  # new -> running -> stopped; written by start() and stop() only
+        self._lock = threading.RLock()
+        self._admin: Any = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> KafkaCluster:
+        """Fetch the jars if needed, format storage, start every node and wait until each answers
+        metadata. No-op when running; IllegalStateError after :meth:`stop`."""
+        with self._lock:
+            if self._state == "running":
+                return self
+            if self._state == "stopped":
+                raise IllegalStateError("KafkaCluster is stopped; create a new one")
+            self._java = find_java()
+            self._dist = resolve_distribution(self._version_wanted, self._kafka_home)
+            if self._base is None:
+                self._base = Path(tempfile.mkdtemp(prefix="kipconsumer-kafka-"))
+            self._base.mkdir(parents=True, exist_ok=True)
+            (self._base / "log4j2.yaml").write_text(_LOG4J2)
+            ports = free_ports(2 * self._brokers)
+            for i in range(self._brokers):
+                node_id = i + 1
+                home = self._base / f"node-{node_id}"
+                home.mkdir(exist_ok=True)
+                self._nodes[node_id] = _Node(node_id, ports[2 * i], ports[2 * i + 1], home)
+            for node in self._nodes.values():
+                node.properties.write_text(self._server_properties(node))
+            self._state = "running"
+            _live.add(self)
+            try:
+                self._format_storage()
+                for node in self._nodes.values():
+                    self._launch(node)
+                deadline = time.monotonic() + self._start_timeout
+                for node in self._nodes.values():
+                    self._wait_listening(node, deadline)
+                self._wait_brokers_registered(set(self._nodes), deadline)
+                self._warm_coordinators(deadline)
+            except BaseException:
+                self.stop()
+                raise
+            _log.info(
+                "Kafka %s cluster of %d node(s) at %s", self.version, self._brokers, self.bootstrap_servers
+            )
+            return self
+
+    def stop(self) -> None:
+        """End every JVM (SIGTERM, SIGKILL after 10 s) and remove the data of a temporary cluster;
+        the logs stay. Idempotent."""
+        with self._lock:
+            if self._state == "stopped":
+                return
+            self._state = "stopped"
+            _live.discard(self)
+            self._admin = None
+            procs = [n for n in self._nodes.values() if n.proc is not None]
+            for node in procs:
+                assert node.proc is not None
+                if node.proc.poll() is None:
+                    for sig in (signal.SIGCONT, signal.SIGTERM):
+                        try:
+                            os.kill(node.proc.pid, sig)
+                        except ProcessLookupError:
+                            pass
+            for node in procs:
+                assert node.proc is not None
+                terminate(node.proc, 10.0)
+                if node.log_file is not None:
+                    node.log_file.close()
+            if self._base is not None and not self._base_given:
+                for node in self._nodes.values():
+                    shutil.rmtree(node.home / "data", ignore_errors=True)
+
+    close = stop
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = self.bootstrap_servers if self._state == "running" else self._state
+        return f"KafkaCluster(brokers={self._brokers}, {where})"
+
+    # -- what tests read ---------------------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        """``127.0.0.1:p1,...`` of every node's PLAINTEXT listener (starts the cluster if new)."""
+        self._ensure_running()
+        return ",".join(f"127.0.0.1:{n.port}" for n in self._nodes.values())
+
+    @property
+    def node_ids(self) -> list[int]:
+        """The ``node.id`` of each node (the broker ids that metadata reports as leaders)."""
+        self._ensure_running()
+        return sorted(self._nodes)
+
+    @property
+    def version(self) -> str:
+        """The Apache Kafka release the nodes run, e.g. ``"4.2.1"``."""
+        self._ensure_running()
+        assert self._dist is not None
+        return self._dist.version
+
+    @property
+    def base_dir(self) -> Path:
+        """The folder of the nodes' configs, data and logs (the logs stay after :meth:`stop`)."""
+        if self._state == "new":
+            self.start()
+        assert self._base is not None
+        return self._base
+
+    def log_path(self, node_id: int) -> Path:
+        """The log file of node ``node_id`` (its JVM's stdout and stderr); it stays after :meth:`stop`."""
+        return self._node(node_id, started=self._state == "new").log_path
+
+    def port(self, node_id: int) -> int:
+        """The PLAINTEXT port of node ``node_id``."""
+        return self._node(node_id).port
+
+    # -- topics ------------------------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int | None = None,
+        config: Mapping[str, str] | None = None,
+        *,
+        timeout: float = 30.0,
+    ) -> None:
+        """Create topic ``name`` and wait until every partition has a leader. ``replication_factor``
+        defaults to ``min(3, brokers)``. Raises ConfigError for bad arguments, KafkaError (with
+        Kafka's error name in ``code``) if Kafka refuses, e.g. ``TOPIC_ALREADY_EXISTS``."""
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+        from kipconsumer.errors import KafkaError
+
+        check_topic_name(name, "name")
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise ConfigError(f"partitions: expected an int >= 1, got {partitions!r}")
+        rf = min(3, self._brokers) if replication_factor is None else replication_factor
+        if isinstance(rf, bool) or not isinstance(rf, int) or not 1 <= rf <= self._brokers:
+            raise ConfigError(f"replication_factor: expected an int in 1..{self._brokers}, got {rf!r}")
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=rf, config=dict(config or {}))
+        future = self.admin().create_topics([topic], operation_timeout=timeout)[name]
+        try:
+            future.result(timeout)
+        except Exception as e:
+            err: Any = e.args[0] if e.args else None
+            code = err.name() if hasattr(err, "name") else None
+            text = err.str() if hasattr(err, "str") else str(e)
+            raise KafkaError(f"create_topic({name!r}): {text}", code=code) from e
+        self._wait_leaders(name, partitions, time.monotonic() + timeout)
+
+    def admin(self) -> Any:
+        """A confluent-kafka ``AdminClient`` on the PLAINTEXT listeners (a super user), for users,
+        ACLs and configs in tests."""
+        with self._lock:
+            self._ensure_running()
+            if self._admin is None:
+                from confluent_kafka.admin import AdminClient
+
+                self._admin = AdminClient(
+                    {
+                        "bootstrap.servers": self.bootstrap_servers,
+                        "logger": _ADMIN_LOG,
+                        "log.connection.close": False,
+                    }
+                )
+            return self._admin
+
+    # -- faults ------------------------------------------------------------------------------------
+    def kill_broker(self, node_id: int) -> None:
+        """SIGKILL node ``node_id`` (broker and controller) and reap it."""
+        node = self._node(node_id)
+        if node.proc is not None and node.proc.poll() is None:
+            node.proc.kill()
+            node.proc.wait()
+        node.paused = False
+
+    def start_broker(self, node_id: int, *, timeout: float | None = None) -> None:
+        """Restart node ``node_id`` on the same ports and data and wait until it is registered
+        again. No-op if it runs."""
+        node = self._node(node_id)
+        if node.running():
+            return
+        deadline = time.monotonic() + (self._start_timeout if timeout is None else timeout)
+        self._launch(node)
+        self._wait_listening(node, deadline)
+        self._wait_brokers_registered({node_id}, deadline)
+
+    def pause_broker(self, node_id: int) -> None:
+        """SIGSTOP node ``node_id``: it keeps its connections but answers nothing."""
+        node = self._node(node_id)
+        if not node.running():
+            raise IllegalStateError(f"node_id: node {node_id} is not running")
+        assert node.proc is not None
+        os.kill(node.proc.pid, signal.SIGSTOP)
+        node.paused = True
+
+    def resume_broker(self, node_id: int) -> None:
+        """SIGCONT node ``node_id``."""
+        node = self._node(node_id)
+        if node.running():
+            assert node.proc is not None
+            os.kill(node.proc.pid, signal.SIGCONT)
+        node.paused = False
+
+    # -- internals ---------------------------------------------------------------------------------
+    def _ensure_running(self) -> None:
+        if self._state == "new":
+            self.start()
+        elif self._state == "stopped":
+            raise IllegalStateError("KafkaCluster is stopped; create a new one")
+
+    def _node(self, node_id: int, *, started: bool = True) -> _Node:
+        if started:
+            self._ensure_running()
+        node = self._nodes.get(node_id) if isinstance(node_id, int) else None
+        if node is None:
+            raise ConfigError(f"node_id: expected one of {sorted(self._nodes)}, got {node_id!r}")
+        return node
+
+    def _server_properties(self, node: _Node) -> str:
+        rf = min(3, self._brokers)
+        min_isr = min(2, rf)
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self._nodes.values())
+        assert self._base is not None
+        props: dict[str, str] = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(node.home / "data"),
+            "num.partitions": "1",
+            "default.replication.factor": "1",
+            "offsets.topic.replication.factor": str(rf),
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": str(rf),
+            "transaction.state.log.min.isr": str(min_isr),
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": str(rf),
+            "share.coordinator.state.topic.min.isr": str(min_isr),
+            "share.coordinator.state.topic.num.partitions": "4",
+            "group.initial.rebalance.delay.ms": "0",
+            "group.min.session.timeout.ms": "1000",
+            "group.consumer.min.session.timeout.ms": "3000",
+            "group.consumer.session.timeout.ms": "10000",
+            "group.consumer.min.heartbeat.interval.ms": "500",
+            "group.consumer.heartbeat.interval.ms": "1000",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+            "transaction.remove.expired.transaction.cleanup.interval.ms": "5000",
+        }
+        props.update(self._extra)
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def _format_storage(self) -> None:
+        assert self._dist is not None
+        procs = []
+        for node in self._nodes.values():
+            cmd = [self._java, "-Xmx256m", "-cp", self._dist.classpath, "kafka.tools.StorageTool", "format",
+                   "-t", self._cluster_id, "-c", str(node.properties), "--feature", "share.version=1",
+                   "--ignore-formatted"]  # fmt: skip
+            procs.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
+        for node, proc in procs:
+            out, _ = proc.communicate(timeout=self._start_timeout)
+            if proc.returncode != 0:
+                text = out.decode(errors="replace")[-3000:]
+                raise KafkaClusterError(f"formatting node {node.node_id}'s storage failed:\n{text}")
+
+    def _launch(self, node: _Node) -> None:
+        assert self._dist is not None and self._base is not None
+        if node.log_file is not None:
+            node.log_file.close()
+        node.log_file = open(node.log_path, "ab")
+        cmd = [self._java, "-Xms128m", f"-Xmx{self._heap}", "-XX:+UseSerialGC", "-XX:-UsePerfData",
+               "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={self._base / 'log4j2.yaml'}",
+               "-cp", self._dist.classpath, "kafka.Kafka", str(node.properties)]  # fmt: skip
+        node.proc = spawn_tied(cmd, cwd=str(node.home), stdout=node.log_file)
+        node.paused = False
+
+    def _check_alive(self, node: _Node) -> None:
+        if node.proc is not None and node.proc.poll() is not None:
+            raise KafkaClusterError(
+                f"Kafka node {node.node_id} exited with {node.proc.returncode} at start; "
+                f"its log ({node.log_path}) ends:\n{node.log_tail()}"
+            )
+
+    def _wait_listening(self, node: _Node, deadline: float) -> None:
+        while not port_open(node.port):
+            self._check_alive(node)
+            if time.monotonic() > deadline:
+                raise KafkaClusterError(
+                    f"Kafka node {node.node_id} did not listen on 127.0.0.1:{node.port} in time; "
+                    f"its log ({node.log_path}) ends:\n{node.log_tail()}"
+                )
+            time.sleep(0.1)
+
+    def _wait_brokers_registered(self, node_ids: set[int], deadline: float) -> None:
+        """Until every node of ``node_ids`` answers metadata that lists all of them."""
+        from confluent_kafka.admin import AdminClient
+
+        for node_id in sorted(node_ids):
+            node = self._nodes[node_id]
+            probe = AdminClient(
+                {
+                    "bootstrap.servers": f"127.0.0.1:{node.port}",
+                    "logger": _ADMIN_LOG,
+                    "log.connection.close": False,
+                }
+            )
+            seen: set[int] = set()
+            while True:
+                self._check_alive(node)
+                try:
+                    md = probe.list_topics(timeout=2.0)
+                    seen = set(md.brokers)
+                    if node_ids <= seen and node_id in seen:
+                        break
+                except Exception:  # not answering yet
+                    pass
+                if time.monotonic() > deadline:
+                    raise KafkaClusterError(
+                        f"Kafka node {node_id} did not register in time (metadata lists {sorted(seen)}); "
+                        f"its log ({node.log_path}) ends:\n{node.log_tail()}"
+                    )
+                time.sleep(0.2)
+
+    def _warm_coordinators(self, deadline: float) -> None:
+        """Create and load ``__consumer_offsets`` and ``__transaction_state`` before the first test
+        does. A fresh cluster creates them on the first FindCoordinator; until they are loaded,
+        librdkafka's first group member waits for its coordinator (seen: a consumer's seek right
+        after assign() refused for 90 s), and the first transactional producer retries."""
+        from confluent_kafka import Producer
+
+        # DescribeGroups, not OffsetFetch: librdkafka 2.16's AdminClient crashes (rd_kafka_cgrp_op on a
+        # client without a group) when ListConsumerGroupOffsets is answered COORDINATOR_LOAD_IN_PROGRESS
+        admin = self.admin()
+        while True:
+            try:
+                described = admin.describe_consumer_groups(["kipconsumer-warm-up"])["kipconsumer-warm-up"]
+                described.result(5)
+                break
+            except Exception as e:
+                if time.monotonic() > deadline:
+                    raise KafkaClusterError(f"the group coordinator did not come up in time: {e}") from e
+                time.sleep(0.2)
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "transactional.id": "kipconsumer-warm-up",
+                "logger": _ADMIN_LOG,
+            }
+        )
+        try:
+            producer.init_transactions(max(1.0, deadline - time.monotonic()))
+        except Exception as e:
+            raise KafkaClusterError(f"the transaction coordinator did not come up in time: {e}") from e
+        finally:
+            producer.flush(0)
+
+    def _wait_leaders(self, topic: str, partitions: int, deadline: float) -> None:
+        from kipconsumer.errors import KafkaTimeoutError
+
+        while True:
+            try:
+                md = self.admin().list_topics(topic, timeout=2.0).topics.get(topic)
+                if (
+                    md is not None
+                    and md.error is None
+                    and len(md.partitions) == partitions
+                    and all(p.leader >= 0 for p in md.partitions.values())
+                ):
+                    return
+            except Exception:  # metadata not propagated yet
+                pass
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(f"create_topic({topic!r}): partitions had no leader in time")
+            time.sleep(0.05)
+
+
+def _prop(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
