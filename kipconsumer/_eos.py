@@ -37,7 +37,12 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from kipconsumer.consumer import KafkaConsumer
-from kipconsumer.errors import TransactionAbortableError, TransactionBlockedError
+from kipconsumer.errors import (
+    KafkaError,
+    ProducerFencedError,
+    TransactionAbortableError,
+    TransactionBlockedError,
+)
 from kipconsumer.producer import KafkaProducer
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
@@ -149,7 +154,11 @@ class Transaction:
             try:
                 self._bounded("abort of the transaction",
                               lambda: self._producer.abort_transaction(timeout=self._call_budget()))
-            except TimeoutError as exc:
+            except ProducerFencedError:
+                raise  # another producer owns the transactional.id: replacing ours would fence it
+            except (TimeoutError, KafkaError) as exc:
+                # a timeout, or a fatal error (seen on real Kafka after the transaction coordinator
+                # moved: CONCURRENT_TRANSACTIONS, then INVALID_TXN_STATE): the producer is replaced
                 log.warning("abort of the transaction did not complete (%s): replacing the producer; the "
                             "new one (same transactional.id) aborts the open transaction", exc)
                 self._must_replace = True
