@@ -119,6 +119,7 @@ def test_min_partitions_and_max_records_per_partition_split_ranges(
             assert max(s.n for s in spans) <= opts["maxRecordsPerPartition"]
 
 
+@pytest.mark.embedded_only
 def test_timestamp_options_on_the_embedded_broker(spark: SparkSession, broker: EmbeddedBroker,
                                                   topic_factory: Callable[..., str]) -> None:
     # The embedded broker finds no offset for any timestamp (FACTS.md): the start strategy decides.
@@ -140,6 +141,70 @@ def test_timestamp_options_on_the_embedded_broker(spark: SparkSession, broker: E
                                         f"{topic}-1"):
         read(spark, broker.bootstrap_servers, topic,
              startingOffsetsByTimestamp=json.dumps({topic: {"0": now}})).count()
+
+
+@pytest.mark.kafka
+def test_timestamp_options_give_the_first_record_at_or_after_the_timestamp_on_kafka(
+        spark: SparkSession, kafka_cluster: Any, unique_name: Callable[[str], str]) -> None:
+    """Real Kafka answers offsets by time: a starting timestamp starts at the first record at or after
+    it, an ending timestamp ends (exclusive) there, a timestamp past the last record follows the
+    strategy (Spark's rules)."""
+    topic = unique_name("spark-ts")
+    kafka_cluster.create_topic(topic, 2, 1)
+    servers = kafka_cluster.bootstrap_servers
+    base = int(time.time() * 1000) - 60_000
+    with KafkaProducer({"bootstrap.servers": servers}) as p:
+        for i in range(20):  # p0: base + 100 i, p1: base + 100 i + 50
+            p.send(topic, value=b"a%d" % i, partition=0, timestamp=base + 100 * i)
+            p.send(topic, value=b"b%d" % i, partition=1, timestamp=base + 100 * i + 50)
+        p.flush(30)
+
+    def offsets(df: Any) -> dict[int, list[int]]:
+        rows = df.select("partition", "offset").collect()
+        return {q: sorted(r.offset for r in rows if r.partition == q) for q in (0, 1)}
+
+    assert offsets(read(spark, servers, topic, startingTimestamp=base + 1000)) == {
+        0: list(range(10, 20)), 1: list(range(10, 20))}
+    by_ts = json.dumps({topic: {"0": base + 1001, "1": base}})
+    assert offsets(read(spark, servers, topic, startingOffsetsByTimestamp=by_ts)) == {
+        0: list(range(11, 20)), 1: list(range(0, 20))}
+    assert offsets(read(spark, servers, topic, endingTimestamp=base + 1500)) == {
+        0: list(range(0, 15)), 1: list(range(0, 15))}
+    ends = json.dumps({topic: {"0": base + 100, "1": base + 1_000_000}})
+    assert offsets(read(spark, servers, topic, endingOffsetsByTimestamp=ends)) == {
+        0: [0], 1: list(range(0, 20))}
+    late = base + 1_000_000
+    with pytest.raises(Exception, match=f"{topic}-0 has no record at or after timestamp {late}"):
+        read(spark, servers, topic, startingTimestamp=late).count()
+    assert read(spark, servers, topic, startingTimestamp=late,
+                startingOffsetsByTimestampStrategy="latest").count() == 0
+
+
+@pytest.mark.kafka
+def test_read_committed_source_returns_no_aborted_record_on_kafka(
+        spark: SparkSession, kafka_cluster: Any, unique_name: Callable[[str], str]) -> None:
+    """Committed, aborted, committed transactions: with kafka.isolation.level=read_committed the
+    source returns the committed records only and ends past the last COMMIT marker (a batch read's
+    latest offset is a marker's + 1); read_uncommitted returns all three."""
+    topic = unique_name("spark-rc")
+    kafka_cluster.create_topic(topic, 2, 1)
+    servers = kafka_cluster.bootstrap_servers
+    p = KafkaProducer({"bootstrap.servers": servers, "transactional.id": unique_name("tx")})
+    try:
+        p.init_transactions(30)
+        for label, commit in (("c1", True), ("ab", False), ("c2", True)):
+            p.begin_transaction()
+            for i in range(10):
+                p.send(topic, value=f"{label}-{i}".encode(), partition=i % 2)
+            p.flush(30)
+            p.commit_transaction(30) if commit else p.abort_transaction(30)
+    finally:
+        p.close()
+    rows = read(spark, servers, topic, **{"kafka.isolation.level": "read_committed"}).select("value").collect()
+    assert sorted(bytes(r.value) for r in rows) == sorted(
+        f"{lab}-{i}".encode() for lab in ("c1", "c2") for i in range(10))
+    everything = read(spark, servers, topic, **{"kafka.isolation.level": "read_uncommitted"}).count()
+    assert everything == 30
 
 
 def test_starting_offsets_by_timestamp_follow_offsets_for_times_on_tansu(tansu: Any) -> None:
