@@ -200,7 +200,8 @@ def test_read_committed_source_returns_no_aborted_record_on_kafka(
             p.commit_transaction(30) if commit else p.abort_transaction(30)
     finally:
         p.close()
-    rows = read(spark, servers, topic, **{"kafka.isolation.level": "read_committed"}).select("value").collect()
+    committed = read(spark, servers, topic, **{"kafka.isolation.level": "read_committed"})
+    rows = committed.select("value").collect()
     assert sorted(bytes(r.value) for r in rows) == sorted(
         f"{lab}-{i}".encode() for lab in ("c1", "c2") for i in range(10))
     everything = read(spark, servers, topic, **{"kafka.isolation.level": "read_uncommitted"}).count()
