@@ -23,6 +23,13 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
             c.core.polls -= 1  # a slice that continues this poll() is not another poll
         again = True
         if st == KC_POLL_OK:
+            if n and c._member == MEMBER_LEFT and c._subscription:
+                # fetched before the member left (KIP-62): its partitions belong to others now, and
+                # the lost assignment's event may come polls later (real Kafka; the mock sends it at once)
+                records_take(c.out, n, c._handle)
+                c.revoked_records_dropped += n + c.core.fb.records
+                kc_fb_purge_all(&c.core.fb)
+                n = 0
             if n or c._pending_exc is not None:
                 batch = records_take(c.out, n, c._handle)
                 c._raise_pending()

@@ -858,16 +858,22 @@ def test_kicked_out_member_without_lost_method_gets_revoked_and_drops_its_buffer
         c.commit_sync(timeout=10)
     after: list[Key] = []
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and c.metrics()["poll_interval_expiries"] == 0:
+    # the expiry, then the lost assignment's revoke (the same poll on the embedded broker; a later one
+    # on real Kafka): no record is returned meanwhile
+    while time.monotonic() < deadline and (c.metrics()["poll_interval_expiries"] == 0
+                                           or len(lst.events) == n_events):
         after += poll(c, 0.1)
     m = c.metrics()
     assert m["poll_interval_expiries"] == 1
-    assert m["buffered_records"] == 0 and m["assigned_partitions"] == 0, m
     assert lst.events[n_events] == ("revoked", parts), lst.events
-    assert not after
+    assert m["revoked_records_dropped"] > 0, m
 
-    # Rejoins and resumes at the committed offsets (nothing of the dropped buffer is skipped).
+    # Rejoins and resumes at the committed offsets: nothing of the dropped buffer is returned or
+    # skipped. Real Kafka may complete the rejoin within the same polls (the mock answers later):
+    # records returned after the expiry then already come from the committed offsets.
     resumed: dict[TopicPartition, int] = {}
+    for p, o in after:
+        resumed.setdefault(TopicPartition(topic, p), o)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and not set(committed) <= set(resumed):
         for p, o in poll(c, 0.1):
@@ -1020,13 +1026,20 @@ def test_cooperative_close_during_a_join_it_has_not_rejoined_is_not_held_by_the_
     t.start()
     try:
         deadline = time.monotonic() + 2.5
-        while True:  # until b's JoinGroup has started a round: a's commits are then refused
-            assert time.monotonic() < deadline, "b's join did not start in time"
-            poll(a, 0.05)
-            try:
-                a.commit_sync(timeout=0.3)
-            except (RebalanceInProgressError, KafkaTimeoutError):
-                break
+        # until b's JoinGroup has started a round: the embedded broker then refuses a's commits. Kafka
+        # accepts a current member's commits during a join (test_kafka_semantics), so there b gets
+        # half a second to send its JoinGroup.
+        if isinstance(broker, EmbeddedBroker):
+            while True:
+                assert time.monotonic() < deadline, "b's join did not start in time"
+                poll(a, 0.05)
+                try:
+                    a.commit_sync(timeout=0.3)
+                except (RebalanceInProgressError, KafkaTimeoutError):
+                    break
+        else:
+            while time.monotonic() < deadline - 2.0:
+                poll(a, 0.05)
         t0 = time.monotonic()
         a.close()
         took = time.monotonic() - t0
