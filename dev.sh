@@ -106,8 +106,11 @@ case "$cmd" in
         setup
         # 1) group consume of a produced topic, exactly-once check; 2) the Spark job:
         #    produce -> Structured Streaming through "kipkafka" -> aggregate -> Parquet.
+        #    `./dev.sh demo --kafka` runs both on a real 3-node Apache Kafka cluster instead.
         "$VENV/bin/python" -m kipconsumer.demo "$@"
-        exec "$VENV/bin/python" -m kipconsumer.spark_demo ;;
+        spark_args=()
+        for a in "$@"; do [ "$a" = "--kafka" ] && spark_args+=(--kafka); done
+        exec "$VENV/bin/python" -m kipconsumer.spark_demo "${spark_args[@]}" ;;
     test) setup; run_tests "$@" ;;
     bench) setup; exec "$VENV/bin/python" bench/all.py "$@" ;;
     wheels) setup; exec "$VENV/bin/python" scripts/build_wheels.py "$@" ;;

@@ -22,6 +22,7 @@ from typing import Any
 from kipconsumer import KafkaConsumer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.errors import RebalanceInProgressError
+from kipconsumer.testing import KafkaCluster
 
 TOPIC = "events"
 GROUP = "demo-group"
@@ -98,7 +99,7 @@ class Member(threading.Thread):
             self.consumer.commit_sync()
             return True
         except RebalanceInProgressError:
-            return False  # the embedded broker refuses commits while the group joins
+            return False  # the embedded broker refuses commits while the group joins (Kafka accepts them)
 
     def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
         self._try_commit()
@@ -170,12 +171,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--consumers", type=int, default=3)
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--max-poll-records", type=int, default=500)
+    ap.add_argument("--kafka", action="store_true",
+                    help="run on a real Apache Kafka cluster of 3 nodes (kipconsumer.testing.KafkaCluster: "
+                         "Java 17 and Maven) instead of the embedded broker")
     args = ap.parse_args(argv)
 
     # The group's first join waits 1.5 s so that all members land in one generation.
-    with EmbeddedBroker(num_brokers=3, initial_rebalance_delay_ms=1500) as broker:
+    cluster: EmbeddedBroker | KafkaCluster
+    if args.kafka:
+        cluster = KafkaCluster(brokers=3, broker_config={"group.initial.rebalance.delay.ms": 1500})
+    else:
+        cluster = EmbeddedBroker(num_brokers=3, initial_rebalance_delay_ms=1500)
+    with cluster as broker:
         broker.create_topic(TOPIC, partitions=args.partitions)
-        print(f"embedded broker: {broker.bootstrap_servers}; topic {TOPIC!r} x {args.partitions} partitions")
+        kind = f"Apache Kafka {broker.version}" if isinstance(broker, KafkaCluster) else "embedded broker"
+        print(f"{kind}: {broker.bootstrap_servers}; topic {TOPIC!r} x {args.partitions} partitions")
         acked, secs = produce(broker.bootstrap_servers, args.records, args.partitions, args.value_size)
         rate = acked / secs
         print(f"produced {acked} records of {args.value_size} B in {secs:.2f} s ({rate:,.0f} records/s)")

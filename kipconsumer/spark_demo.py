@@ -100,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--executor-python", metavar="PATH",
                     help="with --cluster: the executors' Python (kipconsumer, pyarrow, pandas<3 installed); "
                          "default: a venv built for the run from this checkout's wheel")
+    ap.add_argument("--kafka", action="store_true",
+                    help="run on a real Apache Kafka cluster of 3 nodes (kipconsumer.testing.KafkaCluster) "
+                         "instead of the embedded broker")
     args = ap.parse_args(argv)
     if args.executor_python and not args.cluster:
         ap.error("--executor-python needs --cluster")
@@ -108,16 +111,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from kipconsumer.broker import EmbeddedBroker
     from kipconsumer.spark import local_session
+    from kipconsumer.testing import KafkaCluster
 
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kipkafka-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     raw_dir, agg_dir, ck_dir = workdir / "raw", workdir / "agg", workdir / "checkpoint"
     ok = False
     try:
-        with contextlib.ExitStack() as stack, EmbeddedBroker(num_brokers=3) as broker:
+        cluster: EmbeddedBroker | KafkaCluster = KafkaCluster(brokers=3) if args.kafka else EmbeddedBroker(3)
+        with contextlib.ExitStack() as stack, cluster as broker:
             servers = broker.bootstrap_servers
             broker.create_topic(TOPIC, partitions=args.partitions)
-            print(f"embedded broker: {servers}; topic {TOPIC!r} x {args.partitions} partitions")
+            kind = f"Apache Kafka {broker.version}" if isinstance(broker, KafkaCluster) else "embedded broker"
+            print(f"{kind}: {servers}; topic {TOPIC!r} x {args.partitions} partitions")
             counts, sizes, secs = produce(servers, args.records, args.partitions)
             rows_in = sum(counts.values())
             print(f"produced {rows_in} records ({sum(sizes.values())} value bytes) in {secs:.2f} s "
