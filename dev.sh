@@ -33,9 +33,10 @@ apt_install() {
 }
 
 setup() {
-    # kcat for interop tests, a C compiler and Python headers for the native build. librdkafka
-    # itself is neither built against nor linked: it comes from the confluent-kafka wheel.
-    apt_install kcat gcc python3-dev python3-venv
+    # kcat for interop tests, a C compiler and Python headers for the native build, librdkafka's
+    # headers for the C benchmark consumers (bench/c; they link the wheel's library), valgrind for the
+    # C unit tests. librdkafka itself is not linked by kipconsumer: it comes from the confluent-kafka wheel.
+    apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind
     # Java 17 for Spark (local[2]) and for real Apache Kafka (kipconsumer.testing.KafkaCluster);
     # Maven fetches Kafka's jars from Maven Central once, into ~/.cache/kipconsumer/kafka.
     command -v java >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless

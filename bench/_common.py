@@ -124,7 +124,39 @@ class Mock:
         self.stop()
 
 
-def start_broker(kind: str) -> Tansu | Mock:
+class Kafka:
+    """Real Apache Kafka: one KRaft node of ``kipconsumer.testing.KafkaCluster`` (a JVM on loopback;
+    the jars come from Maven Central once). The headline broker of the benchmarks."""
+
+    name = "kafka"
+
+    def __init__(self) -> None:
+        from kipconsumer.testing import KafkaCluster
+
+        self.cluster = KafkaCluster(brokers=1, heap="1g").start()
+        self.bootstrap = self.cluster.bootstrap_servers
+        self.version = self.cluster.version
+        self.pid = self.cluster.pid(1)
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        self.cluster.create_topic(name, partitions, 1)
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+    def __enter__(self) -> Kafka:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+BROKERS = ("kafka", "tansu", "mock")
+
+
+def start_broker(kind: str) -> Kafka | Tansu | Mock:
+    if kind == "kafka":
+        return Kafka()
     return Tansu() if kind == "tansu" else Mock()
 
 

@@ -6,17 +6,19 @@
 Sections (each client in its own process, runs interleaved, every figure repeated --repeat times and
 reported as median and min/max):
 
-* throughput  bench/run.py on its own Tansu broker: records/s and per-poll latency p50/p99 of
+* throughput  bench/run.py on its own broker: records/s and per-poll latency p50/p99 of
               kipconsumer poll()+iterate, poll()+to_arrow(), confluent-kafka consume(500), raw C.
-* producer    bench/bench_producer.py on the EmbeddedBroker: send()+futures vs produce()+callback.
+* producer    bench/bench_producer.py on the same kind of broker: send()+futures vs produce()+callback.
 * fairness    bench/fairness.py: 1 partition x 200k + 7 x 2k, max poll records 500, all clients.
 * liveness    bench/liveness.py: 2-member groups, one member holds the GIL for 3 x session.timeout.ms.
 * scaling     bench/scaling.py: 1/12/96 partitions x 100 B/1 KiB/10 KiB (reduced matrix; --full: all 9).
 * memory      bench/memory.py: peak RSS consuming --records records; RSS growth over a --stall s stall.
 * profile     (with --profile) bench/profile_poll.py: py-spy top frames of kipconsumer's poll+iterate loop.
 
-fairness, liveness, scaling and memory share one Tansu broker (kafka-python cannot bootstrap from the
-mock cluster). --quick: 200k records, 1 liveness run, 15 s stall (a smoke run of the harness, ~6 min).
+Broker (--broker): kafka (the default: real Apache Kafka, one KRaft node of
+kipconsumer.testing.KafkaCluster) or tansu. fairness, liveness, scaling and memory share one broker
+(kafka-python cannot bootstrap from the mock cluster). --quick: 200k records, 1 liveness run, 15 s stall
+(a smoke run of the harness, ~6 min).
 Writes bench/results/<date>.json and PNG charts bench/results/<date>-*.png (throughput bars, latency,
 fairness timeline, scaling, memory). Missing peers (aiokafka, kafka-python) are pip-installed into the
 running environment unless --no-install, else skipped with a printed reason; matplotlib likewise (no
@@ -80,6 +82,8 @@ def section_throughput(a: argparse.Namespace) -> dict[str, Any]:
                 str(a.repeat),
                 "--json",
                 str(js),
+                "--broker",
+                a.broker,
             ],
             timeout=3600,
         )
@@ -99,6 +103,8 @@ def section_producer(a: argparse.Namespace) -> dict[str, Any]:
             str(records),
             "--repeat",
             str(a.repeat),
+            "--broker",
+            a.broker,
         ],
         timeout=3600,
     )
@@ -440,6 +446,13 @@ def main() -> int:
     ap.add_argument("--full", action="store_true", help="full scaling matrix (9 cells)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
+        "--broker",
+        choices=["kafka", "tansu"],
+        default="kafka",
+        help="real Apache Kafka (one KRaft node, kipconsumer.testing.KafkaCluster; the headline figures) "
+        "or Tansu",
+    )
+    ap.add_argument(
         "--records", type=int, help="records for throughput, scaling (100 B) and memory (default 1M)"
     )
     ap.add_argument("--stall", type=float, help="seconds without poll() in the memory test (default 60)")
@@ -483,8 +496,8 @@ def main() -> int:
         for i, name in enumerate(wanted, 1):
             banner(i, len(wanted), name, t0)
             if name in ("fairness", "liveness", "scaling", "memory", "profile") and shared is None:
-                shared = _common.Tansu()
-                print(f"shared Tansu broker at {shared.bootstrap}", flush=True)
+                shared = _common.start_broker(a.broker)
+                print(f"shared {a.broker} broker at {shared.bootstrap}", flush=True)
             try:
                 if name == "throughput":
                     res[name] = section_throughput(a)

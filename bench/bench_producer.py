@@ -24,7 +24,7 @@ and how often the client had to wait for buffer space (i.e. for the broker's ack
 
 Usage::
 
-    python bench/bench_producer.py [--broker mock|tansu] [--records 500000] [--size 100]
+    python bench/bench_producer.py [--broker kafka|mock|tansu] [--records 500000] [--size 100]
                                    [--partitions 6] [--repeat 3]
 
 Prints records/s of every run, the median of each client and the ratio of the medians
@@ -110,17 +110,24 @@ def child(args: argparse.Namespace) -> None:
 def start_broker(kind: str) -> Any:
     """A broker with ``bootstrap``, ``create_topic(name, partitions)``, ``cpu_seconds()`` and
     ``stop()``."""
-    if kind == "tansu":
+    if kind in ("tansu", "kafka"):
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from _common import Tansu
+        from _common import Kafka, Tansu
+
+        def _cpu(pid: int) -> float:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
         class _Tansu(Tansu):
             def cpu_seconds(self) -> float:
-                with open(f"/proc/{self.proc.pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                return _cpu(self.proc.pid)
 
-        return _Tansu()
+        class _Kafka(Kafka):
+            def cpu_seconds(self) -> float:
+                return _cpu(self.pid)
+
+        return _Tansu() if kind == "tansu" else _Kafka()
 
     from kipconsumer.broker import EmbeddedBroker
 
@@ -144,7 +151,7 @@ def start_broker(kind: str) -> Any:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--broker", choices=["mock", "tansu"], default="mock")
+    ap.add_argument("--broker", choices=["kafka", "mock", "tansu"], default="kafka")
     ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=6)

@@ -1,6 +1,7 @@
 """Fairness over a skewed backlog: does one deep partition starve the shallow ones?
 
-    python bench/fairness.py [--broker tansu|mock] [--deep 200000] [--shallow 2000] [--shallow-partitions 7]
+    python bench/fairness.py [--broker kafka|tansu|mock] [--deep 200000] [--shallow 2000]
+        [--shallow-partitions 7]
                              [--max-poll-records 500] [--repeat 3] [--clients a,b,...] [--json OUT]
 
 One topic, partition 0 holds --deep records, partitions 1..N hold --shallow records each (100 B
@@ -341,7 +342,7 @@ def print_table(result: dict[str, Any]) -> None:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--broker", choices=["tansu", "mock"], default="tansu")
+    ap.add_argument("--broker", choices=["kafka", "tansu", "mock"], default="kafka")
     ap.add_argument("--deep", type=int, default=200_000, help="records in partition 0")
     ap.add_argument("--shallow", type=int, default=2_000, help="records in each shallow partition")
     ap.add_argument("--shallow-partitions", type=int, default=7)

@@ -1,6 +1,7 @@
 """Liveness under load: does a member that hogs the GIL get thrown out of its group?
 
-    python bench/liveness.py [--broker tansu|mock] [--session-ms 6000] [--busy-factor 3] [--hold gil|loop]
+    python bench/liveness.py [--broker kafka|tansu|mock] [--session-ms 6000] [--busy-factor 3]
+        [--hold gil|loop]
                              [--repeat 1] [--clients a,b,...] [--json OUT]
 
 For each client library, a 2-member group on one topic (4 partitions), each member in its own process,
@@ -505,7 +506,7 @@ def print_table(result: dict[str, Any]) -> None:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--broker", choices=["tansu", "mock"], default="tansu")
+    ap.add_argument("--broker", choices=["kafka", "tansu", "mock"], default="kafka")
     ap.add_argument("--session-ms", type=int, default=6000)
     ap.add_argument("--busy-factor", type=float, default=3.0, help="busy time in units of session.timeout.ms")
     ap.add_argument("--hold", choices=["gil", "loop"], default="gil")

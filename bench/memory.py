@@ -1,6 +1,7 @@
 """Memory: peak RSS while consuming, and growth while the application stops polling.
 
-    python bench/memory.py [--broker tansu|mock] [--records 1000000] [--partitions 12] [--value-size 100]
+    python bench/memory.py [--broker kafka|tansu|mock] [--records 1000000] [--partitions 12]
+        [--value-size 100]
                            [--stall 60] [--repeat 3] [--clients kipconsumer,confluent-kafka] [--json OUT]
 
 Fills one topic, then runs each client in its own process (assign all partitions from the beginning,
@@ -292,7 +293,7 @@ def print_table(result: dict[str, Any]) -> None:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--broker", choices=["tansu", "mock"], default="tansu")
+    ap.add_argument("--broker", choices=["kafka", "tansu", "mock"], default="kafka")
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--value-size", type=int, default=100)

@@ -1,6 +1,6 @@
 """Profiles a consumer client of bench/workers.py with py-spy and prints the top frames.
 
-    python bench/profile_poll.py [--client kipconsumer-iter] [--broker tansu|mock] [--records 1000000]
+    python bench/profile_poll.py [--client kipconsumer-iter] [--broker kafka|tansu|mock] [--records 1000000]
                             [--partitions 12] [--rate 500] [--native] [--top 25] [--out DIR]
 
 Starts the broker, fills one topic (100 B values), then runs ``py-spy record --format raw`` around one
@@ -160,7 +160,7 @@ def print_top(client: str, res: dict[str, Any]) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--client", default="kipconsumer-iter")
-    ap.add_argument("--broker", choices=["tansu", "mock"], default="tansu")
+    ap.add_argument("--broker", choices=["kafka", "tansu", "mock"], default="kafka")
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--rate", type=int, default=500, help="samples per second")

@@ -1,7 +1,7 @@
 """librdkafka's shared fetch queue against per-partition queues, in plain C (bench/c/queue_layout.c).
 
     python bench/queue_layout.py [--records 3000000] [--partitions 12] [--kbytes 8192] [--repeat 3]
-                                 [--broker tansu|mock] [--modes throughput,pause]
+                                 [--broker kafka|tansu|mock] [--modes throughput,pause]
 
 Issue 19 asks for a first poll after a pause that costs no more than confluent-kafka's, serves
 every partition with data (KIP-41) and holds no more memory during a stall. kipconsumer reads
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Mock, Tansu, start_broker  # noqa: E402
+from _common import start_broker  # noqa: E402
 from run import TOPIC, build_raw_consumer, fill, run_client  # noqa: E402
 
 FIGURES = (
@@ -43,7 +43,7 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--kbytes", type=int, default=8192, help="total prefetch bound (kipconsumer's default)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--broker", choices=["tansu", "mock"], default="tansu")
+    ap.add_argument("--broker", choices=["kafka", "tansu", "mock"], default="kafka")
     ap.add_argument("--modes", default="throughput,pause", help="throughput, pause (10 x 1 s pauses)")
     args = ap.parse_args()
     modes = args.modes.split(",")
@@ -55,7 +55,7 @@ def main() -> int:
         (f"partition x{args.partitions}", "partition", args.kbytes * args.partitions),
     ]
     results: dict[str, list[dict[str, float]]] = {row: [] for row, _, _ in rows}
-    broker: Tansu | Mock = start_broker(args.broker)
+    broker = start_broker(args.broker)
     short = 0
     try:
         broker.create_topic(TOPIC, args.partitions)

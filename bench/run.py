@@ -1,6 +1,6 @@
 """Consumer throughput and poll latency, kipconsumer against its peers, side by side.
 
-    python bench/run.py [--broker tansu|mock] [--records 1000000] [--partitions 12]
+    python bench/run.py [--broker kafka|tansu|mock] [--records 1000000] [--partitions 12]
                         [--value-size 100] [--repeat 3] [--warmup 1] [--clients a,b,...]
 
 Starts the broker (Tansu, an independent Kafka-compatible broker from the PyPI wheel
@@ -37,7 +37,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, Mock, Tansu, fill_partitions  # noqa: E402
+from _common import ROOT, fill_partitions, start_broker  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TOPIC = "bench"
@@ -93,7 +93,7 @@ def results_polls(results: dict[str, list[dict[str, float]]], names: list[str]) 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--broker", choices=["tansu", "mock"], default="tansu")
+    ap.add_argument("--broker", choices=["kafka", "tansu", "mock"], default="kafka")
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--value-size", type=int, default=100)
@@ -127,7 +127,7 @@ def main() -> int:
         if "@" in name and name.split("@", 1)[1] not in baselines:
             ap.error(f"client {name}: no --baseline {name.split('@', 1)[1]}=DIR given")
 
-    broker: Tansu | Mock = Tansu() if args.broker == "tansu" else Mock()
+    broker = start_broker(args.broker)
     results: dict[str, list[dict[str, float]]] = {c: [] for c in clients}
     try:
         broker.create_topic(TOPIC, args.partitions)

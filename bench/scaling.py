@@ -1,6 +1,6 @@
 """Scaling: consumer records/s over partition counts and value sizes.
 
-    python bench/scaling.py [--broker tansu|mock] [--full] [--repeat 3] [--bytes 200000000]
+    python bench/scaling.py [--broker kafka|tansu|mock] [--full] [--repeat 3] [--bytes 200000000]
                             [--clients raw-c,confluent-consume500,kipconsumer-iter,kipconsumer-arrow]
 
 Reduced matrix (default): 1, 12, 96 partitions at 100 B, and 1 KiB, 10 KiB at 12 partitions (5 cells).
@@ -118,7 +118,7 @@ def print_table(result: dict[str, Any]) -> None:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--broker", choices=["tansu", "mock"], default="tansu")
+    ap.add_argument("--broker", choices=["kafka", "tansu", "mock"], default="kafka")
     ap.add_argument("--full", action="store_true", help="all 9 cells instead of the reduced 5")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--max-records", type=int, default=1_000_000)

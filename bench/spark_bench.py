@@ -17,7 +17,7 @@ phases (Spark's ``durationMs``) and, for ``kipkafka``, the executor Python worke
 consumer creation, seek, poll (fetch) and Arrow building (``consumer_cache_stats``); the rest of
 the read job is Spark: task scheduling, worker start, Arrow IPC to the JVM, the sink.
 
-    python bench/spark_bench.py [--broker tansu|mock] [--records N] [--partitions P]
+    python bench/spark_bench.py [--broker kafka|tansu|mock] [--records N] [--partitions P]
                                 [--value-size B] [--repeat R] [--cluster] [--json PATH]
 
 ``--cluster`` runs the same on a Spark standalone cluster (master + 2 workers of 1 core, executors
@@ -169,7 +169,7 @@ def worker_totals(stats_dir: Path) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--broker", choices=("tansu", "mock"), default="tansu")
+    ap.add_argument("--broker", choices=("kafka", "tansu", "mock"), default="kafka")
     ap.add_argument("--records", type=int, default=1_200_000)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--value-size", type=int, default=32)
@@ -190,7 +190,7 @@ def main() -> int:
     cluster = None
     with start_broker(args.broker) as broker:
         servers = broker.bootstrap
-        broker_pid = broker.proc.pid if hasattr(broker, "proc") else None  # Tansu: its own process
+        broker_pid = getattr(broker, "pid", None) or (broker.proc.pid if hasattr(broker, "proc") else None)
         broker.create_topic(topic, args.partitions)
         per = [args.records // args.partitions + (1 if i < args.records % args.partitions else 0)
                for i in range(args.partitions)]

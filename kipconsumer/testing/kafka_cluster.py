@@ -267,6 +267,11 @@ class KafkaCluster:
         """The log file of node ``node_id`` (its JVM's stdout and stderr); it stays after :meth:`stop`."""
         return self._node(node_id, started=self._state == "new").log_path
 
+    def pid(self, node_id: int) -> int | None:
+        """The process id of node ``node_id``'s JVM while it runs (for CPU accounting), else None."""
+        node = self._node(node_id)
+        return node.proc.pid if node.running() and node.proc is not None else None
+
     def port(self, node_id: int) -> int:
         """The PLAINTEXT port of node ``node_id``."""
         return self._node(node_id).port
