@@ -34,6 +34,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
+from kipconsumer import _fork
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
 from kipconsumer.consumer import KafkaConsumer, RebalanceListener
@@ -164,6 +165,14 @@ class AsyncKafkaConsumer:
         self._batch: ConsumerRecords | list[ConsumerRecord] | None = None  # being handed out by ``async for``
         self._batch_next = 0
         self._last_yield = 0.0  # loop.time() when poll() last let the loop run other tasks
+        _fork.register(self)
+
+    def _mark_foreign(self, pid: int) -> None:
+        """In a child made by ``fork()``: the reader on the parent's loop is dropped, not removed (the
+        epoll instance is shared with the parent); calls raise ``IllegalStateError`` (the sync
+        consumer is foreign too)."""
+        self._waiter = None
+        self._batch = None
 
     # -- the loop's reader ---------------------------------------------------------------------
     def _fd_waiter(self) -> _FdWaiter:
@@ -413,6 +422,18 @@ class AsyncKafkaProducer:
         self._backlog: collections.deque[_Send] = collections.deque()  # sends waiting to be enqueued
         self._backlog_task: asyncio.Task[None] | None = None
         self._loop_closed_warned = False
+        self._foreign_pid: int | None = None  # set in a child made by fork()
+        _fork.register(self)
+
+    def _mark_foreign(self, pid: int) -> None:
+        """In a child made by ``fork()``: every later call raises ``IllegalStateError`` (the sync producer
+        is foreign too); what the parent had queued is its own business."""
+        self._core = _fork.ForeignHandle("AsyncKafkaProducer", pid)  # type: ignore[assignment]
+        self._foreign_pid = pid
+        self._loop = None
+        self._reports = collections.deque()
+        self._backlog = collections.deque()
+        self._backlog_task = None
 
     @property
     def producer(self) -> KafkaProducer:
@@ -545,7 +566,10 @@ class AsyncKafkaProducer:
 
     async def close(self, timeout: float | None = None) -> None:
         """Flushes for at most ``timeout`` (None: ``delivery.timeout.ms`` + 1 s), then closes the
-        producer as ``KafkaProducer.close``: what is still pending fails; every future is done."""
+        producer as ``KafkaProducer.close``: what is still pending fails; every future is done.
+        ``IllegalStateError`` in a child made by ``fork()`` (the producer is the parent's)."""
+        if self._foreign_pid is not None:
+            raise _fork.foreign_error("AsyncKafkaProducer", self._foreign_pid)
         if self._producer.closed:
             return
         secs = timeout_seconds(timeout, self._producer._settings.delivery_timeout_ms + 1000)

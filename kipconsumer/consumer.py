@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
+from kipconsumer import _fork
 from kipconsumer._consumer import NativeConsumer
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
@@ -164,6 +165,19 @@ class KafkaConsumer:
         self._method = ""
         self._closer: int | None = None
         self._close_after: float | None = None
+        _fork.register(self)
+
+    def _mark_foreign(self, pid: int) -> None:
+        """In a child made by ``fork()``: every later call raises ``IllegalStateError``; the inherited
+        librdkafka handle (and the prefetch thread's state) is leaked, never closed here
+        (kipconsumer._fork)."""
+        native = self._native
+        self._native = _fork.ForeignHandle("KafkaConsumer", pid)  # type: ignore[assignment]
+        _fork.leak(native)
+        # the locks may have been held by a thread of the parent, which does not exist here
+        self._lock = threading.RLock()
+        self._guard = threading.Condition(self._lock)
+        self._owner, self._depth, self._method, self._closer, self._close_after = None, 0, "", None, None
 
     # -- thread contract ---------------------------------------------------------------
     def _enter(self, method: str) -> None:
@@ -183,7 +197,12 @@ class KafkaConsumer:
                                         f"consumer.")
             self._owner, self._depth, self._method = me, 1, method
         # the native buffer is this thread's until the call returns (the prefetch thread waits)
-        self._native.hold()
+        try:
+            self._native.hold()
+        except BaseException:  # a consumer inherited through fork(): IllegalStateError
+            with self._lock:
+                self._owner, self._depth = None, 0
+            raise
 
     def _leave(self) -> None:
         with self._lock:

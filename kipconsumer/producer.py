@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
-from kipconsumer import _loader
+from kipconsumer import _fork, _loader
 
 _loader.load()
 
@@ -111,6 +111,16 @@ class KafkaProducer:
             # applied natively), which saves a Python frame per record. Subclasses that override
             # send() keep their own.
             self.__dict__["send"] = self._core.send
+        _fork.register(self)
+
+    def _mark_foreign(self, pid: int) -> None:
+        """In a child made by ``fork()``: every later call raises ``IllegalStateError``; the inherited
+        librdkafka handle is leaked, never flushed or destroyed here (kipconsumer._fork)."""
+        core = self._core
+        self._core = _fork.ForeignHandle("KafkaProducer", pid)  # type: ignore[assignment]
+        self.__dict__.pop("send", None)
+        self._finalizer.detach()
+        _fork.leak(core)
 
     # -- sending ---------------------------------------------------------------------------------
     def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
