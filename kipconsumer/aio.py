@@ -57,17 +57,23 @@ _in_rebalance: contextvars.ContextVar[bool] = contextvars.ContextVar("kipconsume
 
 
 def _run_listener_coroutine(awaitable: Awaitable[Any], name: str) -> None:
-    """Runs a listener's coroutine to completion without the loop, or raises IllegalStateError."""
+    """Runs a listener's coroutine to completion without the loop, or raises IllegalStateError (also
+    when closing the coroutine raises: that exception is its ``__cause__``, never a replacement)."""
     steps = awaitable.__await__()
     try:
         waited_for = steps.send(None)
     except StopIteration:
         return
-    steps.close()
-    raise IllegalStateError(
+    error = IllegalStateError(
         f"async rebalance listener {name}() awaited {waited_for!r}, which needs the event loop to run; "
         f"inside a rebalance a listener may only await kipconsumer's own commit(), flush() and send() "
         f"(they complete synchronously there). Start other work with asyncio.create_task() instead.")
+    try:
+        steps.close()  # runs the coroutine's except/finally blocks
+    except BaseException as exc:  # what they raised must not replace the error above
+        raise IllegalStateError(f"{error} Closing the coroutine then raised {type(exc).__name__}: {exc}") \
+            from exc
+    raise error
 
 
 class _ListenerOnLoop:

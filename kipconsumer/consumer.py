@@ -65,8 +65,8 @@ def _as_tp(obj: object, arg: str) -> TopicPartition:
 
 
 def _tp_list(objs: Iterable[object], arg: str) -> list[TopicPartition]:
-    if isinstance(objs, (str, bytes, TopicPartition)):
-        raise TypeError(f"{arg} must be a list of TopicPartition, got {type(objs).__name__}")
+    if isinstance(objs, (str, bytes, TopicPartition)) or not isinstance(objs, Iterable):
+        raise TypeError(f"{arg} must be a list of TopicPartition, got {type(objs).__name__}: {objs!r}")
     return [_as_tp(o, arg) for o in objs]
 
 
@@ -374,6 +374,8 @@ class KafkaConsumer:
             self._native.seek(tp, int(high), timeout)
 
     def _targets(self, partitions: Iterable[TopicPartition] | None) -> list[TopicPartition]:
+        if self._native.closed:  # else "all assigned" of a closed consumer is none: a silent no-op
+            raise IllegalStateError("This consumer has already been closed.")
         return sorted(self.assignment()) if partitions is None else _tp_list(partitions, "partitions")
 
     @_owned

@@ -39,6 +39,8 @@ from kipconsumer.structs import (  # noqa: E402
 
 __all__ = ["KafkaProducer", "DeliveryCallback", "Headers", "InvalidTopicError"]
 
+_INT64_MAX = 2**63 - 1
+
 #: ``callback(metadata, exception)``: exactly one of the two is None.
 DeliveryCallback = Callable[[RecordMetadata | None, Exception | None], object]
 #: Record headers: ``[(name, value), ...]`` or ``{name: value}``; values bytes, str or None.
@@ -205,17 +207,24 @@ class KafkaProducer:
         coordinator refuses offsets of a member whose generation is stale (KIP-447).
 
         Raises ``TransactionAbortableError`` (abort, then retry the transaction), ``KafkaTimeoutError``
-        after ``timeout`` (None: ``max.block.ms``; call it again), ``ProducerFencedError``."""
+        after ``timeout`` (None: ``max.block.ms``; call it again), ``ProducerFencedError``. Invalid
+        arguments raise at once, before anything is sent: ``TypeError`` (``offsets`` not a mapping,
+        a key not a TopicPartition), ``ValueError`` naming the partition (an offset not an int in
+        0..2**63-1)."""
         if not isinstance(group_metadata, ConsumerGroupMetadata):
             raise TypeError("group_metadata must come from KafkaConsumer.group_metadata(), not "
                             f"{type(group_metadata).__name__}")
+        if not isinstance(offsets, Mapping):
+            raise TypeError("offsets must be a dict of TopicPartition -> OffsetAndMetadata or int, got "
+                            f"{type(offsets).__name__}")
         triples = []
         for tp, om in offsets.items():
             if not isinstance(tp, tuple) or len(tp) != 2:
                 raise TypeError(f"offsets keys must be TopicPartition, got {tp!r}")
             off = om.offset if isinstance(om, OffsetAndMetadata) else om
-            if isinstance(off, bool) or not isinstance(off, int) or off < 0:
-                raise ValueError(f"offsets[{tp}]: the next offset to consume must be an int >= 0, got {om!r}")
+            if isinstance(off, bool) or not isinstance(off, int) or not 0 <= off <= _INT64_MAX:
+                raise ValueError(f"offsets[{tp}]: the next offset to consume must be an int in "
+                                 f"0..{_INT64_MAX}, got {om!r}")
             triples.append((tp[0], int(tp[1]), off))
         self._txn("send_offsets", timeout, triples, group_metadata.serialized)
 
