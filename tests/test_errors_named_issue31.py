@@ -9,16 +9,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kc_testing import Tansu
 
 from kipconsumer import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kipconsumer.aio import AsyncKafkaConsumer
 from kipconsumer.broker import EmbeddedBroker
-from kipconsumer.errors import ConfigError, IllegalStateError
+from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError, ProducerFencedError
 from kipconsumer.streams import Pipeline
 from kipconsumer.structs import ConsumerGroupMetadata
 
 SECRET = "S3cr3t-MARKER-\udcff-tail"
 NOWHERE = "127.0.0.1:1"
+FENCED_CODES = ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
 
 
 # -- send_offsets_to_transaction arguments ----------------------------------------------------------------
@@ -120,3 +122,45 @@ def test_async_revoke_listener_cleanup_does_not_replace_the_error(
         assert c.closed
 
     asyncio.run(main())
+
+
+# -- fencing --------------------------------------------------------------------------------------------
+def _fenced_commit(servers: str, topic: str) -> None:
+    txid = f"fence-{uuid.uuid4().hex[:8]}"
+    old = KafkaProducer({"bootstrap.servers": servers, "transactional.id": txid})
+    try:
+        old.init_transactions(30)
+        old.begin_transaction()
+        first = old.send(topic, b"before the fence")
+        first.result(30)
+        with KafkaProducer({"bootstrap.servers": servers, "transactional.id": txid}) as new:
+            new.init_transactions(30)
+            try:
+                old.send(topic, b"after the fence").result(30)
+            except KafkaError as exc:  # the old epoch's produce request is refused
+                assert isinstance(exc, ProducerFencedError) or exc.code not in FENCED_CODES, exc
+            with pytest.raises(ProducerFencedError):
+                old.commit_transaction(30)
+            new.close(10)
+    finally:
+        old.close(0)
+
+
+@pytest.mark.interop
+def test_fenced_producer_gets_producer_fenced_error_on_tansu(tansu: Tansu) -> None:
+    _fenced_commit(tansu.bootstrap, tansu.create_topic(1))
+
+
+try:  # the plugin provides the fixture; a module-level one would shadow it
+    import kipconsumer.testing.pytest_plugin  # type: ignore[import-not-found]  # noqa: F401
+except ImportError:
+    @pytest.fixture
+    def kafka_cluster() -> Any:
+        pytest.skip("needs real Kafka")
+
+
+@pytest.mark.kafka
+def test_fenced_producer_gets_producer_fenced_error_on_kafka(kafka_cluster: Any) -> None:
+    topic = f"fence-{uuid.uuid4().hex[:8]}"
+    kafka_cluster.create_topic(topic, partitions=1, replication_factor=1)
+    _fenced_commit(kafka_cluster.bootstrap_servers, topic)
