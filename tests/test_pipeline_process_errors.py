@@ -20,7 +20,7 @@ from txn_log import read_committed_log
 
 from kipconsumer import ConsumerRecord, KafkaConsumer, KafkaProducer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
-from kipconsumer.errors import ProcessingError
+from kipconsumer.errors import KafkaError, ProcessingError
 from kipconsumer.streams import Output, Pipeline
 
 BAD = 5
@@ -146,6 +146,62 @@ def test_exactly_once_bad_record_committed_offset_on_tansu(tansu: Tansu) -> None
     log = read_committed_log(tansu.bootstrap, sink, 1)
     committed = [v for pl in log.values() for _, _, v in pl.committed]
     assert committed == [b"out-%d" % i for i in range(N)]
+
+
+def _two_outputs(record: ConsumerRecord) -> list[Output]:
+    if record.offset == BAD:
+        return [(None, b"first-of-5"), (None, b"second-of-5")]
+    return [(record.key, b"out-%d" % record.offset)]
+
+
+def _fail_second_output_of_bad(pipe: Pipeline) -> None:
+    """The producer's send() fails (not a timeout) for record 5's second output, after its first."""
+    real = pipe.producer.send
+
+    def send(topic: str, value: Any = None, key: Any = None, partition: Any = None) -> Any:
+        if value == b"second-of-5":
+            raise KafkaError("injected: the second output of record 5 cannot be sent", code="_INJECTED")
+        return real(topic, value=value, key=key, partition=partition)
+
+    pipe.producer.send = send  # type: ignore[method-assign]
+
+
+def _run_with_failing_send(conf: dict[str, Any], src: str, sink: str) -> Pipeline:
+    pipe = Pipeline(conf, src, _two_outputs, sink)
+    _fail_second_output_of_bad(pipe)
+    try:
+        with pytest.raises(KafkaError, match="injected"):
+            pipe.run(timeout=30)
+    finally:
+        pipe.close(10)
+    return pipe
+
+
+def test_exactly_once_send_failing_mid_record_aborts_the_transaction(broker: EmbeddedBroker) -> None:
+    """Part of record 5's outputs is in the transaction when a send fails: it is aborted, not left for
+    close() to commit (the mock shows the abort in the metrics; Tansu below shows the log)."""
+    src, sink, group = (f"{p}-{uuid.uuid4().hex[:8]}" for p in ("src", "sink", "grp"))
+    broker.create_topic(src, 1)
+    broker.create_topic(sink, 1)
+    _produce(broker.bootstrap_servers, src)
+    conf = {"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+            "processing.guarantee": "exactly_once_v2"}
+    m = _run_with_failing_send(conf, src, sink).metrics()
+    assert m["transactions_aborted"] == 1 and m["transactions_committed"] == 0
+
+
+@pytest.mark.interop
+def test_exactly_once_send_failing_mid_record_is_never_committed_on_tansu(tansu: Tansu) -> None:
+    src, sink, group = tansu.create_topic(1), tansu.create_topic(1), f"grp-{uuid.uuid4().hex[:8]}"
+    _produce(tansu.bootstrap, src)
+    conf = {"bootstrap.servers": tansu.bootstrap, "group.id": group,
+            "processing.guarantee": "exactly_once_v2", "transactional.id": f"{group}-t"}
+    m = _run_with_failing_send(conf, src, sink).metrics()
+    assert m["transactions_aborted"] == 1
+    committed_offset = _committed(tansu.bootstrap, group, src)
+    assert committed_offset is None or committed_offset <= BAD
+    log = read_committed_log(tansu.bootstrap, sink, 1)
+    assert b"first-of-5" not in [v for pl in log.values() for _, _, v in pl.committed]
 
 
 # -- real Kafka (run by the kafka_cluster fixture of kipconsumer.testing) --------------------------------
