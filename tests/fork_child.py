@@ -100,8 +100,10 @@ def sync_main() -> None:
         c = KafkaConsumer(consumer_config())
         c.assign([TP])
         deadline = time.monotonic() + 10
-        while not c.poll(0.2) and time.monotonic() < deadline:
-            pass
+        batch = c.poll(0.2)  # kept alive through the fork: the child frees its copy at exit
+        while not batch and time.monotonic() < deadline:
+            batch = c.poll(0.2)
+        assert batch, "no record before the fork"
         pid = fork()
         if pid == 0:
             ok = all([expect_foreign("poll", lambda: c.poll(0.1)),
