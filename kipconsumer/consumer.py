@@ -138,6 +138,10 @@ class KafkaConsumer:
     ``commit_async()`` callbacks run on the calling thread, inside ``poll()`` (or ``close()``,
     ``unsubscribe()``), and may call any method but ``poll()``, ``subscribe()``, ``unsubscribe()``,
     ``assign()`` and ``close()``, which raise ``IllegalStateError`` there.
+
+    Not inherited through ``os.fork()``: in a child process every call (``close()`` included) raises
+    ``IllegalStateError`` naming the process that created it, and the child leaves it alone
+    (docs/producer.md).
     """
 
     def __init__(self, config: Mapping[str, object]) -> None:
@@ -359,7 +363,8 @@ class KafkaConsumer:
 
     @_owned
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        """Seeks each partition (default: all assigned) to its first available offset."""
+        """Seeks each partition (default: all assigned) to its first available offset.
+        ``IllegalStateError`` after ``close()`` (also with the default: it never does nothing silently)."""
         timeout = self._api_timeout(None)
         for tp in self._targets(partitions):
             low, _ = self._native.watermarks(tp.topic, tp.partition, timeout)
@@ -367,7 +372,8 @@ class KafkaConsumer:
 
     @_owned
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        """Seeks each partition (default: all assigned) to its end (next produced record)."""
+        """Seeks each partition (default: all assigned) to its end (next produced record).
+        ``IllegalStateError`` after ``close()`` (also with the default: it never does nothing silently)."""
         timeout = self._api_timeout(None)
         for tp in self._targets(partitions):
             _, high = self._native.watermarks(tp.topic, tp.partition, timeout)
@@ -422,7 +428,8 @@ class KafkaConsumer:
     # -- flow control ----------------------------------------------------------------
     @_owned
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
-        """Stops returning (and fetching) records of ``partitions``; buffered ones are kept."""
+        """Stops returning (and fetching) records of ``partitions``; buffered ones are kept. ``partitions``
+        must be an iterable of TopicPartition (``TypeError`` naming the argument otherwise, e.g. None)."""
         self._native.pause(_tp_list(partitions, "partitions"))
 
     @_owned

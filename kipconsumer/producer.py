@@ -94,6 +94,11 @@ class KafkaProducer:
     Use it as a context manager or call :meth:`close`; a producer that is garbage-collected
     (or still open at interpreter exit) is closed with timeout 0: records not yet acknowledged
     then fail with ``KafkaError`` (``_PURGE_QUEUE`` / ``_PURGE_INFLIGHT``).
+
+    Not inherited through ``os.fork()``: in a child process every call (``close()`` included) raises
+    ``IllegalStateError`` naming the process that created it; the child never flushes nor destroys it
+    (docs/producer.md, "fork()"). A fenced transactional producer always gets ``ProducerFencedError``
+    (from transactional calls and from the futures of records the broker refused for it).
     """
 
     def __init__(self, config: Mapping[str, object], *, key_serializer: Serializer | None = None,
