@@ -93,6 +93,7 @@ cdef extern from "producer_core.h" nogil:
 cdef struct _BatchCtx:
     # what the delivery callback needs of its producer, without the GIL until it completes futures
     int delivery_timeout_ms
+    bint transactional  # a delivery refused for an old producer epoch means: fenced
     int64_t callback_errors
     int64_t work_us
 

@@ -311,7 +311,8 @@ cdef inline str _errstr(int err):
     return rd_kafka_err2str(<rd_kafka_resp_err_t>err).decode("utf-8", "replace")
 
 
-cdef object _delivery_error(kc_producer_dr_t *it, str topic, dict expiries, int delivery_timeout_ms):
+cdef object _delivery_error(kc_producer_dr_t *it, str topic, dict expiries, int delivery_timeout_ms,
+                            bint transactional):
     cdef str name = _errname(it.err)
     cdef str detail = it.errstr.decode("utf-8", "replace") if it.errstr != NULL else _errstr(it.err)
     if _is_timeout(it.err):
@@ -326,6 +327,10 @@ cdef object _delivery_error(kc_producer_dr_t *it, str topic, dict expiries, int 
         return KafkaError(
             f"Record for {topic}-{it.partition} was {where} and not acknowledged when the producer "
             f"was closed: purged ({detail})", code=name, retriable=False)
+    if name == "_FENCED" or name == "PRODUCER_FENCED" or (transactional and name in _FENCED_NAMES):
+        return ProducerFencedError(
+            f"Delivery to {topic}-{it.partition} failed: {name}: {detail}. Another producer with the same "
+            f"transactional.id took over; this producer can only be closed.", code=name)
     return KafkaError(f"Delivery to {topic}-{it.partition} failed: {name}: {detail}", code=name)
 
 
@@ -403,7 +408,7 @@ cdef void _on_batch(void *ctxp, kc_producer_dr_t *items, size_t n) noexcept with
                 fut.timestamp = it.timestamp
                 fut.md_pending = True
             else:
-                exc = _delivery_error(it, topic, expiries, ctx.delivery_timeout_ms)
+                exc = _delivery_error(it, topic, expiries, ctx.delivery_timeout_ms, ctx.transactional)
         except BaseException as e:  # never leave a future pending
             fut.md_pending = False
             exc = KafkaError(f"could not build the delivery result: {e!r}")
@@ -472,6 +477,7 @@ cdef class ProducerCore:
         self.ctx = <_BatchCtx *>malloc(sizeof(_BatchCtx))
         memset(self.ctx, 0, sizeof(_BatchCtx))
         self.ctx.delivery_timeout_ms = delivery_timeout_ms
+        self.ctx.transactional = bool(rdkafka.get("transactional.id"))
         r = kc_producer_start(self.p, _on_batch, self.ctx)
         if r != 0:
             with nogil:
@@ -1139,10 +1145,12 @@ cdef object _txn_error(rd_kafka_error_t *error, str op, double timeout_s):
     cdef bint retriable = rd_kafka_error_is_retriable(error)
     rd_kafka_error_destroy(error)
     what = f"{op} transaction failed: {name}: {msg}"
+    # fenced, whether librdkafka flags it fatal or (seen when the epoch is bumped meanwhile) abortable,
+    # or reports it as _FATAL after the fact: fatal for this producer in every case
+    if name in _FENCED_NAMES or (fatal and "fenced" in msg.lower()):
+        return ProducerFencedError(f"{what}. Another producer with the same transactional.id took over; "
+                                   f"this producer can only be closed.", code=name)
     if fatal:
-        if name in _FENCED_NAMES:
-            return ProducerFencedError(f"{what}. Another producer with the same transactional.id took over; "
-                                       f"this producer can only be closed.", code=name)
         return KafkaError(f"{what}. The error is fatal: close this producer and create a new one.",
                           code=name)
     if abortable:

@@ -34,6 +34,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
+from kipconsumer import _fork
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
 from kipconsumer.consumer import KafkaConsumer, RebalanceListener
@@ -56,17 +57,23 @@ _in_rebalance: contextvars.ContextVar[bool] = contextvars.ContextVar("kipconsume
 
 
 def _run_listener_coroutine(awaitable: Awaitable[Any], name: str) -> None:
-    """Runs a listener's coroutine to completion without the loop, or raises IllegalStateError."""
+    """Runs a listener's coroutine to completion without the loop, or raises IllegalStateError (also
+    when closing the coroutine raises: that exception is its ``__cause__``, never a replacement)."""
     steps = awaitable.__await__()
     try:
         waited_for = steps.send(None)
     except StopIteration:
         return
-    steps.close()
-    raise IllegalStateError(
+    error = IllegalStateError(
         f"async rebalance listener {name}() awaited {waited_for!r}, which needs the event loop to run; "
         f"inside a rebalance a listener may only await kipconsumer's own commit(), flush() and send() "
         f"(they complete synchronously there). Start other work with asyncio.create_task() instead.")
+    try:
+        steps.close()  # runs the coroutine's except/finally blocks
+    except BaseException as exc:  # what they raised must not replace the error above
+        raise IllegalStateError(f"{error} Closing the coroutine then raised {type(exc).__name__}: {exc}") \
+            from exc
+    raise error
 
 
 class _ListenerOnLoop:
@@ -164,6 +171,14 @@ class AsyncKafkaConsumer:
         self._batch: ConsumerRecords | list[ConsumerRecord] | None = None  # being handed out by ``async for``
         self._batch_next = 0
         self._last_yield = 0.0  # loop.time() when poll() last let the loop run other tasks
+        _fork.register(self)
+
+    def _mark_foreign(self, pid: int) -> None:
+        """In a child made by ``fork()``: the reader on the parent's loop is dropped, not removed (the
+        epoll instance is shared with the parent); calls raise ``IllegalStateError`` (the sync
+        consumer is foreign too)."""
+        self._waiter = None
+        self._batch = None
 
     # -- the loop's reader ---------------------------------------------------------------------
     def _fd_waiter(self) -> _FdWaiter:
@@ -393,8 +408,13 @@ class AsyncKafkaProducer:
     Same ``config`` and KIP-19 bounds as ``KafkaProducer``. ``send()`` returns an asyncio future of
     the record's :class:`RecordMetadata` (``md = await p.send(...)``); every future resolves,
     with the delivery error as exception if the record failed. Cancelling an awaiter does not
-    unsend its record: its delivery is still reported to the producer's metrics. Use it from one
-    event loop.
+    unsend its record: its delivery is still reported to the producer's metrics.
+
+    One loop at a time: a loop that calls ``send()``, ``flush()`` or ``close()`` while another loop
+    that used the producer is running gets ``IllegalStateError``. A loop may take over from one that
+    ended (``asyncio.run()`` after ``asyncio.run()``): it carries on what the old one left (sends
+    waiting for metadata or buffer space are enqueued, delivery reports handed over), so ``flush()``
+    and ``close()`` never wait for work no loop would do.
     """
 
     def __init__(self, config: Mapping[str, object], *, key_serializer: Callable[[Any], Any] | None = None,
@@ -413,6 +433,18 @@ class AsyncKafkaProducer:
         self._backlog: collections.deque[_Send] = collections.deque()  # sends waiting to be enqueued
         self._backlog_task: asyncio.Task[None] | None = None
         self._loop_closed_warned = False
+        self._foreign_pid: int | None = None  # set in a child made by fork()
+        _fork.register(self)
+
+    def _mark_foreign(self, pid: int) -> None:
+        """In a child made by ``fork()``: every later call raises ``IllegalStateError`` (the sync producer
+        is foreign too); what the parent had queued is its own business."""
+        self._core = _fork.ForeignHandle("AsyncKafkaProducer", pid)  # type: ignore[assignment]
+        self._foreign_pid = pid
+        self._loop = None
+        self._reports = collections.deque()
+        self._backlog = collections.deque()
+        self._backlog_task = None
 
     @property
     def producer(self) -> KafkaProducer:
@@ -433,9 +465,9 @@ class AsyncKafkaProducer:
                 self._drain_scheduled = False
                 if not self._loop_closed_warned:
                     self._loop_closed_warned = True
-                    warnings.warn("AsyncKafkaProducer: its event loop was closed before the producer; "
-                                  "delivery reports can no longer complete futures (close the producer "
-                                  "before the loop)", RuntimeWarning, stacklevel=1)
+                    warnings.warn("AsyncKafkaProducer: its event loop was closed before the producer; its "
+                                  "delivery reports wait for the next loop that uses the producer (close "
+                                  "the producer before the loop)", RuntimeWarning, stacklevel=1)
 
     def _drain_reports(self) -> None:
         self._drain_scheduled = False
@@ -444,11 +476,40 @@ class AsyncKafkaProducer:
             fut, md, exc = reports.popleft()
             if fut.done():  # the awaiter was cancelled: nothing to hand over
                 continue
-            if exc is not None:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(md)
+            try:
+                if exc is not None:
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(md)
+            except RuntimeError:  # a future of a closed loop with done-callbacks: no one can run them
+                pass
         self._deliveries.wake_all()
+
+    def _bind_loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop, which becomes the producer's. The producer belongs to one loop at a time:
+        while another loop that used it runs (in another thread), raises ``IllegalStateError``. A loop
+        taking over from one that is no longer running carries on what that one left: its delivery
+        reports are handed over at once (their futures belong to the old loop), its sends still
+        waiting to be enqueued are enqueued by this loop, in order."""
+        loop = asyncio.get_running_loop()
+        old = self._loop
+        if old is loop:
+            return loop
+        if self._foreign_pid is not None:
+            raise _fork.foreign_error("AsyncKafkaProducer", self._foreign_pid)
+        if old is not None and not old.is_closed() and old.is_running():
+            raise IllegalStateError(
+                f"AsyncKafkaProducer is in use by another running event loop ({old!r}); it belongs to one "
+                f"loop at a time: use it from that loop (asyncio.run_coroutine_threadsafe) or give each "
+                f"loop its own producer")
+        self._loop = loop
+        self._deliveries = _Wakeups()  # waiters of the old loop are gone with it
+        if self._reports:
+            self._drain_reports()
+        task = self._backlog_task
+        if self._backlog and (task is None or task.done() or task.get_loop() is not loop):
+            self._backlog_task = loop.create_task(self._send_backlog())
+        return loop
 
     # -- sending ----------------------------------------------------------------------------------
     def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
@@ -459,9 +520,7 @@ class AsyncKafkaProducer:
         enqueued at once (first send to a topic: metadata; buffer full), it waits without blocking
         the loop, at most ``max.block.ms``, and the future fails with ``KafkaTimeoutError`` after
         that; records sent later are enqueued after it (order is kept)."""
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:
-            self._loop = loop
+        loop = self._bind_loop()
         if self._key_serializer is not None and key is not None:
             key = self._key_serializer(key)
         if self._value_serializer is not None and value is not None:
@@ -497,9 +556,12 @@ class AsyncKafkaProducer:
                     left = deadline - loop.time()
                     if left <= 0:
                         if not fut.done():
-                            fut.set_exception(KafkaTimeoutError(
-                                f"send() to topic {topic!r} could not be enqueued within max.block.ms="
-                                f"{self._max_block_s * 1000:.0f} ms: {e}", code=e.code))
+                            try:
+                                fut.set_exception(KafkaTimeoutError(
+                                    f"send() to topic {topic!r} could not be enqueued within max.block.ms="
+                                    f"{self._max_block_s * 1000:.0f} ms: {e}", code=e.code))
+                            except RuntimeError:  # a future of a closed loop (see _bind_loop)
+                                pass
                         break
                     if e.code == "_QUEUE_FULL":  # deliveries free buffer space
                         await self._deliveries.wait(min(left, 0.02))
@@ -511,9 +573,14 @@ class AsyncKafkaProducer:
                             await asyncio.wait_for(asyncio.shield(lookup), left)
                         except (asyncio.TimeoutError, KafkaTimeoutError):
                             pass  # the next attempt reports the timeout, or succeeds
+                except asyncio.CancelledError:
+                    raise  # the loop is shutting down: the record stays first, for the next loop
                 except BaseException as e:
                     if not fut.done():
-                        fut.set_exception(e)
+                        try:
+                            fut.set_exception(e)
+                        except RuntimeError:  # a future of a closed loop (see _bind_loop)
+                            pass
                     if not isinstance(e, Exception):
                         raise
                     break
@@ -531,9 +598,11 @@ class AsyncKafkaProducer:
             self._producer.flush(timeout)
             return
         secs = math.inf if timeout is None else timeout_seconds(timeout, 0)
-        loop = asyncio.get_running_loop()
+        loop = self._bind_loop()
         deadline = loop.time() + secs
         while True:
+            if self._reports:  # e.g. queued while the old loop closed (its drain never ran)
+                self._drain_reports()
             left_records = self._core.flush(0.0) + len(self._backlog)
             if left_records == 0 and not self._reports:
                 return
@@ -545,11 +614,14 @@ class AsyncKafkaProducer:
 
     async def close(self, timeout: float | None = None) -> None:
         """Flushes for at most ``timeout`` (None: ``delivery.timeout.ms`` + 1 s), then closes the
-        producer as ``KafkaProducer.close``: what is still pending fails; every future is done."""
+        producer as ``KafkaProducer.close``: what is still pending fails; every future is done.
+        ``IllegalStateError`` in a child made by ``fork()`` (the producer is the parent's)."""
+        if self._foreign_pid is not None:
+            raise _fork.foreign_error("AsyncKafkaProducer", self._foreign_pid)
         if self._producer.closed:
             return
         secs = timeout_seconds(timeout, self._producer._settings.delivery_timeout_ms + 1000)
-        loop = asyncio.get_running_loop()
+        loop = self._bind_loop()
         deadline = loop.time() + secs
         try:
             await self.flush(secs)

@@ -689,6 +689,12 @@ def _checked_passthrough(key: str, raw: object, forced: Mapping[str, str]) -> st
     if key in forced and value.strip().lower() != forced[key]:
         raise ConfigError(f"{_show(key, raw)} is not allowed: kipconsumer manages {key!r} "
                           f"(it must be {forced[key]})")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # e.g. a lone surrogate; never show (part of) a secret
+        shown = "" if is_secret(key) else f" ({raw!r})"
+        raise ConfigError(f"config {key!r}: the value cannot be encoded to UTF-8 ({exc.reason}){shown}: "
+                          "librdkafka takes UTF-8 text") from None
     check = _librdkafka_check()
     error = check(key, value) if check is not None else None
     if error is not None:

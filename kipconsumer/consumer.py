@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
+from kipconsumer import _fork
 from kipconsumer._consumer import NativeConsumer
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
@@ -64,8 +65,8 @@ def _as_tp(obj: object, arg: str) -> TopicPartition:
 
 
 def _tp_list(objs: Iterable[object], arg: str) -> list[TopicPartition]:
-    if isinstance(objs, (str, bytes, TopicPartition)):
-        raise TypeError(f"{arg} must be a list of TopicPartition, got {type(objs).__name__}")
+    if isinstance(objs, (str, bytes, TopicPartition)) or not isinstance(objs, Iterable):
+        raise TypeError(f"{arg} must be a list of TopicPartition, got {type(objs).__name__}: {objs!r}")
     return [_as_tp(o, arg) for o in objs]
 
 
@@ -137,6 +138,10 @@ class KafkaConsumer:
     ``commit_async()`` callbacks run on the calling thread, inside ``poll()`` (or ``close()``,
     ``unsubscribe()``), and may call any method but ``poll()``, ``subscribe()``, ``unsubscribe()``,
     ``assign()`` and ``close()``, which raise ``IllegalStateError`` there.
+
+    Not inherited through ``os.fork()``: in a child process every call (``close()`` included) raises
+    ``IllegalStateError`` naming the process that created it, and the child leaves it alone
+    (docs/producer.md).
     """
 
     def __init__(self, config: Mapping[str, object]) -> None:
@@ -164,6 +169,19 @@ class KafkaConsumer:
         self._method = ""
         self._closer: int | None = None
         self._close_after: float | None = None
+        _fork.register(self)
+
+    def _mark_foreign(self, pid: int) -> None:
+        """In a child made by ``fork()``: every later call raises ``IllegalStateError``; the inherited
+        librdkafka handle (and the prefetch thread's state) is leaked, never closed here
+        (kipconsumer._fork)."""
+        native = self._native
+        self._native = _fork.ForeignHandle("KafkaConsumer", pid)  # type: ignore[assignment]
+        _fork.leak(native)
+        # the locks may have been held by a thread of the parent, which does not exist here
+        self._lock = threading.RLock()
+        self._guard = threading.Condition(self._lock)
+        self._owner, self._depth, self._method, self._closer, self._close_after = None, 0, "", None, None
 
     # -- thread contract ---------------------------------------------------------------
     def _enter(self, method: str) -> None:
@@ -183,7 +201,12 @@ class KafkaConsumer:
                                         f"consumer.")
             self._owner, self._depth, self._method = me, 1, method
         # the native buffer is this thread's until the call returns (the prefetch thread waits)
-        self._native.hold()
+        try:
+            self._native.hold()
+        except BaseException:  # a consumer inherited through fork(): IllegalStateError
+            with self._lock:
+                self._owner, self._depth = None, 0
+            raise
 
     def _leave(self) -> None:
         with self._lock:
@@ -340,7 +363,8 @@ class KafkaConsumer:
 
     @_owned
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        """Seeks each partition (default: all assigned) to its first available offset."""
+        """Seeks each partition (default: all assigned) to its first available offset.
+        ``IllegalStateError`` after ``close()`` (also with the default: it never does nothing silently)."""
         timeout = self._api_timeout(None)
         for tp in self._targets(partitions):
             low, _ = self._native.watermarks(tp.topic, tp.partition, timeout)
@@ -348,13 +372,16 @@ class KafkaConsumer:
 
     @_owned
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        """Seeks each partition (default: all assigned) to its end (next produced record)."""
+        """Seeks each partition (default: all assigned) to its end (next produced record).
+        ``IllegalStateError`` after ``close()`` (also with the default: it never does nothing silently)."""
         timeout = self._api_timeout(None)
         for tp in self._targets(partitions):
             _, high = self._native.watermarks(tp.topic, tp.partition, timeout)
             self._native.seek(tp, int(high), timeout)
 
     def _targets(self, partitions: Iterable[TopicPartition] | None) -> list[TopicPartition]:
+        if self._native.closed:  # else "all assigned" of a closed consumer is none: a silent no-op
+            raise IllegalStateError("This consumer has already been closed.")
         return sorted(self.assignment()) if partitions is None else _tp_list(partitions, "partitions")
 
     @_owned
@@ -401,7 +428,8 @@ class KafkaConsumer:
     # -- flow control ----------------------------------------------------------------
     @_owned
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
-        """Stops returning (and fetching) records of ``partitions``; buffered ones are kept."""
+        """Stops returning (and fetching) records of ``partitions``; buffered ones are kept. ``partitions``
+        must be an iterable of TopicPartition (``TypeError`` naming the argument otherwise, e.g. None)."""
         self._native.pause(_tp_list(partitions, "partitions"))
 
     @_owned

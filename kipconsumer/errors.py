@@ -93,6 +93,19 @@ class TransactionBlockedError(KafkaTimeoutError):
     aborts its open transaction."""
 
 
+class ProcessingError(KafkaError):
+    """A ``Pipeline``'s ``process()`` raised, or returned an output that is not a ``(key, value)`` pair of
+    bytes, str or None, for the record at ``topic``/``partition``/``offset``. The record is not taken:
+    nothing was sent for it and no offset past it is committed (``close()`` commits up to it), so a
+    restarted pipeline processes it again. What ``process()`` raised is the ``__cause__``."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
 class SerializationError(KafkaError, TypeError):
     """A key, value or header cannot be encoded to bytes."""
 
@@ -109,6 +122,7 @@ __all__ = [
     "IllegalStateError",
     "ConcurrentAccessError",
     "SerializationError",
+    "ProcessingError",
     "ProducerFencedError",
     "TransactionAbortableError",
 ]

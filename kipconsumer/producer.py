@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
-from kipconsumer import _loader
+from kipconsumer import _fork, _loader
 
 _loader.load()
 
@@ -38,6 +38,8 @@ from kipconsumer.structs import (  # noqa: E402
 )
 
 __all__ = ["KafkaProducer", "DeliveryCallback", "Headers", "InvalidTopicError"]
+
+_INT64_MAX = 2**63 - 1
 
 #: ``callback(metadata, exception)``: exactly one of the two is None.
 DeliveryCallback = Callable[[RecordMetadata | None, Exception | None], object]
@@ -92,6 +94,11 @@ class KafkaProducer:
     Use it as a context manager or call :meth:`close`; a producer that is garbage-collected
     (or still open at interpreter exit) is closed with timeout 0: records not yet acknowledged
     then fail with ``KafkaError`` (``_PURGE_QUEUE`` / ``_PURGE_INFLIGHT``).
+
+    Not inherited through ``os.fork()``: in a child process every call (``close()`` included) raises
+    ``IllegalStateError`` naming the process that created it; the child never flushes nor destroys it
+    (docs/producer.md, "fork()"). A fenced transactional producer always gets ``ProducerFencedError``
+    (from transactional calls and from the futures of records the broker refused for it).
     """
 
     def __init__(self, config: Mapping[str, object], *, key_serializer: Serializer | None = None,
@@ -111,6 +118,16 @@ class KafkaProducer:
             # applied natively), which saves a Python frame per record. Subclasses that override
             # send() keep their own.
             self.__dict__["send"] = self._core.send
+        _fork.register(self)
+
+    def _mark_foreign(self, pid: int) -> None:
+        """In a child made by ``fork()``: every later call raises ``IllegalStateError``; the inherited
+        librdkafka handle is leaked, never flushed or destroyed here (kipconsumer._fork)."""
+        core = self._core
+        self._core = _fork.ForeignHandle("KafkaProducer", pid)  # type: ignore[assignment]
+        self.__dict__.pop("send", None)
+        self._finalizer.detach()
+        _fork.leak(core)
 
     # -- sending ---------------------------------------------------------------------------------
     def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
@@ -195,17 +212,24 @@ class KafkaProducer:
         coordinator refuses offsets of a member whose generation is stale (KIP-447).
 
         Raises ``TransactionAbortableError`` (abort, then retry the transaction), ``KafkaTimeoutError``
-        after ``timeout`` (None: ``max.block.ms``; call it again), ``ProducerFencedError``."""
+        after ``timeout`` (None: ``max.block.ms``; call it again), ``ProducerFencedError``. Invalid
+        arguments raise at once, before anything is sent: ``TypeError`` (``offsets`` not a mapping,
+        a key not a TopicPartition), ``ValueError`` naming the partition (an offset not an int in
+        0..2**63-1)."""
         if not isinstance(group_metadata, ConsumerGroupMetadata):
             raise TypeError("group_metadata must come from KafkaConsumer.group_metadata(), not "
                             f"{type(group_metadata).__name__}")
+        if not isinstance(offsets, Mapping):
+            raise TypeError("offsets must be a dict of TopicPartition -> OffsetAndMetadata or int, got "
+                            f"{type(offsets).__name__}")
         triples = []
         for tp, om in offsets.items():
             if not isinstance(tp, tuple) or len(tp) != 2:
                 raise TypeError(f"offsets keys must be TopicPartition, got {tp!r}")
             off = om.offset if isinstance(om, OffsetAndMetadata) else om
-            if isinstance(off, bool) or not isinstance(off, int) or off < 0:
-                raise ValueError(f"offsets[{tp}]: the next offset to consume must be an int >= 0, got {om!r}")
+            if isinstance(off, bool) or not isinstance(off, int) or not 0 <= off <= _INT64_MAX:
+                raise ValueError(f"offsets[{tp}]: the next offset to consume must be an int in "
+                                 f"0..{_INT64_MAX}, got {om!r}")
             triples.append((tp[0], int(tp[1]), off))
         self._txn("send_offsets", timeout, triples, group_metadata.serialized)
 

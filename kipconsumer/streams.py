@@ -15,6 +15,9 @@ partitioner instead.
 * ``"processing.guarantee": "exactly_once_v2"``: the outputs and source offsets of each commit interval
   are committed in one transaction (``kipconsumer._eos``); an aborted transaction rewinds its records,
   so a read_committed reader of the sink sees each record's outputs once (docs/tasks.md).
+* A record counts as processed only once ``process()`` returned valid outputs (``(key, value)`` pairs of
+  bytes, str or None) and they were sent: otherwise ``run()`` raises ``ProcessingError`` naming the
+  record, nothing of it was sent and no offset past it is committed (docs/tasks.md).
 * One :class:`~kipconsumer.tasks.TaskExecutor` task per assigned partition (named ``topic-partition``),
   created and removed with the assignment by the rebalance listener. A revoked task first flushes its
   outputs and commits what is acknowledged; a lost one is dropped without commit.
@@ -72,6 +75,7 @@ from kipconsumer.errors import (
     ConfigError,
     KafkaError,
     KafkaTimeoutError,
+    ProcessingError,
     TransactionAbortableError,
 )
 from kipconsumer.producer import KafkaProducer
@@ -88,6 +92,8 @@ Output = tuple[Key, bytes | str | None]
 #: ``process(record)`` -> the records to send to the sink topic.
 Process = Callable[[ConsumerRecord], Iterable[Output]]
 T = TypeVar("T")
+# what KafkaProducer.send() takes as a key or value (besides None)
+_OUTPUT_TYPES = (bytes, bytearray, memoryview, str)
 
 #: Keys only the pipeline uses (validated by config.pipeline_settings).
 PIPELINE_KEYS = frozenset(PIPELINE_SPECS)
@@ -283,20 +289,24 @@ class _PartitionTask:
         return True
 
     def _process(self) -> None:
-        """Processes up to ``max.poll.records`` pending records and sends their outputs. At least once:
-        each output is tracked (``inflight``) until acknowledged. exactly_once_v2: outputs belong to
-        the open transaction; the task remembers its first record in it (``txn_base``)."""
+        """Processes up to ``max.poll.records`` pending records and sends their outputs. A record is
+        taken (and counts as processed) only once ``process()`` returned and every output is a valid
+        ``(key, value)`` pair: otherwise ``ProcessingError`` is raised with the record still pending
+        and nothing of it sent. At least once: each output is tracked (``inflight``) until
+        acknowledged. exactly_once_v2: outputs belong to the open transaction; the task remembers its
+        first record in it (``txn_base``); a send failing other than by a timeout after part of the
+        record's outputs was sent aborts the transaction (every task rewinds), so no partial output
+        is ever committed."""
         pending, inflight = self.pending, self.inflight
         pipeline = self.pipeline
         transactional = pipeline._txn is not None
-        process, send, topic, part = pipeline.process, pipeline._producer.send, pipeline.sink_topic, \
-            self.sink_partition
+        send, topic, part = pipeline._producer.send, pipeline.sink_topic, self.sink_partition
         budget = pipeline._budget
         while pending and budget > 0:
             budget -= 1
             rec = pending[0]
             off = rec.offset
-            outs = list(process(rec))
+            outs = self._outputs(rec)
             pending.popleft()
             self.processed += 1
             self.processed_upto = off + 1
@@ -312,8 +322,40 @@ class _PartitionTask:
                     future = send(topic, value=value, key=key, partition=part)
                 except TimeoutError as exc:
                     raise self._send_timed_out(exc, f"send to {topic} (output {i} of offset {off})") from exc
+                except BaseException as exc:
+                    if transactional:  # the transaction may hold part of this record's outputs
+                        pipeline._abort(f"send to {topic} (output {i} of offset {off}) for source "
+                                        f"{self.name} failed: {exc!r}")
+                    raise
                 if tracked is not None:
                     tracked[i].future = future
+
+    def _outputs(self, rec: ConsumerRecord) -> list[Output]:
+        """``process(rec)`` as a list of validated ``(key, value)`` pairs, else ``ProcessingError``
+        naming the record (its cause: what process() raised, or the malformed output)."""
+        where = f"record {rec.topic}-{rec.partition}@{rec.offset}"
+        try:
+            outs = list(self.pipeline.process(rec))
+        except Exception as exc:
+            raise ProcessingError(f"process() raised {type(exc).__name__} for {where}: {exc}",
+                                  topic=rec.topic, partition=rec.partition, offset=rec.offset) from exc
+        checked: list[Output] = []
+        for i, item in enumerate(outs):
+            problem = None
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                size = f" of {len(item)} items" if isinstance(item, (tuple, list)) else ""
+                problem = f"is a {type(item).__name__}{size}, not a (key, value) pair"
+            else:
+                for name, field in zip(("key", "value"), item, strict=True):
+                    if field is not None and not isinstance(field, _OUTPUT_TYPES):
+                        problem = f"has a {name} of type {type(field).__name__} (bytes, str or None expected)"
+                        break
+            if problem is not None:
+                raise ProcessingError(f"process() returned a malformed output for {where}: output {i} "
+                                      f"{problem}; nothing of the record was sent",
+                                      topic=rec.topic, partition=rec.partition, offset=rec.offset)
+            checked.append((item[0], item[1]))
+        return checked
 
     def _send_timed_out(self, exc: TimeoutError, what: str) -> KafkaTimeoutError:
         """At least once: the partition stalls (see ``_timeout``). exactly_once_v2: the transaction is
