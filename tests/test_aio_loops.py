@@ -32,26 +32,31 @@ def _values(servers: str, topic: str, expected: int, timeout: float = 10.0) -> l
         return out
 
 
-def test_sends_waiting_for_metadata_are_carried_on_by_the_next_loop(
-        broker: EmbeddedBroker, topic_factory: Callable[..., str]) -> None:
-    topic = topic_factory(1)
-    p = AsyncKafkaProducer({"bootstrap.servers": broker.bootstrap_servers})
-
-    async def first() -> int:
+def test_sends_waiting_for_metadata_are_carried_on_by_the_next_loop() -> None:
+    async def first(p: AsyncKafkaProducer, topic: str) -> int:
         for i in range(3):
             p.send(topic, b"v%d" % i)  # not awaited; the partitioner waits for the topic's metadata
         return len(p._backlog)
 
-    assert asyncio.run(first()) > 0  # the case under test: sends left waiting by a loop that ended
+    # the case under test: sends left waiting for metadata by a loop that ended. A private broker
+    # answers 400 ms late meanwhile, so the metadata cannot have arrived before first() returns.
+    with EmbeddedBroker(num_brokers=1) as slow:
+        topic = "aio-loops-metadata"
+        slow.create_topic(topic, 1)
+        p = AsyncKafkaProducer({"bootstrap.servers": slow.bootstrap_servers})
+        slow.set_rtt(1, 400)
+        assert asyncio.run(first(p, topic)) > 0
+        slow.set_rtt(1, 0)
 
-    async def second() -> None:
-        t0 = time.monotonic()
-        await asyncio.wait_for(p.flush(), 15)
-        await asyncio.wait_for(p.close(), 15)
-        assert time.monotonic() - t0 < 20
+        async def second() -> None:
+            t0 = time.monotonic()
+            await asyncio.wait_for(p.flush(), 15)
+            await asyncio.wait_for(p.close(), 15)
+            assert time.monotonic() - t0 < 20
 
-    asyncio.run(second())
-    assert _values(broker.bootstrap_servers, topic, 3) == [b"v0", b"v1", b"v2"]
+        asyncio.run(second())
+        assert _values(slow.bootstrap_servers, topic, 3) == [b"v0", b"v1", b"v2"]
+
 
 
 def test_delivery_reports_after_the_loop_closed_are_handed_over(

@@ -151,13 +151,6 @@ def test_fenced_producer_gets_producer_fenced_error_on_tansu(tansu: Tansu) -> No
     _fenced_commit(tansu.bootstrap, tansu.create_topic(1))
 
 
-try:  # the plugin provides the fixture; a module-level one would shadow it
-    import kipconsumer.testing.pytest_plugin  # type: ignore[import-not-found]  # noqa: F401
-except ImportError:
-    @pytest.fixture
-    def kafka_cluster() -> Any:
-        pytest.skip("needs real Kafka")
-
 
 @pytest.mark.kafka
 def test_fenced_producer_gets_producer_fenced_error_on_kafka(kafka_cluster: Any) -> None:

@@ -3,7 +3,7 @@
 ``run()`` raises ``ProcessingError`` naming ``process()`` and the record; nothing of the record is sent
 and ``close()`` commits up to it, so a restarted pipeline processes it again. On the embedded broker
 (at_least_once, and exactly_once_v2 for what the mock shows: no output of the record in the sink's raw
-log); on Tansu (which applies transactional offset commits) for the committed offset under
+log); on real Kafka (which applies transactional offset commits) for the committed offset under
 exactly_once_v2; on real Kafka for what a read_committed reader sees.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kc_testing import Tansu
+from kc_testing import RealKafka
 from txn_log import read_committed_log
 
 from kipconsumer import ConsumerRecord, KafkaConsumer, KafkaProducer, TopicPartition
@@ -133,17 +133,17 @@ def test_exactly_once_bad_record_sends_nothing_of_it(broker: EmbeddedBroker, kin
     assert b"first-of-5" not in values and values == [b"out-%d" % i for i in range(BAD)]
 
 
-@pytest.mark.interop
-def test_exactly_once_bad_record_committed_offset_on_tansu(tansu: Tansu) -> None:
-    """Tansu applies transactional offset commits: close() commits the records before the bad one."""
-    src, sink, group = tansu.create_topic(1), tansu.create_topic(1), f"grp-{uuid.uuid4().hex[:8]}"
-    _produce(tansu.bootstrap, src)
-    conf = {"bootstrap.servers": tansu.bootstrap, "group.id": group,
+@pytest.mark.kafka
+def test_exactly_once_bad_record_committed_offset_on_kafka(kafka: RealKafka) -> None:
+    """Kafka applies transactional offset commits: close() commits the records before the bad one."""
+    src, sink, group = kafka.create_topic(1), kafka.create_topic(1), f"grp-{uuid.uuid4().hex[:8]}"
+    _produce(kafka.bootstrap, src)
+    conf = {"bootstrap.servers": kafka.bootstrap, "group.id": group,
             "processing.guarantee": "exactly_once_v2", "transactional.id": f"{group}-t"}
     _check_error(_run_until_error(conf, src, sink, "int-value"), src, "int-value")
-    assert _committed(tansu.bootstrap, group, src) == BAD
+    assert _committed(kafka.bootstrap, group, src) == BAD
     assert _restarted_first_offset(conf, src, sink) == BAD
-    log = read_committed_log(tansu.bootstrap, sink, 1)
+    log = read_committed_log(kafka.bootstrap, sink, 1)
     committed = [v for pl in log.values() for _, _, v in pl.committed]
     assert committed == [b"out-%d" % i for i in range(N)]
 
@@ -179,7 +179,7 @@ def _run_with_failing_send(conf: dict[str, Any], src: str, sink: str) -> Pipelin
 
 def test_exactly_once_send_failing_mid_record_aborts_the_transaction(broker: EmbeddedBroker) -> None:
     """Part of record 5's outputs is in the transaction when a send fails: it is aborted, not left for
-    close() to commit (the mock shows the abort in the metrics; Tansu below shows the log)."""
+    close() to commit (the mock shows the abort in the metrics; real Kafka below shows the log)."""
     src, sink, group = (f"{p}-{uuid.uuid4().hex[:8]}" for p in ("src", "sink", "grp"))
     broker.create_topic(src, 1)
     broker.create_topic(sink, 1)
@@ -190,28 +190,21 @@ def test_exactly_once_send_failing_mid_record_aborts_the_transaction(broker: Emb
     assert m["transactions_aborted"] == 1 and m["transactions_committed"] == 0
 
 
-@pytest.mark.interop
-def test_exactly_once_send_failing_mid_record_is_never_committed_on_tansu(tansu: Tansu) -> None:
-    src, sink, group = tansu.create_topic(1), tansu.create_topic(1), f"grp-{uuid.uuid4().hex[:8]}"
-    _produce(tansu.bootstrap, src)
-    conf = {"bootstrap.servers": tansu.bootstrap, "group.id": group,
+@pytest.mark.kafka
+def test_exactly_once_send_failing_mid_record_is_never_committed_on_kafka(kafka: RealKafka) -> None:
+    src, sink, group = kafka.create_topic(1), kafka.create_topic(1), f"grp-{uuid.uuid4().hex[:8]}"
+    _produce(kafka.bootstrap, src)
+    conf = {"bootstrap.servers": kafka.bootstrap, "group.id": group,
             "processing.guarantee": "exactly_once_v2", "transactional.id": f"{group}-t"}
     m = _run_with_failing_send(conf, src, sink).metrics()
     assert m["transactions_aborted"] == 1
-    committed_offset = _committed(tansu.bootstrap, group, src)
+    committed_offset = _committed(kafka.bootstrap, group, src)
     assert committed_offset is None or committed_offset <= BAD
-    log = read_committed_log(tansu.bootstrap, sink, 1)
+    log = read_committed_log(kafka.bootstrap, sink, 1)
     assert b"first-of-5" not in [v for pl in log.values() for _, _, v in pl.committed]
 
 
 # -- real Kafka (run by the kafka_cluster fixture of kipconsumer.testing) --------------------------------
-try:  # the plugin provides the fixture; a module-level one would shadow it
-    import kipconsumer.testing.pytest_plugin  # type: ignore[import-not-found]  # noqa: F401
-except ImportError:
-    @pytest.fixture
-    def kafka_cluster() -> Any:
-        pytest.skip("needs real Kafka")
-
 
 @pytest.mark.kafka
 @pytest.mark.parametrize("kind", ["int-value", "raises"])
