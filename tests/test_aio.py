@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 
 import pytest
 from kc_testing import confluent_rebalance_callbacks
+from support import produce_ids
 
-from kipconsumer import KafkaConsumer, KafkaProducer, TopicPartition
+from kipconsumer import KafkaConsumer, TopicPartition
 from kipconsumer.aio import AsyncKafkaConsumer, AsyncKafkaProducer
 from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.errors import IllegalStateError, KafkaTimeoutError
@@ -50,10 +51,8 @@ def conf(broker: EmbeddedBroker, group: str, **extra: object) -> dict[str, objec
 
 
 def produce(broker: EmbeddedBroker, topic: str, n: int, partitions: int) -> None:
-    with KafkaProducer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 2}) as p:
-        for i in range(n):
-            p.send(topic, value=b"%d" % i, partition=i % partitions)
-        p.flush()
+    """n records; record g goes to partition g % partitions with value b"<g>"."""
+    _produce_spread(broker, topic, range(n), partitions)
 
 
 class Ticker:
@@ -144,10 +143,12 @@ def test_cancelled_poll_hands_out_nothing_and_loses_nothing(broker: EmbeddedBrok
 
 
 def produce_range(broker: EmbeddedBroker, topic: str, start: int, n: int) -> None:
-    with KafkaProducer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 1}) as p:
-        for i in range(start, start + n):
-            p.send(topic, value=b"%d" % i, partition=i % 3)
-        p.flush()
+    _produce_spread(broker, topic, range(start, start + n), 3)
+
+
+def _produce_spread(broker: EmbeddedBroker, topic: str, ids: range, partitions: int) -> None:
+    """Record g of ``ids`` goes to partition g % partitions with value b"<g>", in order."""
+    produce_ids(broker.bootstrap_servers, topic, ids, partitions, linger_ms=1)
 
 
 def test_async_for_and_commit_of_what_was_handed_out(broker: EmbeddedBroker,
@@ -540,10 +541,7 @@ def test_async_sync_and_confluent_members_share_partitions_exactly_once(
 
 
 def produce_second_half(broker: EmbeddedBroker, nparts: int, half: int) -> None:
-    with KafkaProducer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 2}) as p:
-        for i in range(half, 2 * half):
-            p.send("mixed", value=b"%d" % i, partition=i % nparts)
-        p.flush()
+    _produce_spread(broker, "mixed", range(half, 2 * half), nparts)
 
 
 def test_example_service_runs() -> None:

@@ -15,17 +15,17 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Producer
 from kc_testing import make_consumer as make
+from support import produce as produce_records
 
 from kipconsumer import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError, WakeupError
 
 
-def produce(broker, topic, n, partition=0, **kw):
-    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
-    for i in range(n):
-        p.produce(topic, value=f"v{i}".encode(), key=f"k{i}".encode(), partition=partition, **kw)
-    assert p.flush(30) == 0
+def produce(broker, topic, n, partition=0, timestamp=None):
+    produce_records(broker.bootstrap_servers, topic, {partition: n}, value=lambda p, i: f"v{i}".encode(),
+                    key=lambda p, i: f"k{i}".encode(),
+                    timestamp=None if timestamp is None else (lambda p, i: timestamp))
 
 
 def read(c, n, timeout=20.0):

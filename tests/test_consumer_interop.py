@@ -12,9 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
 from kc_testing import confluent_rebalance_callbacks
+from support import produce as produce_records
 
 from kipconsumer import ConsumerRecord, KafkaConsumer, KafkaProducer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
@@ -22,12 +23,8 @@ from kipconsumer.errors import CommitFailedError
 
 
 def produce(broker, topic, nparts, per):
-    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20})
-    for part in range(nparts):
-        for i in range(per):
-            p.produce(topic, value=f"{part}:{i}".encode(), key=str(i).encode(), partition=part)
-        p.poll(0)
-    assert p.flush(30) == 0
+    produce_records(broker.bootstrap_servers, topic, dict.fromkeys(range(nparts), per),
+                    value=lambda p, i: f"{p}:{i}".encode(), key=lambda p, i: str(i).encode(), linger_ms=20)
 
 
 def test_kipconsumer_and_confluent_share_a_group_exactly_once(broker, topic_factory, unique_name):

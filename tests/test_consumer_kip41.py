@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 import pytest
 from confluent_kafka import Producer
 from kc_testing import make_consumer as consumer
+from support import produce as produce_records
 
 from kipconsumer import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
@@ -27,29 +28,10 @@ from kipconsumer.errors import CommitFailedError, RebalanceInProgressError
 def produce(broker: EmbeddedBroker, topic: str, counts: dict[int, int], *, value_size: int = 16,
             keyed: bool = True, headers: list[tuple[str, bytes]] | None = None) -> None:
     """Produces counts[p] records to partition p; record i of p has value b"p-i" padded."""
-    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20,
-                  "batch.num.messages": 10000, "queue.buffering.max.messages": 1_000_000,
-                  "queue.buffering.max.kbytes": 1_048_576, "acks": "all"})
-    errors: list[object] = []
-
-    def on_delivery(err: object, msg: object) -> None:
-        if err is not None:
-            errors.append(err)
-
-    for part, n in counts.items():
-        for i in range(n):
-            value = f"{part}-{i}".encode().ljust(value_size, b".")
-            key = f"k{i}".encode() if keyed else None
-            while True:
-                try:
-                    p.produce(topic, value=value, key=key, partition=part, headers=headers,
-                              on_delivery=on_delivery)
-                    break
-                except BufferError:
-                    p.poll(0.05)
-        p.poll(0)
-    assert p.flush(60) == 0
-    assert not errors, errors[:3]
+    produce_records(broker.bootstrap_servers, topic, counts,
+                    value=lambda p, i: f"{p}-{i}".encode().ljust(value_size, b"."),
+                    key=(lambda p, i: f"k{i}".encode()) if keyed else None,
+                    headers=None if headers is None else (lambda p, i: headers), linger_ms=20)
 
 
 

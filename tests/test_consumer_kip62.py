@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
 import pytest
-from confluent_kafka import Producer
+from support import produce as produce_records
 
 from kipconsumer import KafkaConsumer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
@@ -60,14 +60,8 @@ Key = tuple[int, int]  # (partition, offset)
 
 
 def produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "log_level": 0})
-    errors: list[object] = []
-    for i in range(per_partition):
-        for part in range(partitions):
-            p.produce(topic, value=f"{part}-{i}".encode(), partition=part,
-                      on_delivery=lambda err, msg: errors.append(err) if err else None)
-    assert p.flush(30) == 0
-    assert not errors, errors[:3]
+    produce_records(bootstrap, topic, dict.fromkeys(range(partitions), per_partition),
+                    value=lambda p, i: f"{p}-{i}".encode(), interleave=True)
 
 
 def make_consumer(bootstrap: str, group: str, **extra: object) -> KafkaConsumer:

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Producer
 from kc_testing import make_consumer
+from support import produce as produce_records
 
 from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.errors import ConcurrentAccessError, WakeupError
@@ -64,10 +64,7 @@ def _run(body: str, timeout: float = 90) -> dict[str, object]:
 
 
 def _produce(broker: EmbeddedBroker, topic: str, n: int) -> None:
-    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
-    for i in range(n):
-        p.produce(topic, value=f"v{i}".encode(), partition=0)
-    assert p.flush(30) == 0
+    produce_records(broker.bootstrap_servers, topic, {0: n}, value=lambda p, i: f"v{i}".encode())
 
 
 # ------------------------------------------------------------------------------ one thread at a time

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 from kc_testing import RealKafka
+from support import produce as produce_records
 from txn_log import read_committed_log
 
-from kipconsumer import ConsumerRecord, KafkaConsumer, KafkaProducer, TopicPartition
+from kipconsumer import ConsumerRecord, KafkaConsumer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.errors import KafkaError, ProcessingError
 from kipconsumer.streams import Output, Pipeline
@@ -45,10 +46,7 @@ def _good(record: ConsumerRecord) -> list[Output]:
 
 
 def _produce(bootstrap: str, topic: str, n: int = N) -> None:
-    with KafkaProducer({"bootstrap.servers": bootstrap}) as p:
-        for i in range(n):
-            p.send(topic, value=b"%d" % i, partition=0)
-        p.flush(30)
+    produce_records(bootstrap, topic, {0: n}, value=lambda p, i: b"%d" % i)
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> int | None:

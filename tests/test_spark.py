@@ -20,6 +20,7 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip i
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows  # noqa: E402
+from support import produce as produce_records  # noqa: E402
 
 from kipconsumer import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kipconsumer.broker import EmbeddedBroker  # noqa: E402
@@ -64,13 +65,9 @@ def worker_stats(stats_dir: Path) -> dict[str, int]:
 
 
 def produce(servers: str, topic: str, counts: dict[int, int], prefix: str = "v") -> None:
-    """counts: partition -> number of records; values '<prefix>-<partition>-<i>'."""
-    with KafkaProducer({"bootstrap.servers": servers, "linger.ms": 2}) as p:
-        futs = [p.send(topic, value=f"{prefix}-{part}-{i}".encode(), key=f"k{i}".encode(), partition=part)
-                for part, n in counts.items() for i in range(n)]
-        p.flush()
-        for f in futs:
-            f.result()
+    """counts: partition -> number of records; values '<prefix>-<partition>-<i>', keys 'k<i>'."""
+    produce_records(servers, topic, counts, value=lambda p, i: f"{prefix}-{p}-{i}".encode(),
+                    key=lambda p, i: f"k{i}".encode(), linger_ms=2)
 
 
 def source(spark: SparkSession, servers: str, topic: str, stream: bool = False, **opts: Any) -> Any:

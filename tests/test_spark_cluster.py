@@ -24,8 +24,8 @@ pytest.importorskip("pyspark", reason="pyspark is not installed")
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+from support import produce as produce_records
 
-from kipconsumer import KafkaProducer  # noqa: E402
 from kipconsumer.broker import EmbeddedBroker  # noqa: E402
 from kipconsumer.spark_cluster import StandaloneCluster, cluster_session, executor_count  # noqa: E402
 from kipconsumer.spark_env import EnvBuildError, build_executor_env  # noqa: E402
@@ -75,12 +75,7 @@ def spark(cluster: StandaloneCluster, stats_dir: Path) -> Iterator[SparkSession]
 
 
 def produce(servers: str, topic: str, counts: dict[int, int], prefix: str = "v") -> None:
-    with KafkaProducer({"bootstrap.servers": servers, "linger.ms": 5}) as p:
-        futs = [p.send(topic, value=f"{prefix}-{part}-{i}".encode(), partition=part)
-                for part, n in counts.items() for i in range(n)]
-        p.flush()
-        for f in futs:
-            f.result()
+    produce_records(servers, topic, counts, value=lambda p, i: f"{prefix}-{p}-{i}".encode())
 
 
 def source(spark: SparkSession, servers: str, topic: str, stream: bool = False, **opts: Any) -> Any:

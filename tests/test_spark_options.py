@@ -16,6 +16,7 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip i
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql.streaming.datasource import ReadAllAvailable  # noqa: E402
+from support import produce as produce_records  # noqa: E402
 
 from kipconsumer import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kipconsumer.broker import EmbeddedBroker  # noqa: E402
@@ -35,17 +36,13 @@ def spark() -> Iterator[SparkSession]:
 def produce(servers: str, topic: str, counts: dict[int, int], headers: bool = False) -> None:
     """counts: partition -> records; values 'v-<partition>-<i>'; with headers, record i carries
     none (i % 3 == 0), [("a", b"<i>")] or [("a", b"<i>"), ("b", None)]."""
-    with KafkaProducer({"bootstrap.servers": servers, "linger.ms": 2}) as p:
-        futs = []
-        for part, n in counts.items():
-            for i in range(n):
-                hdrs = None
-                if headers and i % 3:
-                    hdrs = [("a", str(i).encode())] + ([("b", None)] if i % 3 == 2 else [])
-                futs.append(p.send(topic, value=f"v-{part}-{i}".encode(), partition=part, headers=hdrs))
-        p.flush()
-        for f in futs:
-            f.result()
+
+    def hdrs(p: int, i: int) -> Any:
+        if not headers or i % 3 == 0:
+            return None
+        return [("a", str(i).encode())] + ([("b", None)] if i % 3 == 2 else [])
+
+    produce_records(servers, topic, counts, headers=hdrs, linger_ms=2)
 
 
 def read(spark: SparkSession, servers: str, topic: str, **opts: Any) -> Any:

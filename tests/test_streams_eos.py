@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from kc_testing import RealKafka
+from support import produce_ids
 from txn_log import PartitionLog, read_committed_log
 
 from kipconsumer import ConsumerRecord, KafkaConsumer, KafkaProducer, TopicPartition
@@ -38,10 +39,7 @@ def _out(record: ConsumerRecord) -> list[Output]:
 
 
 def _produce(bootstrap: str, topic: str, n: int, partitions: int, start: int = 0) -> None:
-    with KafkaProducer({"bootstrap.servers": bootstrap}) as p:
-        for i in range(start, start + n):
-            p.send(topic, value=b"%d" % i, partition=i % partitions)
-        p.flush(30)
+    produce_ids(bootstrap, topic, range(start, start + n), partitions)
 
 
 def _exactly_once(log: dict[int, PartitionLog], n: int) -> tuple[int, int]:

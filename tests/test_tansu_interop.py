@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 from kc_testing import Tansu
+from support import produce_ids
 
 from kipconsumer import KafkaConsumer, TopicPartition
 from kipconsumer.producer import KafkaProducer
@@ -37,12 +38,8 @@ def _conf(tansu: Tansu, **extra: object) -> dict[str, object]:
 
 def _produce(tansu: Tansu, topic: str, n: int, partitions: int, start: int = 0,
              linger_ms: int = 5) -> None:
-    with KafkaProducer({"bootstrap.servers": tansu.bootstrap, "linger.ms": linger_ms}) as p:
-        futs = [p.send(topic, value=f"v{i}".encode(), key=f"k{i}".encode(), partition=i % partitions)
-                for i in range(start, start + n)]
-        p.flush(30)
-    for f in futs:
-        f.result(0)
+    produce_ids(tansu.bootstrap, topic, range(start, start + n), partitions, value=lambda g: f"v{g}".encode(),
+                key=lambda g: f"k{g}".encode(), linger_ms=linger_ms)
 
 
 def _consume(consumers: list[KafkaConsumer], want: int,
