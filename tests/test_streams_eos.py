@@ -211,7 +211,10 @@ def test_frozen_broker_times_out_the_transaction_which_is_retried(kafka: RealKaf
     conf = _conf(kafka, group, **{"producer.request.timeout.ms": 1000,
                                   "producer.transaction.timeout.ms": 3000, "task.timeout.ms": 60_000,
                                   "session.timeout.ms": 6_000, "heartbeat.interval.ms": 1000,
-                                  "max.poll.interval.ms": 6_000})
+                                  "max.poll.interval.ms": 6_000,
+                                  # the transaction of the second half is still open when the broker
+                                  # freezes (Kafka commits a 100 ms interval's before the freeze)
+                                  "commit.interval.ms": 1500})
     with Pipeline(conf, source, _out, sink) as pipeline:
         pipeline.run(until=lambda: _done(pipeline, source, n // 2), timeout=60)
         producer = threading.Thread(target=_produce, args=(kafka.bootstrap, source, n // 2, 2, n // 2))
