@@ -284,6 +284,11 @@ PRODUCER_SPECS: dict[str, Spec] = _table({
     "enable.idempotence": _bool(True, emit_default=True,
                                 doc="Needs acks=all, max.in.flight<=5, retries>=1."),
     "compression.type": _enum("none|gzip|snappy|lz4|zstd", "none", aliases=("compression.codec",)),
+    "partitioner": _enum("murmur2_random|murmur2|consistent_random|consistent|random|fnv1a_random|fnv1a",
+                         "murmur2_random", emit_default=True,
+                         doc="librdkafka name. The default puts a keyed record on the Java client's "
+                         "partition (murmur2 of the key bytes); consistent_random is librdkafka's own "
+                         "default (CRC32), another partition for most keys."),
     "max.in.flight.requests.per.connection": _int(1, 1_000_000, 5, emit_default=True, rdkafka="max.in.flight",
                                                   aliases=("max.in.flight",)),
     "max.request.size": _int(1_000, 1_000_000_000, 1_000_000, rdkafka="message.max.bytes",
@@ -292,6 +297,35 @@ PRODUCER_SPECS: dict[str, Spec] = _table({
     "transaction.timeout.ms": _int(1_000, INT32_MAX, 60_000,
                                    doc="With transactional.id, delivery.timeout.ms must not exceed it."),
 })
+
+#: Where a default of the tables above differs from the Java client's (kafka-clients 4.2.1's
+#: ``ConfigDef`` defaults): ``(client, key) -> (Java's default, why kipconsumer's differs)``.
+#: tests/test_java_defaults.py asks the Java client for its defaults and fails on any difference not
+#: listed here, or listed with another Java value; docs/configuration.md shows this table.
+JAVA_DEFAULT_DIFFERENCES: dict[tuple[str, str], tuple[object, str]] = {
+    ("consumer", "partition.assignment.strategy"): (
+        "range,cooperative-sticky",
+        "librdkafka cannot offer an eager and a cooperative assignor together; a group of default Java "
+        "members uses range (first in their list), so default members of both clients agree on range"),
+    ("consumer", "request.timeout.ms"): (
+        30_000, "sent as librdkafka's socket.timeout.ms, whose default (60000) applies"),
+    ("consumer", "check.crcs"): (
+        True, "librdkafka's default: CRC32C of every fetched batch costs CPU on the hot path"),
+    ("consumer", "metadata.max.age.ms"): (
+        300_000, "librdkafka's default (it refreshes topic metadata every 300000 ms anyway: "
+        "topic.metadata.refresh.interval.ms)"),
+    ("producer", "metadata.max.age.ms"): (
+        300_000, "librdkafka's default (topic metadata refreshed every 300000 ms anyway)"),
+    ("consumer", "reconnect.backoff.ms"): (50, "librdkafka's default"),
+    ("producer", "reconnect.backoff.ms"): (50, "librdkafka's default"),
+    ("consumer", "reconnect.backoff.max.ms"): (1_000, "librdkafka's default"),
+    ("producer", "reconnect.backoff.max.ms"): (1_000, "librdkafka's default"),
+    ("producer", "batch.size"): (
+        16_384, "librdkafka's default: its batch.size bounds a whole per-partition batch (batches form "
+        "during linger.ms, 5 ms as in Java); 16 KiB batches would cut throughput"),
+    ("producer", "max.request.size"): (
+        1_048_576, "sent as librdkafka's message.max.bytes, whose default (1000000) applies"),
+}
 
 #: Task executor keys (KIP-572).
 TASK_SPECS: dict[str, Spec] = _table({
@@ -1006,6 +1040,7 @@ __all__ = [
     "task_settings",
     "pipeline_settings",
     "exactly_once_configs",
+    "JAVA_DEFAULT_DIFFERENCES",
     "redact",
     "is_secret",
     "librdkafka_names",

@@ -119,8 +119,18 @@ def test_producer_defaults() -> None:
         "request.timeout.ms": "30000",
         "enable.idempotence": "true",
         "max.in.flight": "5",
+        "partitioner": "murmur2_random",
         "delivery.report.only.error": "false",
     }
+
+
+def test_producer_partitioner_defaults_to_javas_and_the_old_one_is_one_setting_away() -> None:
+    """Keyed records go where the Java client puts them (murmur2) unless partitioner is set."""
+    assert prod({}).rdkafka["partitioner"] == "murmur2_random"
+    assert prod({"partitioner": "consistent_random"}).rdkafka["partitioner"] == "consistent_random"
+    assert prod({"partitioner": "Murmur2"}).rdkafka["partitioner"] == "murmur2"
+    with pytest.raises(ConfigError, match=r"partitioner='crc32' is not allowed: allowed murmur2_random\|"):
+        prod({"partitioner": "crc32"})
 
 
 def test_task_defaults() -> None:
