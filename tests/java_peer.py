@@ -139,6 +139,7 @@ class GroupMember:
         for line in self.proc.stdout:
             if line.strip():
                 event = json.loads(line)
+                event["_t"] = time.monotonic()  # when the test saw it
                 self.events.append(event)
                 self._new.put(event)
 
