@@ -173,6 +173,10 @@ cdef class _RecordIterator:
         return r
 
 
+# no_gc_clear: a batch caught in a reference cycle (e.g. a record in a stored exception's traceback)
+# must keep _owner until __dealloc__ has destroyed its messages; if the cycle collector cleared _owner
+# first, the handle's rd_kafka_destroy() would wait forever for this batch's messages.
+@cython.no_gc_clear
 cdef class ConsumerRecords:
     """The records one ``poll()`` returned, grouped by partition, each partition in
     offset order. ``len(records) <= max.poll.records``.
