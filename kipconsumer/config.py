@@ -85,6 +85,10 @@ class ConsumerSettings:
     stats_cb: Callable[[str], object] | None = None
     #: ``poll.prefetch.thread``
     poll_prefetch_thread: bool = False
+    #: ``key.deserializer`` / ``value.deserializer``: ``bytes -> object``, applied when a record's
+    #: ``key`` / ``value`` is read (never to ``None``, never by ``to_arrow()``)
+    key_deserializer: Callable[[bytes], object] | None = None
+    value_deserializer: Callable[[bytes], object] | None = None
 
     __repr__ = _settings_repr
 
@@ -422,10 +426,10 @@ _HINTS = {
     "sasl.jaas.config": "librdkafka takes sasl.username and sasl.password (or sasl.oauthbearer.config)",
     "ssl.truststore.location": "librdkafka takes a PEM file in ssl.ca.location",
     "ssl.truststore.password": "librdkafka takes a PEM file in ssl.ca.location",
-    "key.deserializer": "kipconsumer returns bytes; deserialize in the application",
-    "value.deserializer": "kipconsumer returns bytes; deserialize in the application",
-    "key.serializer": "kipconsumer sends bytes or str; serialize in the application",
-    "value.serializer": "kipconsumer sends bytes or str; serialize in the application",
+    "key.deserializer": "a consumer config (a callable bytes -> object)",
+    "value.deserializer": "a consumer config (a callable bytes -> object)",
+    "key.serializer": "pass key_serializer= to KafkaProducer (a callable object -> bytes or str)",
+    "value.serializer": "pass value_serializer= to KafkaProducer (a callable object -> bytes or str)",
 }
 
 _SECRET_MARKERS = ("password", "secret", "sasl.jaas.config", "ssl.key.pem", "ssl_key", "oauthbearer.config",
@@ -819,15 +823,36 @@ def _take_stats_cb(conf: Mapping[str, object]) -> tuple[Mapping[str, object], Ca
     return {k: v for k, v in conf.items() if k != "stats_cb"}, cb
 
 
+_DESERIALIZER_KEYS = ("key.deserializer", "value.deserializer")
+
+
+def _take_deserializers(conf: Mapping[str, object]) -> tuple[Mapping[str, object], dict[str, Any]]:
+    """Splits ``key.deserializer`` / ``value.deserializer`` (callables ``bytes -> object``; None: unset)
+    off ``conf``. A Java class name (a str) or any other non-callable is a ``ConfigError`` naming the key."""
+    if not isinstance(conf, Mapping) or not any(k in conf for k in _DESERIALIZER_KEYS):
+        return conf, {}
+    found: dict[str, Any] = {}
+    for key in _DESERIALIZER_KEYS:
+        fn = conf.get(key)
+        if fn is not None and not callable(fn):
+            raise ConfigError(f"config {key!r} must be a callable taking the record's {key.split('.')[0]} "
+                              f"bytes and returning the object (as Java's Deserializer.deserialize); got "
+                              f"{type(fn).__name__} {fn!r}")
+        found[key] = fn
+    return {k: v for k, v in conf.items() if k not in _DESERIALIZER_KEYS}, found
+
+
 def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
     """Validate a consumer config dict and return its settings.
 
     Raises ``ConfigError`` for unknown keys, bad values, a missing ``bootstrap.servers``,
-    ``heartbeat.interval.ms >= session.timeout.ms`` and ``fetch.max.bytes < message.max.bytes``.
+    ``heartbeat.interval.ms >= session.timeout.ms``, ``fetch.max.bytes < message.max.bytes`` and a
+    ``key.deserializer`` / ``value.deserializer`` that is not callable.
     Logs a WARNING on ``kipconsumer.config`` when the KIP-62 compatibility rule raises
     ``max.poll.interval.ms`` to ``session.timeout.ms``.
     """
     conf, stats_cb = _take_stats_cb(conf)
+    conf, deserializers = _take_deserializers(conf)
     res = _resolve(conf, CONSUMER_SPECS, "consumer", others=_others("consumer"), forced=CONSUMER_FORCED,
                    passthrough=True)
     _check_common(res)
@@ -866,6 +891,8 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         default_api_timeout_ms=res.get_int("default.api.timeout.ms"),
         rdkafka=rd,
         stats_cb=stats_cb,
+        key_deserializer=deserializers.get("key.deserializer"),
+        value_deserializer=deserializers.get("value.deserializer"),
     )
 
 

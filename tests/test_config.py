@@ -534,7 +534,9 @@ UNKNOWN = [
     (producer_settings, "delivery.timout.ms", "did you mean 'delivery.timeout.ms'?"),
     (task_settings, "task.timeout", "unknown config 'task.timeout': did you mean 'task.timeout.ms'?"),
     (consumer_settings, "sasl.jaas.config", "sasl.username and sasl.password"),
-    (consumer_settings, "value.deserializer", "unknown config 'value.deserializer'"),
+    (consumer_settings, "value.deserializer", "config 'value.deserializer' must be a callable"),
+    (producer_settings, "value.deserializer", "unknown config 'value.deserializer': a consumer config"),
+    (producer_settings, "key.serializer", "pass key_serializer= to KafkaProducer"),
 ]
 
 
