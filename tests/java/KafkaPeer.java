@@ -28,6 +28,12 @@
 //       --session-timeout-ms MS      "revoked", "lost"; stop on stdin EOF or SIGTERM: commit,
 //       --member NAME                print {"event":"closed"} and close (leaving the group)
 //       --max-poll-records N
+//   consume-bench BOOTSTRAP TOPIC N  read N records (every partition from the beginning), then
+//                                    {"records","seconds","cpu_seconds"} (process CPU, all threads,
+//                                    from the first poll on: JVM start-up excluded) of the last of
+//                                    --passes P reads (default 2: the first warms the JIT up)
+//   produce-bench BOOTSTRAP TOPIC N [--value-size B] [--acks A] [--passes P]  send N keyed records
+//                                    and flush, P times (the topic gets P x N), the last one reported
 //
 // Written for kipconsumer; uses only the public kafka-clients API, plus
 // BuiltInPartitioner.partitionForKey (the producer's own function for keyed records).
@@ -82,6 +88,8 @@ public final class KafkaPeer {
             case "produce" -> produce(o);
             case "consume" -> System.exit(consume(o));
             case "group" -> group(o);
+            case "consume-bench" -> consumeBench(o);
+            case "produce-bench" -> produceBench(o);
             default -> usage("unknown command " + cmd);
         }
         OUT.flush();
@@ -489,6 +497,90 @@ public final class KafkaPeer {
             c.close(Duration.ofSeconds(10));
             OUT.flush();
             closed.countDown();
+        }
+    }
+
+    // -- benchmarks (bench/java_bench.py) ---------------------------------------------------------
+    private static long cpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory
+                .getOperatingSystemMXBean()).getProcessCpuTime();
+    }
+
+    private static void benchResult(long records, long t0, long c0) {
+        double seconds = (System.nanoTime() - t0) / 1e9;
+        double cpu = (cpuNanos() - c0) / 1e9;
+        emit("{\"records\":" + records + ",\"seconds\":" + seconds + ",\"cpu_seconds\":" + cpu + "}");
+    }
+
+    private static void consumeBench(Opts o) {
+        String bootstrap = o.pos(1, "BOOTSTRAP");
+        String topic = o.pos(2, "TOPIC");
+        long want = Long.parseLong(o.pos(3, "N"));
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, o.get("max-poll-records", "500"));
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        int passes = Integer.parseInt(o.get("passes", "2"));
+        // One consumer per pass, in one JVM: the last pass is reported, with the JIT warmed up (a
+        // reused consumer would first wait out the previous pass's fetch parked at the log end).
+        for (int pass = 1; pass <= passes; pass++) {
+            try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+                List<TopicPartition> tps = new ArrayList<>();
+                for (PartitionInfo pi : c.partitionsFor(topic, Duration.ofSeconds(30))) {
+                    tps.add(new TopicPartition(topic, pi.partition()));
+                }
+                c.assign(tps);
+                for (TopicPartition tp : tps) {
+                    c.seek(tp, 0);
+                }
+                long t0 = System.nanoTime();
+                long c0 = cpuNanos();
+                long n = 0;
+                long bytes = 0;
+                while (n < want) {
+                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) {
+                        byte[] v = r.value(); // touch every value, as the Python clients do
+                        bytes += v == null ? 0 : v.length;
+                        n++;
+                    }
+                }
+                if (pass == passes) {
+                    benchResult(n, t0, c0);
+                }
+                if (bytes < 0) {
+                    System.err.println(bytes);
+                }
+            }
+        }
+    }
+
+    private static void produceBench(Opts o) throws Exception {
+        String bootstrap = o.pos(1, "BOOTSTRAP");
+        String topic = o.pos(2, "TOPIC");
+        long n = Long.parseLong(o.pos(3, "N"));
+        byte[] value = new byte[Integer.parseInt(o.get("value-size", "100"))];
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.ACKS_CONFIG, o.get("acks", "all"));
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            producer.partitionsFor(topic); // metadata first: not timed
+            int passes = Integer.parseInt(o.get("passes", "2"));
+            for (int pass = 1; pass <= passes; pass++) { // the last pass is reported: JIT warmed up
+                long t0 = System.nanoTime();
+                long c0 = cpuNanos();
+                for (long i = 0; i < n; i++) {
+                    producer.send(
+                            new ProducerRecord<>(topic, Long.toString(i).getBytes(StandardCharsets.UTF_8), value));
+                }
+                producer.flush();
+                if (pass == passes) {
+                    benchResult(n, t0, c0);
+                }
+            }
         }
     }
 
