@@ -16,6 +16,10 @@ Asserted:
 * the group's committed offsets equal the log end offsets at the end;
 * every member got partitions at some point, the killed member's partitions were processed by others
   after the kill.
+
+And with default settings on both sides (Java's assignors range + cooperative-sticky, kipconsumer's
+range) one Java and one kipconsumer member form a group that splits the partitions (the claim of
+docs/configuration.md's defaults table).
 """
 
 from __future__ import annotations
@@ -233,3 +237,45 @@ def test_mixed_java_and_kipconsumer_group_processes_every_record_once_across_reb
         assert {tp: (got[tp].offset if got[tp] else None) for tp in tps} == end
     finally:
         check.close()
+
+
+def test_default_java_and_default_kipconsumer_members_share_a_group(
+    kafka_cluster: KafkaCluster, unique_name: Callable[[str], str]
+) -> None:
+    """docs/configuration.md's defaults table: Java's default assignors (range, cooperative-sticky) and
+    kipconsumer's default (range) meet on range, so members of both with default settings form one
+    group: both get partitions (eager range: each half of 4) and every record is processed once."""
+    servers = kafka_cluster.bootstrap_servers
+    topic, group = unique_name("jd"), unique_name("jdg")
+    kafka_cluster.create_topic(topic, 4, 1)
+    with KafkaProducer({"bootstrap.servers": servers}) as p:
+        for i in range(400):
+            p.send(topic, key=b"k-%d" % i, value=b"v-%d" % i)
+        p.flush(30)
+    java = java_peer.GroupMember(servers, topic, group, "java-d", assignor="default")
+    kip = KipMember("kip-d", {"bootstrap.servers": servers, "group.id": group, "enable.auto.commit": False,
+                              "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                              "heartbeat.interval.ms": 1000}, topic)
+    try:
+        java.wait_for("assigned", 30)
+
+        def values() -> list[bytes]:
+            return [v for _, _, v, _ in kip.processed] + [bytes.fromhex(e["value"]) for e in java.records()]
+
+        def last_assigned() -> tuple[list[int], list[int]]:
+            k = [e[2] for e in kip.log if e[1] == "assigned"]
+            j = [e["partitions"] for e in java.events if e["event"] == "assigned"]
+            return (k[-1] if k else []), (j[-1] if j else [])  # type: ignore[return-value]
+
+        _wait(lambda: len(set(values())) == 400 and [len(a) for a in last_assigned()] == [2, 2], 40,
+              "both members to hold two partitions each and every record to be processed")
+        assert java.stop() == 0
+        kip.close()
+        assert kip.error is None, kip.error
+    finally:
+        if java.proc.poll() is None:
+            java.kill()
+        kip.stop.set()
+    final_kip, final_java = last_assigned()
+    assert sorted(final_kip + final_java) == [0, 1, 2, 3]  # range split the 4 partitions between them
+    assert sorted(values()) == sorted(b"v-%d" % i for i in range(400))  # once each

@@ -24,7 +24,7 @@
 //       --timeout S                  give up after S seconds (default 30): exit code 3
 //   group BOOTSTRAP TOPIC GROUP [opts] consume as a group member; after processing each poll's
 //       --protocol classic|consumer  records (printing one "record" line each) commit them
-//       --assignor A                 synchronously and print a "committed" line; print "assigned",
+//       --assignor A|default         synchronously and print a "committed" line; print "assigned",
 //       --session-timeout-ms MS      "revoked", "lost"; stop on stdin EOF or SIGTERM: commit,
 //       --member NAME                print {"event":"closed"} and close (leaving the group)
 //       --max-poll-records N
@@ -408,8 +408,10 @@ public final class KafkaPeer {
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
         if (protocol.equals("classic")) {
-            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
-                    assignorClass(o.get("assignor", "cooperative-sticky")));
+            String assignor = o.get("assignor", "cooperative-sticky");
+            if (!assignor.equals("default")) { // default: Java's own list (range, cooperative-sticky)
+                p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignorClass(assignor));
+            }
             p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, o.get("session-timeout-ms", "6000"));
             p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
         }
