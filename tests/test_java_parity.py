@@ -1,8 +1,8 @@
 """Java API parity of the consumer: ``key.deserializer`` / ``value.deserializer`` (applied lazily, once per
 record and field, never to ``to_arrow()``; failures typed and naming the record, as Java's
 RecordDeserializationException) and ``current_lag`` (Java's ``currentLag``) with per-partition lag in
-``metrics()``. Deserializers run on the shared ``broker``; lag needs real Kafka's watermarks and last
-stable offsets (marked ``kafka``)."""
+``metrics()``, compared with the Java client's own ``currentLag`` (our peer). Deserializers run on the
+shared ``broker``; lag needs real Kafka's watermarks and last stable offsets (marked ``kafka``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import java_peer
 import pytest
 
 from kipconsumer import KafkaConsumer, KafkaProducer, TopicPartition
@@ -192,6 +193,48 @@ def test_current_lag_follows_position_and_the_last_stable_offset(
         position = lags["read_uncommitted"][0]
         assert 100 <= position <= 120 and lags["read_uncommitted"][1] == 120 - position
         assert lags["read_committed"] == (100, 0)
+        p.abort_transaction(30)
+    finally:
+        p.close(10)
+
+
+@pytest.mark.kafka
+def test_current_lag_equals_the_java_clients_current_lag(
+    kafka_cluster: KafkaCluster, unique_name: Callable[[str], str]
+) -> None:
+    """The same partition state read by Java's currentLag (our peer) and kipconsumer's current_lag,
+    both after a first poll of at most 30 records from offset 0: 100 plain records then an open
+    transaction of 20. read_uncommitted: 120 - 30; read_committed: 100 (the last stable offset) - 30."""
+    servers = kafka_cluster.bootstrap_servers
+    topic = unique_name("lagj")
+    kafka_cluster.create_topic(topic, 1, 1)
+    tp = TopicPartition(topic, 0)
+    _fill(servers, topic, [(None, b"%d" % i) for i in range(100)])
+    p = KafkaProducer({"bootstrap.servers": servers, "transactional.id": unique_name("lagjtx")})
+    try:
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(20):
+            p.send(topic, value=b"open-%d" % i, partition=0)
+        p.flush(30)
+        for level, expected in (("read_uncommitted", 90), ("read_committed", 70)):
+            (java,) = java_peer.run("lag", servers, topic, "--isolation", level, "--max-poll-records", "30")
+            c = KafkaConsumer({"bootstrap.servers": servers, "max.poll.records": 30, "isolation.level": level,
+                               "enable.auto.commit": False})
+            try:
+                c.assign([tp])
+                c.seek(tp, 0)
+                deadline = time.monotonic() + 10
+                while not c.poll(0.2) and time.monotonic() < deadline:
+                    pass
+                lag = c.current_lag(tp)
+                while lag is None and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    lag = c.current_lag(tp)
+                ours = {"position": c.position(tp), "lag": lag}
+            finally:
+                c.close()
+            assert ours == java == {"position": 30, "lag": expected}, level
         p.abort_transaction(30)
     finally:
         p.close(10)

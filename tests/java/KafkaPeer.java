@@ -28,6 +28,9 @@
 //       --session-timeout-ms MS      "revoked", "lost"; stop on stdin EOF or SIGTERM: commit,
 //       --member NAME                print {"event":"closed"} and close (leaving the group)
 //       --max-poll-records N
+//   lag BOOTSTRAP TOPIC [--isolation L] [--max-poll-records N]  assign partition 0 from offset 0,
+//                                    poll once with records (at most N), then print
+//                                    {"position","lag"}: currentLag once known (within 10 s)
 //   consume-bench BOOTSTRAP TOPIC N  read N records (every partition from the beginning), then
 //                                    {"records","seconds","cpu_seconds"} (process CPU, all threads,
 //                                    from the first poll on: JVM start-up excluded) of the last of
@@ -88,6 +91,7 @@ public final class KafkaPeer {
             case "produce" -> produce(o);
             case "consume" -> System.exit(consume(o));
             case "group" -> group(o);
+            case "lag" -> lag(o);
             case "consume-bench" -> consumeBench(o);
             case "produce-bench" -> produceBench(o);
             default -> usage("unknown command " + cmd);
@@ -499,6 +503,33 @@ public final class KafkaPeer {
             c.close(Duration.ofSeconds(10));
             OUT.flush();
             closed.countDown();
+        }
+    }
+
+    // -- lag ---------------------------------------------------------------------------------------
+    private static void lag(Opts o) throws Exception {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, o.pos(1, "BOOTSTRAP"));
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, o.get("isolation", "read_uncommitted"));
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, o.get("max-poll-records", "500"));
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        TopicPartition tp = new TopicPartition(o.pos(2, "TOPIC"), 0);
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            c.assign(List.of(tp));
+            c.seek(tp, 0);
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (c.poll(Duration.ofMillis(200)).isEmpty() && System.nanoTime() < deadline) {
+                // until the first records
+            }
+            java.util.OptionalLong lag = c.currentLag(tp);
+            while (lag.isEmpty() && System.nanoTime() < deadline) {
+                Thread.sleep(50);
+                lag = c.currentLag(tp);
+            }
+            emit("{\"position\":" + c.position(tp) + ",\"lag\":" + (lag.isPresent() ? lag.getAsLong() : "null")
+                    + "}");
         }
     }
 
