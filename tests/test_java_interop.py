@@ -1,8 +1,9 @@
 """kipconsumer against the Apache Kafka Java client (our peer, tests/java/KafkaPeer.java), on real Kafka.
 
-* Partitioning: with default settings, kipconsumer's producers (sync and asyncio) put every keyed
-  record on the partition the Java producer puts it on (murmur2); ``partitioner=consistent_random``
-  (librdkafka's own default) is one setting away and disagrees for most keys.
+* Partitioning: with default settings, kipconsumer's producers (sync, asyncio, and the Pipeline's sink
+  with ``sink_partitioning="key"``) put every keyed record on the partition the Java producer puts it
+  on (murmur2); ``partitioner=consistent_random`` (librdkafka's own default) is one setting away and
+  disagrees for most keys; null keys spread over partitions.
 * Records written by Java (keys, headers, timestamps, every compression codec, committed and
   aborted transactions) read by kipconsumer with read_committed, and the other way round.
 
@@ -216,3 +217,41 @@ def test_kipconsumer_writes_java_reads(codec: str, kafka_cluster: KafkaCluster,
     # Java's read_uncommitted sees the aborted records too
     raw = java_peer.run("consume", kafka_cluster.bootstrap_servers, topic, timeout=90)
     assert raw[-1] == {"event": "end", "count": n}
+
+
+def test_pipeline_key_sink_partitioning_puts_outputs_where_java_would(
+    kafka_cluster: KafkaCluster, unique_name: Callable[[str], str]
+) -> None:
+    """kipconsumer.streams.Pipeline with sink_partitioning="key" leaves the sink partition to its
+    producer's default partitioner: every output lands on the Java client's partition for its key."""
+    from kipconsumer.streams import Pipeline
+
+    keys = _keys(600)
+    src, sink = unique_name("ps"), unique_name("pk")
+    kafka_cluster.create_topic(src, 2, 1)
+    kafka_cluster.create_topic(sink, NPARTS, 1)
+    with KafkaProducer({"bootstrap.servers": kafka_cluster.bootstrap_servers}) as p:
+        _send_all(p, src, keys)
+
+    def echo(record: Any) -> Any:
+        yield record.key, record.value
+
+    conf = {"bootstrap.servers": kafka_cluster.bootstrap_servers, "group.id": unique_name("pg"),
+            "commit.interval.ms": 100}
+    with Pipeline(conf, src, echo, sink, sink_partitioning="key") as pipe:
+        pipe.run(until=lambda: pipe.metrics()["outputs_acked"] >= len(keys), timeout=40)
+    java = dict(zip(keys, java_peer.partitions_for(keys, NPARTS), strict=True))
+    c = KafkaConsumer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "enable.auto.commit": False})
+    try:
+        tps = [TopicPartition(sink, q) for q in range(NPARTS)]
+        c.assign(tps)
+        for tp in tps:
+            c.seek(tp, 0)
+        got: dict[bytes, int] = {}
+        deadline = time.monotonic() + 20
+        while len(got) < len(keys) and time.monotonic() < deadline:
+            for r in c.poll(0.5):
+                got[r.key] = r.partition
+    finally:
+        c.close()
+    assert got == java
