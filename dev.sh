@@ -64,6 +64,8 @@ setup() {
     log "Apache Kafka's jars (kipconsumer.testing.KafkaCluster)"
     "$VENV/bin/python" -c 'from kipconsumer.testing._distribution import resolve_distribution as r, find_java as j
 j(); d = r(); print("Apache Kafka", d.version, "in", d.libs)'
+    log "our Java peer (tests/java/KafkaPeer.java: javac into ~/.cache/kipconsumer/java-peer)"
+    "$VENV/bin/python" tests/java_peer.py
 }
 
 run_tests() {

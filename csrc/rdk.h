@@ -451,6 +451,13 @@ const rd_kafka_topic_partition_list_t *
 rd_kafka_group_result_partitions(const rd_kafka_group_result_t *groupres);
 
 /* ---- admin: offsets by timestamp (ListOffsets, librdkafka >= 2.3), answered on a queue ---- */
+typedef enum rd_kafka_IsolationLevel_t {
+    RD_KAFKA_ISOLATION_LEVEL_READ_UNCOMMITTED = 0,
+    RD_KAFKA_ISOLATION_LEVEL_READ_COMMITTED = 1
+} rd_kafka_IsolationLevel_t;
+#define RD_KAFKA_OFFSET_SPEC_LATEST ((int64_t)-1)
+rd_kafka_error_t *rd_kafka_AdminOptions_set_isolation_level(rd_kafka_AdminOptions_t *options,
+                                                            rd_kafka_IsolationLevel_t value);
 typedef struct rd_kafka_ListOffsetsResultInfo_s rd_kafka_ListOffsetsResultInfo_t;
 typedef rd_kafka_event_t rd_kafka_ListOffsets_result_t;
 void rd_kafka_ListOffsets(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *topic_partitions,

@@ -60,6 +60,11 @@ cdef class NativeConsumer:
     cdef bytes _group_id                 # group.id (or the private one of an assign-only consumer)
     cdef bint _cooperative_cfg           # cooperative-sticky, or group.protocol=consumer (KIP-848)
     cdef bint _read_committed            # isolation.level=read_committed (stable offsets only)
+    cdef object _key_deser               # key.deserializer / value.deserializer (None: raw bytes),
+    cdef object _value_deser             # handed to every batch poll() returns
+    cdef rd_kafka_queue_t *lso_q         # answers of current_lag()'s ListOffsets (read_committed)
+    cdef dict _lso                       # TopicPartition -> last stable offset last answered
+    cdef set _lso_pending                # TopicPartitions with a ListOffsets in flight
     cdef int64_t _session_timeout_ms     # for the close settle's bound
     cdef int64_t _heartbeat_interval_ms  # for the close settle's bound
     # --- group membership (_consumer_membership.pxi)

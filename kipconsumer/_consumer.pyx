@@ -29,7 +29,7 @@ from kipconsumer._core cimport *
 from kipconsumer._cstr cimport c_string
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._rdk cimport *
-from kipconsumer._records cimport ConsumerRecords, records_take
+from kipconsumer._records cimport ConsumerRecords, records_set_deserializers, records_take
 
 from kipconsumer.errors import (CommitFailedError, ConfigError, IllegalStateError, KafkaError,
                                 KafkaTimeoutError, RebalanceInProgressError, WakeupError)
@@ -240,12 +240,17 @@ cdef class NativeConsumer:
 
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
                   long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms,
-                  stats_cb=None, bint prefetch_thread=False):
+                  stats_cb=None, bint prefetch_thread=False, key_deserializer=None,
+                  value_deserializer=None):
         cdef char errstr[512]
         cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
         cdef kc_fairness_t mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
         self._commit_callbacks = {}
         self._stats_cb = stats_cb
+        self._key_deser = key_deserializer
+        self._value_deser = value_deserializer
+        self._lso = {}
+        self._lso_pending = set()
         self._subscription = set()
         self._stale_parts = set()
         self._listener = ListenerInvoker(None)
@@ -328,6 +333,9 @@ cdef class NativeConsumer:
 
     cdef void _destroy(self) noexcept:
         self._detach_commit_queue()
+        if self.lso_q != NULL:
+            rd_kafka_queue_destroy(self.lso_q)
+            self.lso_q = NULL
         if self.commit_q != NULL:
             rd_kafka_queue_destroy(self.commit_q)
             self.commit_q = NULL
@@ -647,6 +655,11 @@ cdef class NativeConsumer:
             return p.position
         return None
 
+    def current_lag(self, tp):
+        """Java's ``currentLag(tp)``: the cached end offset minus the position, or None if unknown."""
+        self._check_open()
+        return _partition_lag(self, _assigned(self, tp), True)
+
     def buffered_first_offset(self, tp):
         """Offset of the oldest buffered record of tp, or None (used by position())."""
         self._check_open()
@@ -727,6 +740,8 @@ cdef class NativeConsumer:
             "poll_moved_records": self.core.poll_moved,
             "paused_partitions": sum(1 for i in range(self.core.fb.n) if self.core.fb.parts[i].paused),
             "statistics": self._stats,
+            "partition_lag": {TopicPartition(self.core.fb.parts[i].topic.decode(), self.core.fb.parts[i].partition):
+                              _partition_lag(self, self.core.fb.parts[i], False) for i in range(self.core.fb.n)},
         }
 
     def group_metadata(self):

@@ -32,6 +32,8 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
                 n = 0
             if n or c._pending_exc is not None:
                 batch = records_take(c.out, n, c._handle)
+                if c._key_deser is not None or c._value_deser is not None:
+                    records_set_deserializers(batch, c._key_deser, c._value_deser)
                 c._raise_pending()
                 return batch
             _serve_commit_callbacks(c)

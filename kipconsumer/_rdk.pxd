@@ -359,6 +359,12 @@ cdef extern from "rdk.h" nogil:
                                                                   size_t errstr_size)
     rd_kafka_error_t *rd_kafka_AdminOptions_set_require_stable_offsets(rd_kafka_AdminOptions_t *options,
                                                                        int true_or_false)
+    ctypedef enum rd_kafka_IsolationLevel_t:
+        RD_KAFKA_ISOLATION_LEVEL_READ_UNCOMMITTED
+        RD_KAFKA_ISOLATION_LEVEL_READ_COMMITTED
+    int64_t RD_KAFKA_OFFSET_SPEC_LATEST
+    rd_kafka_error_t *rd_kafka_AdminOptions_set_isolation_level(rd_kafka_AdminOptions_t *options,
+                                                                rd_kafka_IsolationLevel_t value)
     rd_kafka_ListConsumerGroupOffsets_t *rd_kafka_ListConsumerGroupOffsets_new(
         const char *group_id, const rd_kafka_topic_partition_list_t *partitions)
     void rd_kafka_ListConsumerGroupOffsets_destroy(

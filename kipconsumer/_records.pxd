@@ -9,9 +9,12 @@ cdef class ConsumerRecords:
     cdef list _topics        # topic str per group, parallel to _groups; None until built
     cdef Py_ssize_t *_group_of  # group index of each record; NULL until built
     cdef object _owner       # keeps the librdkafka handle alive while messages are held
+    cdef object _key_deser   # the consumer's key.deserializer (bytes -> object), or None
+    cdef object _value_deser # the consumer's value.deserializer, or None
 
     cdef object _topic_of(self, Py_ssize_t i)
     cdef _build_groups(self)
 
 
 cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner)
+cdef void records_set_deserializers(ConsumerRecords batch, object key_deser, object value_deser)

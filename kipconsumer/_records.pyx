@@ -18,6 +18,7 @@ from kipconsumer._rdk cimport (rd_kafka_header_cnt, rd_kafka_header_get_all, rd_
                                rd_kafka_resp_err_t, rd_kafka_timestamp_type_t,
                                rd_kafka_topic_name, rd_kafka_topic_t, RD_KAFKA_RESP_ERR_NO_ERROR)
 
+from kipconsumer.errors import RecordDeserializationError
 from kipconsumer.structs import TopicPartition
 
 
@@ -61,16 +62,40 @@ cdef class ConsumerRecord:
     """One record of a poll() batch: topic, partition, offset, key, value, timestamp, headers.
 
     Valid as long as you hold it (it keeps its batch alive). ``key``/``value`` are
-    ``bytes`` or ``None``; ``timestamp`` is milliseconds since the epoch (-1 if the
-    broker gave none); ``headers`` is a list of ``(str, bytes | None)``.
+    ``bytes`` or ``None`` (with the consumer's ``key.deserializer`` / ``value.deserializer``:
+    what those return, computed on first access); ``timestamp`` is milliseconds since the
+    epoch (-1 if the broker gave none); ``headers`` is a list of ``(str, bytes | None)``.
     """
 
     cdef ConsumerRecords _batch
     cdef rd_kafka_message_t *_m
     cdef Py_ssize_t _i
+    cdef object _key_obj      # the deserialized key, once read (_have & 1)
+    cdef object _value_obj    # the deserialized value, once read (_have & 2)
+    cdef unsigned char _have
 
     def __init__(self) -> None:
         raise TypeError("ConsumerRecord objects come from KafkaConsumer.poll()")
+
+    cdef object _deserialize(self, object fn, object raw, str origin):
+        try:
+            return fn(raw)
+        except Exception as e:
+            topic = self.topic
+            raise RecordDeserializationError(
+                f"{origin}.deserializer failed on the {origin} of record {topic}-{self._m.partition} at offset "
+                f"{self._m.offset} ({len(raw)} bytes): {e!r}", topic=topic, partition=self._m.partition,
+                offset=self._m.offset, origin=origin) from e
+
+    cdef object _raw_key(self):
+        if self._m.key == NULL:
+            return None
+        return PyBytes_FromStringAndSize(<char *>self._m.key, self._m.key_len)
+
+    cdef object _raw_value(self):
+        if self._m.payload == NULL:
+            return None
+        return PyBytes_FromStringAndSize(<char *>self._m.payload, self._m.len)
 
     @property
     def topic(self) -> str:
@@ -86,15 +111,31 @@ cdef class ConsumerRecord:
 
     @property
     def key(self):
+        """The key: ``bytes`` or ``None``; with a ``key.deserializer``, what it returned for the bytes
+        (called once per record, on first access; ``None`` stays ``None``). A deserializer's exception
+        is raised as ``RecordDeserializationError`` naming the record."""
         if self._m.key == NULL:
             return None
-        return PyBytes_FromStringAndSize(<char *>self._m.key, self._m.key_len)
+        fn = self._batch._key_deser
+        if fn is None:
+            return PyBytes_FromStringAndSize(<char *>self._m.key, self._m.key_len)
+        if not self._have & 1:
+            self._key_obj = self._deserialize(fn, self._raw_key(), "key")
+            self._have |= 1
+        return self._key_obj
 
     @property
     def value(self):
+        """The value: ``bytes`` or ``None``; with a ``value.deserializer``, as for ``key``."""
         if self._m.payload == NULL:
             return None
-        return PyBytes_FromStringAndSize(<char *>self._m.payload, self._m.len)
+        fn = self._batch._value_deser
+        if fn is None:
+            return PyBytes_FromStringAndSize(<char *>self._m.payload, self._m.len)
+        if not self._have & 2:
+            self._value_obj = self._deserialize(fn, self._raw_value(), "value")
+            self._have |= 2
+        return self._value_obj
 
     @property
     def timestamp(self) -> int:
@@ -137,7 +178,7 @@ cdef class ConsumerRecord:
 
     def __repr__(self) -> str:
         return (f"ConsumerRecord(topic={self.topic!r}, partition={self.partition}, "
-                f"offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"offset={self.offset}, timestamp={self.timestamp}, key={self._raw_key()!r}, "
                 f"value_size={self.serialized_value_size})")
 
     def __reduce__(self):
@@ -173,6 +214,10 @@ cdef class _RecordIterator:
         return r
 
 
+# no_gc_clear: a batch caught in a reference cycle (e.g. a record in a stored exception's traceback)
+# must keep _owner until __dealloc__ has destroyed its messages; if the cycle collector cleared _owner
+# first, the handle's rd_kafka_destroy() would wait forever for this batch's messages.
+@cython.no_gc_clear
 cdef class ConsumerRecords:
     """The records one ``poll()`` returned, grouped by partition, each partition in
     offset order. ``len(records) <= max.poll.records``.
@@ -378,3 +423,10 @@ cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, objec
     memcpy(b.msgs, msgs, n * sizeof(rd_kafka_message_t *))
     b.n = n
     return b
+
+
+cdef void records_set_deserializers(ConsumerRecords batch, object key_deser, object value_deser):
+    """Makes the records' ``key`` / ``value`` go through the consumer's deserializers (read lazily,
+    per record); ``to_arrow()`` keeps the raw bytes."""
+    batch._key_deser = key_deser
+    batch._value_deser = value_deser

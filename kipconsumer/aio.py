@@ -237,6 +237,10 @@ class AsyncKafkaConsumer:
     def position(self, partition: TopicPartition, timeout: float | None = None) -> int:
         return self._consumer.position(partition, timeout)
 
+    def current_lag(self, partition: TopicPartition) -> int | None:
+        """``KafkaConsumer.current_lag``: no request, never blocks."""
+        return self._consumer.current_lag(partition)
+
     def metrics(self) -> dict[str, Any]:
         return self._consumer.metrics()
 

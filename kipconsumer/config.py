@@ -85,6 +85,10 @@ class ConsumerSettings:
     stats_cb: Callable[[str], object] | None = None
     #: ``poll.prefetch.thread``
     poll_prefetch_thread: bool = False
+    #: ``key.deserializer`` / ``value.deserializer``: ``bytes -> object``, applied when a record's
+    #: ``key`` / ``value`` is read (never to ``None``, never by ``to_arrow()``)
+    key_deserializer: Callable[[bytes], object] | None = None
+    value_deserializer: Callable[[bytes], object] | None = None
 
     __repr__ = _settings_repr
 
@@ -284,6 +288,11 @@ PRODUCER_SPECS: dict[str, Spec] = _table({
     "enable.idempotence": _bool(True, emit_default=True,
                                 doc="Needs acks=all, max.in.flight<=5, retries>=1."),
     "compression.type": _enum("none|gzip|snappy|lz4|zstd", "none", aliases=("compression.codec",)),
+    "partitioner": _enum("murmur2_random|murmur2|consistent_random|consistent|random|fnv1a_random|fnv1a",
+                         "murmur2_random", emit_default=True,
+                         doc="librdkafka name. The default puts a keyed record on the Java client's "
+                         "partition (murmur2 of the key bytes); consistent_random is librdkafka's own "
+                         "default (CRC32), another partition for most keys."),
     "max.in.flight.requests.per.connection": _int(1, 1_000_000, 5, emit_default=True, rdkafka="max.in.flight",
                                                   aliases=("max.in.flight",)),
     "max.request.size": _int(1_000, 1_000_000_000, 1_000_000, rdkafka="message.max.bytes",
@@ -292,6 +301,35 @@ PRODUCER_SPECS: dict[str, Spec] = _table({
     "transaction.timeout.ms": _int(1_000, INT32_MAX, 60_000,
                                    doc="With transactional.id, delivery.timeout.ms must not exceed it."),
 })
+
+#: Where a default of the tables above differs from the Java client's (kafka-clients 4.2.1's
+#: ``ConfigDef`` defaults): ``(client, key) -> (Java's default, why kipconsumer's differs)``.
+#: tests/test_java_defaults.py asks the Java client for its defaults and fails on any difference not
+#: listed here, or listed with another Java value; docs/configuration.md shows this table.
+JAVA_DEFAULT_DIFFERENCES: dict[tuple[str, str], tuple[object, str]] = {
+    ("consumer", "partition.assignment.strategy"): (
+        "range,cooperative-sticky",
+        "librdkafka cannot offer an eager and a cooperative assignor together; a group of default Java "
+        "members uses range (first in their list), so default members of both clients agree on range"),
+    ("consumer", "request.timeout.ms"): (
+        30_000, "sent as librdkafka's socket.timeout.ms, whose default (60000) applies"),
+    ("consumer", "check.crcs"): (
+        True, "librdkafka's default: CRC32C of every fetched batch costs CPU on the hot path"),
+    ("consumer", "metadata.max.age.ms"): (
+        300_000, "librdkafka's default (it refreshes topic metadata every 300000 ms anyway: "
+        "topic.metadata.refresh.interval.ms)"),
+    ("producer", "metadata.max.age.ms"): (
+        300_000, "librdkafka's default (topic metadata refreshed every 300000 ms anyway)"),
+    ("consumer", "reconnect.backoff.ms"): (50, "librdkafka's default"),
+    ("producer", "reconnect.backoff.ms"): (50, "librdkafka's default"),
+    ("consumer", "reconnect.backoff.max.ms"): (1_000, "librdkafka's default"),
+    ("producer", "reconnect.backoff.max.ms"): (1_000, "librdkafka's default"),
+    ("producer", "batch.size"): (
+        16_384, "librdkafka's default: its batch.size bounds a whole per-partition batch (batches form "
+        "during linger.ms, 5 ms as in Java); 16 KiB batches would cut throughput"),
+    ("producer", "max.request.size"): (
+        1_048_576, "sent as librdkafka's message.max.bytes, whose default (1000000) applies"),
+}
 
 #: Task executor keys (KIP-572).
 TASK_SPECS: dict[str, Spec] = _table({
@@ -388,10 +426,10 @@ _HINTS = {
     "sasl.jaas.config": "librdkafka takes sasl.username and sasl.password (or sasl.oauthbearer.config)",
     "ssl.truststore.location": "librdkafka takes a PEM file in ssl.ca.location",
     "ssl.truststore.password": "librdkafka takes a PEM file in ssl.ca.location",
-    "key.deserializer": "kipconsumer returns bytes; deserialize in the application",
-    "value.deserializer": "kipconsumer returns bytes; deserialize in the application",
-    "key.serializer": "kipconsumer sends bytes or str; serialize in the application",
-    "value.serializer": "kipconsumer sends bytes or str; serialize in the application",
+    "key.deserializer": "a consumer config (a callable bytes -> object)",
+    "value.deserializer": "a consumer config (a callable bytes -> object)",
+    "key.serializer": "pass key_serializer= to KafkaProducer (a callable object -> bytes or str)",
+    "value.serializer": "pass value_serializer= to KafkaProducer (a callable object -> bytes or str)",
 }
 
 _SECRET_MARKERS = ("password", "secret", "sasl.jaas.config", "ssl.key.pem", "ssl_key", "oauthbearer.config",
@@ -791,15 +829,36 @@ def _take_stats_cb(conf: Mapping[str, object]) -> tuple[Mapping[str, object], Ca
     return {k: v for k, v in conf.items() if k != "stats_cb"}, cb
 
 
+_DESERIALIZER_KEYS = ("key.deserializer", "value.deserializer")
+
+
+def _take_deserializers(conf: Mapping[str, object]) -> tuple[Mapping[str, object], dict[str, Any]]:
+    """Splits ``key.deserializer`` / ``value.deserializer`` (callables ``bytes -> object``; None: unset)
+    off ``conf``. A Java class name (a str) or any other non-callable is a ``ConfigError`` naming the key."""
+    if not isinstance(conf, Mapping) or not any(k in conf for k in _DESERIALIZER_KEYS):
+        return conf, {}
+    found: dict[str, Any] = {}
+    for key in _DESERIALIZER_KEYS:
+        fn = conf.get(key)
+        if fn is not None and not callable(fn):
+            raise ConfigError(f"config {key!r} must be a callable taking the record's {key.split('.')[0]} "
+                              f"bytes and returning the object (as Java's Deserializer.deserialize); got "
+                              f"{type(fn).__name__} {fn!r}")
+        found[key] = fn
+    return {k: v for k, v in conf.items() if k not in _DESERIALIZER_KEYS}, found
+
+
 def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
     """Validate a consumer config dict and return its settings.
 
     Raises ``ConfigError`` for unknown keys, bad values, a missing ``bootstrap.servers``,
-    ``heartbeat.interval.ms >= session.timeout.ms`` and ``fetch.max.bytes < message.max.bytes``.
+    ``heartbeat.interval.ms >= session.timeout.ms``, ``fetch.max.bytes < message.max.bytes`` and a
+    ``key.deserializer`` / ``value.deserializer`` that is not callable.
     Logs a WARNING on ``kipconsumer.config`` when the KIP-62 compatibility rule raises
     ``max.poll.interval.ms`` to ``session.timeout.ms``.
     """
     conf, stats_cb = _take_stats_cb(conf)
+    conf, deserializers = _take_deserializers(conf)
     res = _resolve(conf, CONSUMER_SPECS, "consumer", others=_others("consumer"), forced=CONSUMER_FORCED,
                    passthrough=True)
     _check_common(res)
@@ -838,6 +897,8 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         default_api_timeout_ms=res.get_int("default.api.timeout.ms"),
         rdkafka=rd,
         stats_cb=stats_cb,
+        key_deserializer=deserializers.get("key.deserializer"),
+        value_deserializer=deserializers.get("value.deserializer"),
     )
 
 
@@ -1012,6 +1073,7 @@ __all__ = [
     "task_settings",
     "pipeline_settings",
     "exactly_once_configs",
+    "JAVA_DEFAULT_DIFFERENCES",
     "redact",
     "is_secret",
     "librdkafka_names",

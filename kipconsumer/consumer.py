@@ -156,6 +156,8 @@ class KafkaConsumer:
             s.default_api_timeout_ms,
             s.stats_cb,
             s.poll_prefetch_thread,
+            s.key_deserializer,
+            s.value_deserializer,
         )
         self._auto_offset_reset = s.rdkafka.get("auto.offset.reset", "latest")
         # The thread contract (_enter/_leave/close): which thread is in a call, how deep (callbacks
@@ -353,6 +355,17 @@ class KafkaConsumer:
         return int(low if self._auto_offset_reset in ("earliest", "smallest", "beginning") else high)
 
     @_owned
+    def current_lag(self, partition: TopicPartition) -> int | None:
+        """Java's ``currentLag``: how many records ``partition`` has past this consumer's position
+        (the end offset as the last fetch response reported it, the high watermark or with
+        ``isolation.level=read_committed`` the last stable offset, minus :meth:`position`). Never
+        sends a request and never blocks: ``None`` while the position or the end offset is not known
+        yet (before the partition's first fetch response). Raises ``IllegalStateError`` if the
+        partition is not assigned."""
+        lag: int | None = self._native.current_lag(_as_tp(partition, "partition"))
+        return lag
+
+    @_owned
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """The next ``poll()`` returns ``partition``'s records from ``offset``; buffered
         records of that partition are dropped. Valid right after ``assign()``."""
@@ -447,7 +460,10 @@ class KafkaConsumer:
     def metrics(self) -> dict[str, Any]:
         """Counters and gauges: assigned_partitions, buffered_records, buffered_bytes,
         time_since_last_poll_ms, last_heartbeat_ms_ago, rebalances, records_returned,
-        poll_interval_expiries, heartbeats, ... Thread-safe."""
+        poll_interval_expiries, heartbeats, ..., and ``partition_lag``: ``{TopicPartition: int |
+        None}`` over the assigned partitions, :meth:`current_lag` of each (None also while records
+        never returned are buffered without a returned position: metrics() may run on any thread and
+        does not read the buffer). Thread-safe."""
         result: dict[str, Any] = self._native.metrics()
         return result
 

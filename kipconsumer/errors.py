@@ -110,6 +110,21 @@ class SerializationError(KafkaError, TypeError):
     """A key, value or header cannot be encoded to bytes."""
 
 
+class RecordDeserializationError(SerializationError):
+    """A consumer's ``key.deserializer`` / ``value.deserializer`` raised on a record (Java's
+    ``RecordDeserializationException``). ``topic``, ``partition``, ``offset`` name the record,
+    ``origin`` is ``"key"`` or ``"value"``; the deserializer's exception is ``__cause__``. The record
+    stays readable: its raw bytes are in ``to_arrow()``, and reading the field again retries."""
+
+    def __init__(self, message: str, *, topic: str = "", partition: int = -1, offset: int = -1,
+                 origin: str = "") -> None:
+        super().__init__(message, code="RECORD_DESERIALIZATION")
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.origin = origin
+
+
 __all__ = [
     "TransactionBlockedError",
     "KafkaError",
@@ -123,6 +138,7 @@ __all__ = [
     "ConcurrentAccessError",
     "SerializationError",
     "ProcessingError",
+    "RecordDeserializationError",
     "ProducerFencedError",
     "TransactionAbortableError",
 ]

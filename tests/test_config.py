@@ -119,8 +119,18 @@ def test_producer_defaults() -> None:
         "request.timeout.ms": "30000",
         "enable.idempotence": "true",
         "max.in.flight": "5",
+        "partitioner": "murmur2_random",
         "delivery.report.only.error": "false",
     }
+
+
+def test_producer_partitioner_defaults_to_javas_and_the_old_one_is_one_setting_away() -> None:
+    """Keyed records go where the Java client puts them (murmur2) unless partitioner is set."""
+    assert prod({}).rdkafka["partitioner"] == "murmur2_random"
+    assert prod({"partitioner": "consistent_random"}).rdkafka["partitioner"] == "consistent_random"
+    assert prod({"partitioner": "Murmur2"}).rdkafka["partitioner"] == "murmur2"
+    with pytest.raises(ConfigError, match=r"partitioner='crc32' is not allowed: allowed murmur2_random\|"):
+        prod({"partitioner": "crc32"})
 
 
 def test_task_defaults() -> None:
@@ -524,7 +534,9 @@ UNKNOWN = [
     (producer_settings, "delivery.timout.ms", "did you mean 'delivery.timeout.ms'?"),
     (task_settings, "task.timeout", "unknown config 'task.timeout': did you mean 'task.timeout.ms'?"),
     (consumer_settings, "sasl.jaas.config", "sasl.username and sasl.password"),
-    (consumer_settings, "value.deserializer", "unknown config 'value.deserializer'"),
+    (consumer_settings, "value.deserializer", "config 'value.deserializer' must be a callable"),
+    (producer_settings, "value.deserializer", "unknown config 'value.deserializer': a consumer config"),
+    (producer_settings, "key.serializer", "pass key_serializer= to KafkaProducer"),
 ]
 
 

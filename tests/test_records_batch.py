@@ -142,3 +142,47 @@ def test_to_arrow_batches_and_columns_outlive_later_batches(broker, topic_factor
         col = obj if isinstance(obj, pa.Array) else obj.column(5)
         assert col.to_pylist() == values
     assert table.column("value").to_pylist() == expected_table
+
+
+_CYCLE_SCRIPT = """
+import gc
+from kipconsumer import KafkaConsumer, KafkaProducer, TopicPartition
+from kipconsumer.broker import EmbeddedBroker
+with EmbeddedBroker(num_brokers=1) as b:
+    b.create_topic("t", 1)
+    tp = TopicPartition("t", 0)
+    with KafkaProducer({"bootstrap.servers": b.bootstrap_servers}) as p:
+        p.send("t", value=b"x", partition=0)
+        p.flush(10)
+    c = KafkaConsumer({"bootstrap.servers": b.bootstrap_servers})
+    c.assign([tp])
+    c.seek(tp, 0)
+    batch = None
+    for _ in range(40):
+        batch = c.poll(0.5)
+        if batch:
+            break
+    assert batch
+    gc.disable()
+    cycle = [batch]           # cyclic garbage holding the batch: the collector visits the batch first
+    cycle.append(cycle)
+    del batch
+    c.close()
+    del c, cycle
+    gc.collect()
+print("collected")
+"""
+
+
+def test_a_batch_in_cyclic_garbage_is_collected_without_a_deadlock() -> None:
+    """A batch reached only from a reference cycle (a stored exception's traceback holding a record,
+    a deserializer's closure) is freed by the cycle collector: its handle reference must outlive its
+    messages, else the handle's rd_kafka_destroy() waits for them forever (hung before the fix)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", _CYCLE_SCRIPT], capture_output=True, text=True, timeout=60,
+                          env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "collected", proc.stderr[-2000:]
