@@ -11,8 +11,8 @@ synchronously right after processing each poll's records.
 Asserted:
 * no loss: every acknowledged record was processed;
 * duplicates only where at-least-once allows them: a record processed twice was first processed by a
-  member none of whose successful commits covered it (the killed member's uncommitted tail, or a member
-  whose commit failed). The counts are printed (``-s``);
+  member none of whose successful commits covered it before it was processed again (the killed
+  member's uncommitted tail, or a member whose commit failed). The counts are printed (``-s``);
 * the group's committed offsets equal the log end offsets at the end;
 * every member got partitions at some point, the killed member's partitions were processed by others
   after the kill.
@@ -50,7 +50,6 @@ class KipMember:
     conf: dict[str, object]
     topic: str
     processed: list[tuple[int, int, bytes, float]] = field(default_factory=list)  # ..., when
-    committed: dict[int, int] = field(default_factory=dict)  # partition -> highest committed offset
     assigned: list[int] = field(default_factory=list)
     commit_failures: list[str] = field(default_factory=list)
     log: list[tuple[float, str, object]] = field(default_factory=list)  # (time, what, detail)
@@ -89,8 +88,6 @@ class KipMember:
                 except KafkaError as e:  # at least once: its records may come again (explained below)
                     self.commit_failures.append(repr(e))
                     continue
-                for p, o in offsets.items():
-                    self.committed[p] = max(self.committed.get(p, 0), o)
                 self.log.append((time.monotonic(), "committed", dict(offsets)))
         except BaseException as e:  # reported by the test
             self.error = e
@@ -125,9 +122,16 @@ def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def _java_commits(m: java_peer.GroupMember) -> list[tuple[float, int, int]]:
-    return [(e["_t"], int(p), o) for e in m.events if e["event"] == "committed"
-            for p, o in e["offsets"].items()]
+def _commits(kip: KipMember, *java: java_peer.GroupMember) -> dict[str, list[tuple[float, int, int]]]:
+    """Each member's successful commits: (when, partition, committed offset). kipconsumer's when
+    commit_sync() returned, the Java members' when the test read their "committed" line."""
+    out: dict[str, list[tuple[float, int, int]]] = {
+        kip.name: [(t, p, o) for t, what, offs in kip.log if what == "committed"
+                   for p, o in offs.items()]}  # type: ignore[attr-defined]
+    for m in java:
+        out[m.member] = [(e["_t"], int(p), o) for e in m.events if e["event"] == "committed"
+                         for p, o in e["offsets"].items()]
+    return out
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
@@ -196,25 +200,19 @@ def test_mixed_java_and_kipconsumer_group_processes_every_record_once_across_reb
     missing = want - {d[3] for d in deliveries}
     assert not missing, f"{len(missing)} acknowledged records never processed"
     # duplicates only where no successful commit of the first processor covered the record
-    # (when, partition, next offset) of each successful commit, per member; a Java commit's time is
-    # when the test read its line (an upper bound)
-    commits: dict[str, list[tuple[float, int, int]]] = {
-        "kip-1": [(t, p, o) for t, what, offs in kip.log if what == "committed"
-                  for p, o in offs.items()],  # type: ignore[union-attr]
-        "java-1": _java_commits(java1), "java-2": _java_commits(java2)}
+    commits = _commits(kip, java1, java2)
     first: dict[tuple[int, int], str] = {}
-    again_at: dict[tuple[int, int], float] = {}
+    again: dict[tuple[int, int], float] = {}  # when a record was processed the second time
     counts: Counter[tuple[int, int]] = Counter()
     for member, p, o, _, t in deliveries:
-        if (p, o) in first:
-            again_at.setdefault((p, o), t)
+        if (p, o) in first and (p, o) not in again:
+            again[(p, o)] = t
         first.setdefault((p, o), member)
         counts[(p, o)] += 1
     dups = {po: n for po, n in counts.items() if n > 1}
-    # a duplicate is explained unless its first processor had committed past it before it came again
-    # (a member may own the partition again later and commit past it then)
+    # unexplained: its first processor had committed past it before it was processed again
     unexplained = [(po, first[po]) for po in dups
-                   if any(p == po[0] and o > po[1] and t < again_at[po] for t, p, o in commits[first[po]])]
+                   if any(q == po[0] and off > po[1] and t < again[po] for t, q, off in commits[first[po]])]
     by_member = Counter(first[po] for po in dups)
     print(f"\n{protocol}: {len(acked)} records, {len(deliveries)} deliveries, {len(dups)} duplicated "
           f"(first processed by {dict(by_member)}), kip commit failures {len(kip.commit_failures)}, "

@@ -181,6 +181,7 @@ def test_kipconsumer_writes_java_reads(codec: str, kafka_cluster: KafkaCluster,
     p = KafkaProducer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "compression.type": codec,
                        "transactional.id": unique_name("ktx")})
     committed: dict[int, tuple[int, int]] = {}
+    aborted: dict[int, tuple[int, int]] = {}
     try:
         p.init_transactions(30)
         for t in range(n // TXN_SIZE):
@@ -190,11 +191,13 @@ def test_kipconsumer_writes_java_reads(codec: str, kafka_cluster: KafkaCluster,
                 futures[i] = p.send(topic, key=b"k-%d" % i, value=b"v-%d" % i, headers=_headers(i),
                                     timestamp=TS_BASE + i)
             p.flush(30)  # in the log before the transaction ends: aborted ones must be filtered
+            written = {i: (f.result(0).partition, f.result(0).offset) for i, f in futures.items()}
             if PATTERN[t % len(PATTERN)] == "c":
                 p.commit_transaction(30)
-                committed.update({i: (f.result().partition, f.result().offset) for i, f in futures.items()})
+                committed.update(written)
             else:
                 p.abort_transaction(30)
+                aborted.update(written)
     finally:
         p.close(30)
     assert len(committed) == n // 2
@@ -216,6 +219,8 @@ def test_kipconsumer_writes_java_reads(codec: str, kafka_cluster: KafkaCluster,
     assert got == committed
     # Java's read_uncommitted sees the aborted records too
     raw = java_peer.run("consume", kafka_cluster.bootstrap_servers, topic, timeout=90)
+    where = {(e["partition"], e["offset"]) for e in raw if e["event"] == "record"}
+    assert set(aborted.values()) - where == set(), "aborted records (acknowledged) not read uncommitted"
     assert raw[-1] == {"event": "end", "count": n}
 
 
