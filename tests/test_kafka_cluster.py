@@ -205,3 +205,11 @@ def test_idempotent_producer_through_a_leader_kill_loses_and_duplicates_nothing(
     counts = Counter(values)
     assert len(values) == n and not [v for v, c in counts.items() if c > 1]
     assert values == [b"%d" % i for i in range(n)]
+
+
+def test_cluster_ids_never_look_like_an_option() -> None:
+    from kipconsumer.testing.kafka_cluster import _new_cluster_id
+
+    ids = [_new_cluster_id() for _ in range(2000)]  # about 31 of 2000 random ids start with '-'
+    assert not [i for i in ids if i.startswith("-")]
+    assert len(set(ids)) == 2000 and all(len(i) == 22 for i in ids)

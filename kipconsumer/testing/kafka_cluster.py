@@ -147,7 +147,7 @@ class KafkaCluster:
         self._dist: KafkaDistribution | None = None
         self._java = ""
         self._nodes: dict[int, _Node] = {}
-        self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self._cluster_id = _new_cluster_id()
         self._state = "new"  # new -> running -> stopped; written by start() and stop() only
         self._lock = threading.RLock()
         self._admin: Any = None
@@ -539,6 +539,15 @@ class KafkaCluster:
             if time.monotonic() > deadline:
                 raise KafkaTimeoutError(f"create_topic({topic!r}): partitions had no leader in time")
             time.sleep(0.05)
+
+
+def _new_cluster_id() -> str:
+    """A random KRaft cluster id (a url-safe base64 UUID) that does not start with '-': the storage
+    tool's argument parser would take it for an option ("expected one argument", 1 start in 64)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def _prop(value: object) -> str:
