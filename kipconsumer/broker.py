@@ -529,6 +529,32 @@ def _topic_spec(spec: str) -> tuple[str, int, int]:
     return name, partitions, replication
 
 
+def check_topic_specs(
+    parser: argparse.ArgumentParser, topics: list[tuple[str, int, int]], brokers: int
+) -> None:
+    """Refuses (``parser.error``) a ``--topic`` whose replication factor exceeds ``--brokers``, or a
+    topic given twice."""
+    for name, _partitions, rf in topics:
+        if rf > brokers:
+            parser.error(f"--topic {name}: replication factor {rf} exceeds --brokers {brokers}")
+    names = [t[0] for t in topics]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        parser.error(f"--topic: given more than once: {', '.join(dups)}")
+
+
+def stop_on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT (the handlers replace the current ones)."""
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    return stop
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run an EmbeddedBroker until SIGTERM/SIGINT; first stdout line: ``BOOTSTRAP=<servers>``."""
     parser = argparse.ArgumentParser(
@@ -560,21 +586,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(
             f"--initial-rebalance-delay-ms: must be in 0..{_MAX_INT32}, got {args.initial_rebalance_delay_ms}"
         )
-    for name, _partitions, rf in args.topic:
-        if rf > args.brokers:
-            parser.error(f"--topic {name}: replication factor {rf} exceeds --brokers {args.brokers}")
-    names = [t[0] for t in args.topic]
-    dups = sorted({n for n in names if names.count(n) > 1})
-    if dups:
-        parser.error(f"--topic: given more than once: {', '.join(dups)}")
-
-    stop = threading.Event()
-
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    check_topic_specs(parser, args.topic, args.brokers)
+    stop = stop_on_signals()
 
     broker = EmbeddedBroker(args.brokers, initial_rebalance_delay_ms=args.initial_rebalance_delay_ms)
     try:

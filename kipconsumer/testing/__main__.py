@@ -8,13 +8,10 @@ mock cluster (the same as ``python -m kipconsumer.broker``).
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from collections.abc import Sequence
-from types import FrameType
 
-from kipconsumer.broker import _topic_spec
+from kipconsumer.broker import _topic_spec, check_topic_specs, stop_on_signals
 from kipconsumer.broker import main as embedded_main
 from kipconsumer.testing._errors import KafkaClusterError
 from kipconsumer.testing.kafka_cluster import KafkaCluster
@@ -47,16 +44,8 @@ def _kafka(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.brokers <= 9:
         parser.error(f"--brokers: must be in 1..9, got {args.brokers}")
-    for name, _partitions, rf in args.topic:
-        if rf > args.brokers:
-            parser.error(f"--topic {name}: replication factor {rf} exceeds --brokers {args.brokers}")
-    stop = threading.Event()
-
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    check_topic_specs(parser, args.topic, args.brokers)
+    stop = stop_on_signals()
     cluster = KafkaCluster(
         args.brokers, version=args.version, kafka_home=args.kafka_home, base_dir=args.base_dir
     )
