@@ -105,6 +105,12 @@ class Tansu:
         self.stop()
         raise RuntimeError("tansu did not start listening within 20 s")
 
+    def freeze(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
     def create_topic(self, partitions: int) -> str:
         from confluent_kafka.admin import AdminClient, NewTopic
 
