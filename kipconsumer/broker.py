@@ -529,6 +529,18 @@ def _topic_spec(spec: str) -> tuple[str, int, int]:
     return name, partitions, replication
 
 
+def add_topic_argument(parser: argparse.ArgumentParser) -> None:
+    """The repeatable ``--topic NAME[:PARTITIONS[:RF]]`` option of the cluster command lines."""
+    parser.add_argument(
+        "--topic",
+        type=_topic_spec,
+        action="append",
+        default=[],
+        metavar="NAME[:PARTITIONS[:RF]]",
+        help="create a topic (repeatable), e.g. --topic events:6",
+    )
+
+
 def check_topic_specs(
     parser: argparse.ArgumentParser, topics: list[tuple[str, int, int]], brokers: int
 ) -> None:
@@ -564,14 +576,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "keeps about 5 MiB or 100k messages.",
     )
     parser.add_argument("--brokers", type=int, default=3, metavar="N", help="number of brokers (default 3)")
-    parser.add_argument(
-        "--topic",
-        type=_topic_spec,
-        action="append",
-        default=[],
-        metavar="NAME[:PARTITIONS[:RF]]",
-        help="create a topic (repeatable), e.g. --topic events:6",
-    )
+    add_topic_argument(parser)
     parser.add_argument(
         "--initial-rebalance-delay-ms",
         type=int,

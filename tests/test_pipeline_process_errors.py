@@ -131,13 +131,19 @@ def test_exactly_once_bad_record_sends_nothing_of_it(broker: EmbeddedBroker, kin
     assert b"first-of-5" not in values and values == [b"out-%d" % i for i in range(BAD)]
 
 
-@pytest.mark.kafka
-def test_exactly_once_bad_record_committed_offset_on_kafka(kafka: RealKafka) -> None:
-    """Kafka applies transactional offset commits: close() commits the records before the bad one."""
+def _eos_on_kafka(kafka: RealKafka) -> tuple[str, str, str, dict[str, Any]]:
+    """A filled source topic, an empty sink, a group and an exactly_once_v2 Pipeline config on Kafka."""
     src, sink, group = kafka.create_topic(1), kafka.create_topic(1), f"grp-{uuid.uuid4().hex[:8]}"
     _produce(kafka.bootstrap, src)
     conf = {"bootstrap.servers": kafka.bootstrap, "group.id": group,
             "processing.guarantee": "exactly_once_v2", "transactional.id": f"{group}-t"}
+    return src, sink, group, conf
+
+
+@pytest.mark.kafka
+def test_exactly_once_bad_record_committed_offset_on_kafka(kafka: RealKafka) -> None:
+    """Kafka applies transactional offset commits: close() commits the records before the bad one."""
+    src, sink, group, conf = _eos_on_kafka(kafka)
     _check_error(_run_until_error(conf, src, sink, "int-value"), src, "int-value")
     assert _committed(kafka.bootstrap, group, src) == BAD
     assert _restarted_first_offset(conf, src, sink) == BAD
@@ -190,10 +196,7 @@ def test_exactly_once_send_failing_mid_record_aborts_the_transaction(broker: Emb
 
 @pytest.mark.kafka
 def test_exactly_once_send_failing_mid_record_is_never_committed_on_kafka(kafka: RealKafka) -> None:
-    src, sink, group = kafka.create_topic(1), kafka.create_topic(1), f"grp-{uuid.uuid4().hex[:8]}"
-    _produce(kafka.bootstrap, src)
-    conf = {"bootstrap.servers": kafka.bootstrap, "group.id": group,
-            "processing.guarantee": "exactly_once_v2", "transactional.id": f"{group}-t"}
+    src, sink, group, conf = _eos_on_kafka(kafka)
     m = _run_with_failing_send(conf, src, sink).metrics()
     assert m["transactions_aborted"] == 1
     committed_offset = _committed(kafka.bootstrap, group, src)

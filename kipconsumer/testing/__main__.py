@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kipconsumer.broker import _topic_spec, check_topic_specs, stop_on_signals
+from kipconsumer.broker import add_topic_argument, check_topic_specs, stop_on_signals
 from kipconsumer.broker import main as embedded_main
 from kipconsumer.testing._errors import KafkaClusterError
 from kipconsumer.testing.kafka_cluster import KafkaCluster
@@ -33,14 +33,7 @@ def _kafka(argv: Sequence[str]) -> int:
         "--kafka-home", default=None, metavar="DIR", help="a Kafka installation to run instead"
     )
     parser.add_argument("--base-dir", default=None, metavar="DIR", help="keep configs, data and logs here")
-    parser.add_argument(
-        "--topic",
-        type=_topic_spec,
-        action="append",
-        default=[],
-        metavar="NAME[:PARTITIONS[:RF]]",
-        help="create a topic (repeatable), e.g. --topic events:6",
-    )
+    add_topic_argument(parser)
     args = parser.parse_args(argv)
     if not 1 <= args.brokers <= 9:
         parser.error(f"--brokers: must be in 1..9, got {args.brokers}")
