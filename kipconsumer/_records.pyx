@@ -8,7 +8,7 @@ on attribute access. ``to_arrow()`` builds Arrow arrays in C.
 
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.stdint cimport int64_t
+from libc.stdint cimport int16_t, int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
@@ -173,6 +173,14 @@ cdef class ConsumerRecord:
     def serialized_value_size(self) -> int:
         return -1 if self._m.payload == NULL else <Py_ssize_t>self._m.len
 
+    @property
+    def delivery_count(self):
+        """How many times the share group has delivered this record, this delivery included (1 on
+        the first); ``None`` for a record of a ``KafkaConsumer`` (KIP-932's delivery count)."""
+        if self._batch._dcount == NULL:
+            return None
+        return self._batch._dcount[self._i]
+
     def topic_partition(self):
         return TopicPartition(self.topic, self._m.partition)
 
@@ -239,10 +247,14 @@ cdef class ConsumerRecords:
     def __dealloc__(self):
         cdef Py_ssize_t i
         if self.msgs != NULL:
-            for i in range(self.n):
-                rd_kafka_message_destroy(self.msgs[i])
+            if not self._borrowed:
+                for i in range(self.n):
+                    rd_kafka_message_destroy(self.msgs[i])
             free(self.msgs)
             self.msgs = NULL
+        if self._dcount != NULL:
+            free(self._dcount)
+            self._dcount = NULL
         if self._group_of != NULL:
             free(self._group_of)
             self._group_of = NULL
@@ -421,6 +433,27 @@ cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, objec
             rd_kafka_message_destroy(msgs[i])
         raise MemoryError()
     memcpy(b.msgs, msgs, n * sizeof(rd_kafka_message_t *))
+    b.n = n
+    return b
+
+
+cdef ConsumerRecords records_borrow(rd_kafka_message_t **msgs, int16_t *dcount, Py_ssize_t n,
+                                    object owner):
+    """A batch of n messages that stay `owner`'s (a share consumer's rd_kafka_messages_t holder,
+    which destroys them all at once): the array is copied, the messages are never destroyed here.
+    `dcount` (n delivery counts) is copied too."""
+    cdef ConsumerRecords b = ConsumerRecords.__new__(ConsumerRecords)
+    b._owner = owner
+    b._borrowed = True
+    b.n = 0
+    if n == 0:
+        return b
+    b.msgs = <rd_kafka_message_t **>malloc(n * sizeof(rd_kafka_message_t *))
+    b._dcount = <int16_t *>malloc(n * sizeof(int16_t))
+    if b.msgs == NULL or b._dcount == NULL:
+        raise MemoryError()
+    memcpy(b.msgs, msgs, n * sizeof(rd_kafka_message_t *))
+    memcpy(b._dcount, dcount, n * sizeof(int16_t))
     b.n = n
     return b
 
