@@ -125,8 +125,9 @@ def main() -> None:
         k, c = summary["kipconsumer"], summary["confluent"]
         summary["ratio"] = {"throughput": k["records_per_s"] / c["records_per_s"],
                             "cpu_per_record": k["cpu_us_per_record"] / c["cpu_us_per_record"]}
-        print(f"kipconsumer / confluent-kafka ShareConsumer: throughput x{summary['ratio']['throughput']:.2f}, "
-              f"CPU per record x{summary['ratio']['cpu_per_record']:.2f}")
+        ratio = summary["ratio"]
+        print(f"kipconsumer / confluent-kafka ShareConsumer: throughput x{ratio['throughput']:.2f}, "
+              f"CPU per record x{ratio['cpu_per_record']:.2f}")
     out_path = args.out or HERE / "results" / f"{dt.date.today().isoformat()}-share.json"
     out_path.write_text(json.dumps({"args": {k: v for k, v in vars(args).items() if k != "out"},
                                     "broker": args.broker, "runs": runs, "summary": summary},

@@ -54,7 +54,8 @@ class AsyncKafkaShareConsumer:
             for record in await self.poll(1.0):
                 yield record
 
-    async def acknowledge(self, record: ConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
+    async def acknowledge(self, record: ConsumerRecord,
+                          type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
         """See ``KafkaShareConsumer.acknowledge`` (runs on the worker, after a pending poll)."""
         await self._call(self._sync.acknowledge, record, type)
 

@@ -21,6 +21,7 @@ Not thread-safe: kipconsumer.share.KafkaShareConsumer serialises the calls.
 from libc.stdint cimport int16_t, int32_t, int64_t
 from libc.stdlib cimport free, malloc
 
+from kipconsumer._conf cimport conf_from_dict
 from kipconsumer._cstr cimport c_string
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._mock cimport MockCluster
@@ -187,17 +188,7 @@ cdef class NativeShareConsumer:
         self.dcount = <int16_t *>malloc(max_poll_records * sizeof(int16_t))
         if self.out == NULL or self.dcount == NULL:
             raise MemoryError()
-        conf = rd_kafka_conf_new()
-        for key, value in rdkafka.items():
-            try:
-                bkey = c_string(key, "configuration key", ConfigError)
-                bvalue = c_string(str(value), f"configuration {key!r}: the value", ConfigError, False)
-            except BaseException:
-                rd_kafka_conf_destroy(conf)
-                raise
-            if rd_kafka_conf_set(conf, bkey, bvalue, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK:
-                rd_kafka_conf_destroy(conf)
-                raise ConfigError(f"librdkafka rejected {key!r}: {errstr.decode(errors='replace')}")
+        conf = conf_from_dict(rdkafka)
         rd_kafka_conf_set_log_cb(conf, kc_log_cb)
         self.rks = rd_kafka_share_consumer_new(conf, errstr, sizeof(errstr))
         if self.rks == NULL:

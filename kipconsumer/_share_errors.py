@@ -17,7 +17,8 @@ _AUTHORIZATION = {
 }
 
 
-def share_error(name: str, message: str, *, fatal: bool = False, retriable: bool = False) -> errors.KafkaError:
+def share_error(name: str, message: str, *, fatal: bool = False,
+                retriable: bool = False) -> errors.KafkaError:
     """The exception to raise for librdkafka's error ``name`` (e.g. ``"_STATE"``) with ``message``."""
     if name in UNSUPPORTED:
         return errors.ShareGroupsUnsupportedError(

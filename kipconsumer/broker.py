@@ -422,9 +422,12 @@ class EmbeddedBroker:
         from kipconsumer.share import _native_module
 
         if auto_offset_reset not in (None, "earliest", "latest"):
-            raise ConfigError(f"auto_offset_reset: expected 'earliest' or 'latest', got {auto_offset_reset!r}")
-        values = {"record_lock_duration_ms": record_lock_duration_ms, "delivery_count_limit": delivery_count_limit,
-                  "session_timeout_ms": session_timeout_ms, "heartbeat_interval_ms": heartbeat_interval_ms}
+            raise ConfigError(f"auto_offset_reset: expected 'earliest' or 'latest', "
+                              f"got {auto_offset_reset!r}")
+        values = {"record_lock_duration_ms": record_lock_duration_ms,
+                  "delivery_count_limit": delivery_count_limit,
+                  "session_timeout_ms": session_timeout_ms,
+                  "heartbeat_interval_ms": heartbeat_interval_ms}
         for name, value in values.items():
             if value is not None and (not _is_int(value) or not 1 <= value <= 2**31 - 1):
                 raise ConfigError(f"{name}: expected an int >= 1, got {value!r}")

@@ -22,20 +22,25 @@ The contract (docs/share-groups.md, API.md "Share groups"):
 from __future__ import annotations
 
 import enum
-import functools
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+from kipconsumer._owned import owned
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
 from kipconsumer._validate import check_topic_name
 from kipconsumer.config import ShareConsumerSettings, share_consumer_settings
-from kipconsumer.errors import (ConcurrentAccessError, IllegalStateError, KafkaError,
-                                ShareGroupsUnsupportedError, WakeupError)
+from kipconsumer.errors import (
+    ConcurrentAccessError,
+    IllegalStateError,
+    KafkaError,
+    ShareGroupsUnsupportedError,
+    WakeupError,
+)
 from kipconsumer.structs import TopicPartition
 
 log = logging.getLogger("kipconsumer.share")
@@ -72,24 +77,7 @@ def _native_module() -> Any:
     return _share
 
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-_Method = Callable[Concatenate["KafkaShareConsumer", _P], _R]
-
-
-def _owned(method: _Method[_P, _R]) -> _Method[_P, _R]:
-    """Runs ``method`` as the consumer's one owner thread (KafkaShareConsumer._enter)."""
-    name = method.__name__
-
-    def call(self: KafkaShareConsumer, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        self._enter(name)
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            self._leave()
-
-    functools.update_wrapper(call, method)
-    return call
+_owned = owned  # runs a method as the consumer's one owner thread (KafkaShareConsumer._enter)
 
 
 class KafkaShareConsumer:
@@ -221,8 +209,8 @@ class KafkaShareConsumer:
         """Explicit mode: acknowledges ``record`` (returned by the last ``poll()``) as ``type``; sent with
         the next ``poll()`` / ``commit_sync()`` / ``commit_async()`` / ``close()``."""
         if not self._explicit:
-            raise IllegalStateError("acknowledge() needs share.acknowledgement.mode=explicit: in implicit mode "
-                                    "the next poll() accepts every record the last one returned")
+            raise IllegalStateError("acknowledge() needs share.acknowledgement.mode=explicit: in implicit "
+                                    "mode the next poll() accepts every record the last one returned")
         ack = AcknowledgeType(type)
         key = (record.topic, record.partition, record.offset)
         if key not in self._unacked:

@@ -331,7 +331,11 @@ class KafkaCluster:
         """Set dynamic configs of group ``group_id`` (incrementalAlterConfigs on a GROUP resource), e.g. a
         share group's ``share.auto.offset.reset``, ``share.record.lock.duration.ms``,
         ``share.session.timeout.ms``, ``share.heartbeat.interval.ms``. Raises KafkaError if Kafka refuses."""
-        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            AlterConfigOpType,
+            ConfigEntry,
+            ConfigResource,
+        )
 
         from kipconsumer.errors import KafkaError
 
