@@ -121,3 +121,27 @@ def test_share_table_is_consistent_and_documented() -> None:
         assert f"| `{key}` |" in share_section, key
         if spec.default is not None and spec.kind.name == "INT":
             assert isinstance(spec.default, int) and spec.lo <= spec.default <= spec.hi, key
+
+
+def test_signal_interrupts_a_blocked_poll() -> None:
+    import signal
+    import time
+
+    class Interrupted(Exception):
+        pass
+
+    def handler(signum: int, frame: object) -> None:
+        raise Interrupted
+
+    old = signal.signal(signal.SIGALRM, handler)
+    try:
+        with KafkaShareConsumer(BASE) as c:
+            c.subscribe(["jobs"])
+            start = time.monotonic()
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            with pytest.raises(Interrupted):
+                c.poll(30)
+            assert time.monotonic() - start < 2
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
