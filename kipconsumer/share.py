@@ -107,6 +107,7 @@ class KafkaShareConsumer:
         self._closed = False
         self._wakeup = False
         self._subscription: list[str] = []
+        self._broker_checked = False
         # explicit mode: (topic, partition, offset) of the records returned and not yet acknowledged
         self._unacked: dict[tuple[str, int, int], None] = {}
         self._last_poll = time.monotonic()
@@ -153,8 +154,25 @@ class KafkaShareConsumer:
         for t in names:
             check_topic_name(t, "topics")
         names = list(dict.fromkeys(names))
+        self._check_broker_serves_share_groups()
         self._native.subscribe(names)
         self._subscription = names
+
+    def _check_broker_serves_share_groups(self) -> None:
+        """Once, on a PLAINTEXT listener: ShareGroupsUnsupportedError if the broker lacks share groups
+        (librdkafka would retry silently, kipconsumer._api_versions)."""
+        rd = self._settings.rdkafka
+        if self._broker_checked or rd.get("security.protocol", "plaintext").lower() != "plaintext":
+            return
+        from kipconsumer._api_versions import SHARE_GROUP_HEARTBEAT, api_keys
+
+        keys = api_keys(rd.get("bootstrap.servers", ""))
+        self._broker_checked = keys is not None
+        if keys is not None and SHARE_GROUP_HEARTBEAT not in keys:
+            raise ShareGroupsUnsupportedError(
+                f"the broker at {rd.get('bootstrap.servers')} does not serve share groups (no "
+                f"ShareGroupHeartbeat API): KIP-932 needs Apache Kafka >= 4.1 with the share.version feature "
+                f"enabled", code="UNSUPPORTED_VERSION")
 
     @_owned
     def subscription(self) -> set[str]:

