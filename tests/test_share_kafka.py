@@ -163,3 +163,28 @@ def test_more_consumers_than_partitions_all_get_work(kafka_cluster: KafkaCluster
     assert set(all_got) == produced
     assert len(all_got) == len(produced), "a record was delivered twice although accepted"
     assert all(got[i] for i in range(3)), {i: len(v) for i, v in got.items()}
+
+
+def test_implicit_mode_never_accepts_records_it_did_not_return(kafka_cluster: KafkaCluster) -> None:
+    """librdkafka 2.16 hands over a whole acquired batch (100 records here) whatever max.poll.records
+    says; kipconsumer returns 10 per poll and keeps the rest. Closing after one poll accepts those 10
+    only: the 90 never returned go to the next member (delivery count 2)."""
+    from kipconsumer import KafkaProducer
+
+    topic = _topic(kafka_cluster)
+    with KafkaProducer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "linger.ms": 50}) as p:
+        for i in range(100):
+            p.send(topic, value=b"%d" % i)
+        p.flush(30)
+    group = share_group(kafka_cluster)
+    with consumer(kafka_cluster, group, max_poll_records=10) as c1:
+        c1.subscribe([topic])
+        first = poll_until(c1, lambda g: len(g) >= 1)
+        assert len(first) == 10
+        assert c1.metrics()["buffered_records"] == 90  # one batch of 100 came (else the test is void)
+    returned = {r.offset for r in first}
+    with consumer(kafka_cluster, group, max_poll_records=100) as c2:
+        c2.subscribe([topic])
+        rest = poll_until(c2, lambda g: len(g) >= 90, timeout=30)
+        assert {r.offset for r in rest} == set(range(100)) - returned
+        assert {r.delivery_count for r in rest} == {2}
