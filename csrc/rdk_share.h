@@ -36,6 +36,9 @@ rd_kafka_resp_err_t rd_kafka_share_subscribe(rd_kafka_share_t *rkshare,
 rd_kafka_resp_err_t rd_kafka_share_unsubscribe(rd_kafka_share_t *rkshare);
 rd_kafka_error_t *rd_kafka_share_poll(rd_kafka_share_t *rkshare, int timeout_ms,
                                       rd_kafka_messages_t **rkmessages);
+rd_kafka_resp_err_t rd_kafka_share_acknowledge_type(rd_kafka_share_t *rkshare,
+                                                    const rd_kafka_message_t *rkmessage,
+                                                    rd_kafka_share_AcknowledgeType_t type);
 rd_kafka_resp_err_t rd_kafka_share_acknowledge_offset(rd_kafka_share_t *rkshare, const char *topic,
                                                       int32_t partition, int64_t offset,
                                                       rd_kafka_share_AcknowledgeType_t type);
