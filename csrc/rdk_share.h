@@ -51,9 +51,11 @@ rd_kafka_error_t *rd_kafka_share_destroy_flags(rd_kafka_share_t *rkshare, int fl
 
 /* the mock cluster's share groups (rdkafka_mock.h); settings apply to every share group */
 void rd_kafka_mock_sharegroup_set_session_timeout(rd_kafka_mock_cluster_t *mcluster, int session_timeout_ms);
-void rd_kafka_mock_sharegroup_set_heartbeat_interval(rd_kafka_mock_cluster_t *mcluster, int heartbeat_interval_ms);
+void rd_kafka_mock_sharegroup_set_heartbeat_interval(rd_kafka_mock_cluster_t *mcluster,
+                                                     int heartbeat_interval_ms);
 void rd_kafka_mock_sharegroup_set_max_delivery_attempts(rd_kafka_mock_cluster_t *mcluster, int max_attempts);
-void rd_kafka_mock_sharegroup_set_record_lock_duration(rd_kafka_mock_cluster_t *mcluster, int lock_duration_ms);
+void rd_kafka_mock_sharegroup_set_record_lock_duration(rd_kafka_mock_cluster_t *mcluster,
+                                                       int lock_duration_ms);
 void rd_kafka_mock_sharegroup_set_auto_offset_reset(rd_kafka_mock_cluster_t *mcluster, int auto_offset_reset);
 
 #ifdef __cplusplus

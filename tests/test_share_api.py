@@ -147,6 +147,7 @@ def test_signal_interrupts_a_blocked_poll() -> None:
         signal.signal(signal.SIGALRM, old)
 
 
+@pytest.mark.interop
 def test_broker_without_share_groups_raises_typed_error_at_subscribe() -> None:
     """librdkafka 2.16 would retry silently (debug log only): subscribe() asks the broker first."""
     from kc_testing import Tansu, tansu_binary

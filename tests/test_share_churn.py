@@ -13,10 +13,13 @@ import random
 import threading
 import time
 
+import pytest
 from share_support import consumer, produce, share_group, unique_name
 
 from kipconsumer import AcknowledgeType
 from kipconsumer.testing import KafkaCluster
+
+pytestmark = pytest.mark.kafka
 
 RECORDS = int(os.environ.get("KIP_SHARE_CHURN_RECORDS", "1500"))
 DEADLINE_S = float(os.environ.get("KIP_SHARE_CHURN_DEADLINE", "90"))

@@ -17,6 +17,8 @@ from kipconsumer import AcknowledgeType
 from kipconsumer.errors import IllegalStateError
 from kipconsumer.testing import KafkaCluster
 
+pytestmark = pytest.mark.kafka
+
 DELIVERY_COUNT_LIMIT = 5  # Kafka's default group.share.delivery.count.limit
 
 
