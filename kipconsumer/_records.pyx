@@ -344,12 +344,28 @@ cdef class ConsumerRecords:
 
         Columns: topic (utf8), partition (int32), offset (int64), timestamp
         (timestamp[ms], null if unknown), key (binary), value (binary); with
-        ``timestamp_type=True`` also timestamp_type (int32); with ``headers=True`` last
+        ``timestamp_type=True`` also timestamp_type (int32); with ``headers=True``
         headers (list<struct<key: utf8, value: binary>>, null for a record without
-        headers). Requires pyarrow.
+        headers); last, for a share consumer's records (KafkaShareConsumer), delivery_count
+        (int16). Requires pyarrow.
         """
+        if self._dcount != NULL:
+            return self._with_delivery_count(self._arrow(timestamp_type, headers))
+        return self._arrow(timestamp_type, headers)
+
+    def _with_delivery_count(self, rb):
+        """``rb`` with the delivery_count column appended (one copy of the int16 array, no Python
+        object per record)."""
+        pa = _pyarrow()
+        col = pa.Array.from_buffers(pa.int16(), self.n, [None, pa.py_buffer(
+            PyBytes_FromStringAndSize(<char *>self._dcount, self.n * sizeof(int16_t)))])
+        return pa.RecordBatch.from_arrays(rb.columns + [col],
+                                          schema=rb.schema.append(pa.field("delivery_count", pa.int16())))
+
+    def _arrow(self, bint timestamp_type, bint headers):
+        """to_arrow() without the delivery_count column."""
         if headers:
-            rb = self.to_arrow(timestamp_type=timestamp_type)
+            rb = self._arrow(timestamp_type, False)
             col = self._headers_arrow()
             return _pyarrow().RecordBatch.from_arrays(
                 rb.columns + [col], schema=rb.schema.append(_pyarrow().field("headers", col.type)))
@@ -446,11 +462,13 @@ cdef ConsumerRecords records_borrow(rd_kafka_message_t **msgs, int16_t *dcount, 
     b._owner = owner
     b._borrowed = True
     b.n = 0
+    b._dcount = <int16_t *>malloc((n if n > 0 else 1) * sizeof(int16_t))  # also empty: to_arrow's schema
+    if b._dcount == NULL:
+        raise MemoryError()
     if n == 0:
         return b
     b.msgs = <rd_kafka_message_t **>malloc(n * sizeof(rd_kafka_message_t *))
-    b._dcount = <int16_t *>malloc(n * sizeof(int16_t))
-    if b.msgs == NULL or b._dcount == NULL:
+    if b.msgs == NULL:
         raise MemoryError()
     memcpy(b.msgs, msgs, n * sizeof(rd_kafka_message_t *))
     memcpy(b._dcount, dcount, n * sizeof(int16_t))

@@ -40,6 +40,7 @@ def test_consume_all_bounded(mock: EmbeddedBroker) -> None:
         while len(got) < 20 and time.monotonic() < deadline:
             batch = c.poll(0.5)
             assert len(batch) <= 3
+            assert batch.to_arrow().column("delivery_count").to_pylist() == [r.delivery_count for r in batch]
             got += [(r.partition, r.offset) for r in batch]
         assert sorted(got) == sorted((i % 2, i // 2) for i in range(20))
 

@@ -65,6 +65,11 @@ def test_poll_to_arrow(kafka_cluster: KafkaCluster) -> None:
         assert isinstance(table, pa.RecordBatch)
         assert table.num_rows == len(got)
         assert table.column("value").to_pylist() == [r.value for r in got]
+        assert table.schema.names[-1] == "delivery_count"
+        assert table.column("delivery_count").to_pylist() == [r.delivery_count for r in got] == [1] * len(got)
+        with_headers = got.to_arrow(timestamp_type=True, headers=True)
+        assert with_headers.schema.names[-3:] == ["timestamp_type", "headers", "delivery_count"]
+        assert c.poll(0).to_arrow().schema.names[-1] == "delivery_count"  # an empty poll: same columns
 
 
 def test_release_redelivers_with_higher_delivery_count(kafka_cluster: KafkaCluster) -> None:
