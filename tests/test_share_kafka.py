@@ -195,3 +195,18 @@ def test_implicit_mode_never_accepts_records_it_did_not_return(kafka_cluster: Ka
         rest = poll_until(c2, lambda g: len(g) >= 90, timeout=30)
         assert {r.offset for r in rest} == set(range(100)) - returned
         assert {r.delivery_count for r in rest} == {2}
+
+
+def test_explicit_acknowledgements_are_sent_by_close(kafka_cluster: KafkaCluster) -> None:
+    topic = _topic(kafka_cluster)
+    produce(kafka_cluster, topic, 1, 3)
+    group = share_group(kafka_cluster)
+    with consumer(kafka_cluster, group, "explicit") as c1:
+        c1.subscribe([topic])
+        got = poll_until(c1, lambda g: len(g) >= 3)
+        for r in got:
+            c1.acknowledge(r, AcknowledgeType.ACCEPT)
+        # no commit: close() sends them
+    with consumer(kafka_cluster, group) as c2:
+        c2.subscribe([topic])
+        assert poll_until(c2, lambda g: False, timeout=LOCK_MS / 1000 + 2) == []
