@@ -14,6 +14,7 @@ from kipconsumer._records import ConsumerRecord, ConsumerRecords  # noqa: E402
 from kipconsumer.consumer import KafkaConsumer  # noqa: E402
 from kipconsumer.listener import ConsumerRebalanceListener  # noqa: E402
 from kipconsumer.producer import KafkaProducer  # noqa: E402
+from kipconsumer.share import AcknowledgeType, KafkaShareConsumer  # noqa: E402
 from kipconsumer.structs import (  # noqa: E402
     ConsumerRecordData,
     OffsetAndMetadata,
@@ -25,6 +26,8 @@ from kipconsumer.structs import (  # noqa: E402
 __all__ = [
     "KafkaConsumer",
     "KafkaProducer",
+    "KafkaShareConsumer",
+    "AcknowledgeType",
     "TopicPartition",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",

@@ -25,6 +25,7 @@ from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, strcmp
 from posix.unistd cimport usleep
 
+from kipconsumer._conf cimport conf_from_dict
 from kipconsumer._core cimport *
 from kipconsumer._cstr cimport c_string
 from kipconsumer._logring cimport drain_logs, kc_log_cb
@@ -243,7 +244,7 @@ cdef class NativeConsumer:
                   stats_cb=None, bint prefetch_thread=False, key_deserializer=None,
                   value_deserializer=None):
         cdef char errstr[512]
-        cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
+        cdef rd_kafka_conf_t *conf
         cdef kc_fairness_t mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
         self._commit_callbacks = {}
         self._stats_cb = stats_cb
@@ -273,16 +274,7 @@ cdef class NativeConsumer:
             rdkafka["group.id"] = f"kipconsumer-assign-only-{id(self):x}"
             rdkafka["enable.auto.commit"] = "false"
             self.auto_commit = False
-        for key, value in rdkafka.items():
-            try:
-                bkey = c_string(key, "configuration key", ConfigError)
-                bvalue = c_string(str(value), f"configuration {key!r}: the value", ConfigError, False)
-            except BaseException:
-                rd_kafka_conf_destroy(conf)
-                raise
-            if rd_kafka_conf_set(conf, bkey, bvalue, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK:
-                rd_kafka_conf_destroy(conf)
-                raise ConfigError(f"librdkafka rejected {key!r}: {errstr.decode(errors='replace')}")
+        conf = conf_from_dict(rdkafka)
         self._group_id = str(rdkafka["group.id"]).encode()
         rd_kafka_conf_set_rebalance_cb(conf, _rebalance_cb)
         rd_kafka_conf_set_log_cb(conf, kc_log_cb)

@@ -8,7 +8,7 @@ on attribute access. ``to_arrow()`` builds Arrow arrays in C.
 
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.stdint cimport int64_t
+from libc.stdint cimport int16_t, int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
@@ -173,6 +173,14 @@ cdef class ConsumerRecord:
     def serialized_value_size(self) -> int:
         return -1 if self._m.payload == NULL else <Py_ssize_t>self._m.len
 
+    @property
+    def delivery_count(self):
+        """How many times the share group has delivered this record, this delivery included (1 on
+        the first); ``None`` for a record of a ``KafkaConsumer`` (KIP-932's delivery count)."""
+        if self._batch._dcount == NULL:
+            return None
+        return self._batch._dcount[self._i]
+
     def topic_partition(self):
         return TopicPartition(self.topic, self._m.partition)
 
@@ -239,10 +247,14 @@ cdef class ConsumerRecords:
     def __dealloc__(self):
         cdef Py_ssize_t i
         if self.msgs != NULL:
-            for i in range(self.n):
-                rd_kafka_message_destroy(self.msgs[i])
+            if not self._borrowed:
+                for i in range(self.n):
+                    rd_kafka_message_destroy(self.msgs[i])
             free(self.msgs)
             self.msgs = NULL
+        if self._dcount != NULL:
+            free(self._dcount)
+            self._dcount = NULL
         if self._group_of != NULL:
             free(self._group_of)
             self._group_of = NULL
@@ -332,12 +344,28 @@ cdef class ConsumerRecords:
 
         Columns: topic (utf8), partition (int32), offset (int64), timestamp
         (timestamp[ms], null if unknown), key (binary), value (binary); with
-        ``timestamp_type=True`` also timestamp_type (int32); with ``headers=True`` last
+        ``timestamp_type=True`` also timestamp_type (int32); with ``headers=True``
         headers (list<struct<key: utf8, value: binary>>, null for a record without
-        headers). Requires pyarrow.
+        headers); last, for a share consumer's records (KafkaShareConsumer), delivery_count
+        (int16). Requires pyarrow.
         """
+        if self._dcount != NULL:
+            return self._with_delivery_count(self._arrow(timestamp_type, headers))
+        return self._arrow(timestamp_type, headers)
+
+    def _with_delivery_count(self, rb):
+        """``rb`` with the delivery_count column appended (one copy of the int16 array, no Python
+        object per record)."""
+        pa = _pyarrow()
+        col = pa.Array.from_buffers(pa.int16(), self.n, [None, pa.py_buffer(
+            PyBytes_FromStringAndSize(<char *>self._dcount, self.n * sizeof(int16_t)))])
+        return pa.RecordBatch.from_arrays(rb.columns + [col],
+                                          schema=rb.schema.append(pa.field("delivery_count", pa.int16())))
+
+    def _arrow(self, bint timestamp_type, bint headers):
+        """to_arrow() without the delivery_count column."""
         if headers:
-            rb = self.to_arrow(timestamp_type=timestamp_type)
+            rb = self._arrow(timestamp_type, False)
             col = self._headers_arrow()
             return _pyarrow().RecordBatch.from_arrays(
                 rb.columns + [col], schema=rb.schema.append(_pyarrow().field("headers", col.type)))
@@ -421,6 +449,29 @@ cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, objec
             rd_kafka_message_destroy(msgs[i])
         raise MemoryError()
     memcpy(b.msgs, msgs, n * sizeof(rd_kafka_message_t *))
+    b.n = n
+    return b
+
+
+cdef ConsumerRecords records_borrow(rd_kafka_message_t **msgs, int16_t *dcount, Py_ssize_t n,
+                                    object owner):
+    """A batch of n messages that stay `owner`'s (a share consumer's rd_kafka_messages_t holder,
+    which destroys them all at once): the array is copied, the messages are never destroyed here.
+    `dcount` (n delivery counts) is copied too."""
+    cdef ConsumerRecords b = ConsumerRecords.__new__(ConsumerRecords)
+    b._owner = owner
+    b._borrowed = True
+    b.n = 0
+    b._dcount = <int16_t *>malloc((n if n > 0 else 1) * sizeof(int16_t))  # also empty: to_arrow's schema
+    if b._dcount == NULL:
+        raise MemoryError()
+    if n == 0:
+        return b
+    b.msgs = <rd_kafka_message_t **>malloc(n * sizeof(rd_kafka_message_t *))
+    if b.msgs == NULL:
+        raise MemoryError()
+    memcpy(b.msgs, msgs, n * sizeof(rd_kafka_message_t *))
+    memcpy(b._dcount, dcount, n * sizeof(int16_t))
     b.n = n
     return b
 

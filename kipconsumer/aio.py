@@ -42,7 +42,7 @@ from kipconsumer.errors import IllegalStateError, KafkaTimeoutError
 from kipconsumer.producer import KafkaProducer
 from kipconsumer.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
 
-__all__ = ["AsyncKafkaConsumer", "AsyncKafkaProducer"]
+__all__ = ["AsyncKafkaConsumer", "AsyncKafkaProducer", "AsyncKafkaShareConsumer"]
 
 # Longest a waiting coroutine sleeps before it looks again without a wake-up: state that no
 # fd signals (a heartbeat ending the rebalance barrier, a delivery-timeout expiry) is seen
@@ -660,3 +660,6 @@ class AsyncKafkaProducer:
 
     def __repr__(self) -> str:
         return f"<AsyncKafkaProducer {getattr(self, '_producer', None)!r}>"
+
+
+from kipconsumer._aio_share import AsyncKafkaShareConsumer  # noqa: E402  (KIP-932)

@@ -405,6 +405,40 @@ class EmbeddedBroker:
                 raise
             self._topics[name] = partitions
 
+    def configure_share_groups(
+        self,
+        *,
+        auto_offset_reset: str | None = None,
+        record_lock_duration_ms: int | None = None,
+        delivery_count_limit: int | None = None,
+        session_timeout_ms: int | None = None,
+        heartbeat_interval_ms: int | None = None,
+    ) -> None:
+        """Share group (KIP-932) settings of this broker, for every share group (librdkafka's mock has
+        no per-group configs): ``auto_offset_reset`` ``"earliest"|"latest"`` (Kafka's group config
+        ``share.auto.offset.reset``), the record lock, the delivery count limit, the session timeout and
+        heartbeat interval. ``None`` leaves a setting as it is. Raises ``ShareGroupsUnsupportedError``
+        when the loaded librdkafka has no share groups."""
+        from kipconsumer.share import _native_module
+
+        if auto_offset_reset not in (None, "earliest", "latest"):
+            raise ConfigError(f"auto_offset_reset: expected 'earliest' or 'latest', "
+                              f"got {auto_offset_reset!r}")
+        values = {"record_lock_duration_ms": record_lock_duration_ms,
+                  "delivery_count_limit": delivery_count_limit,
+                  "session_timeout_ms": session_timeout_ms,
+                  "heartbeat_interval_ms": heartbeat_interval_ms}
+        for name, value in values.items():
+            if value is not None and (not _is_int(value) or not 1 <= value <= 2**31 - 1):
+                raise ConfigError(f"{name}: expected an int >= 1, got {value!r}")
+        native = _native_module()
+        with self._lock:
+            native.mock_share_config(
+                self._running(),
+                -1 if auto_offset_reset is None else int(auto_offset_reset == "earliest"),
+                record_lock_duration_ms or -1, delivery_count_limit or -1, session_timeout_ms or -1,
+                heartbeat_interval_ms or -1)
+
     @property
     def topics(self) -> dict[str, int]:
         """Topics created with :meth:`create_topic`: name -> partition count."""

@@ -94,6 +94,23 @@ class ConsumerSettings:
 
 
 @dataclass(frozen=True)
+class ShareConsumerSettings:
+    """Validated share consumer configuration (KIP-932). ``rdkafka`` is complete: librdkafka's own
+    acknowledgement mode is always explicit (kipconsumer.share does the implicit mode itself)."""
+
+    group_id: str
+    max_poll_records: int
+    poll_fairness: str
+    acknowledgement_mode: str
+    default_api_timeout_ms: int
+    rdkafka: dict[str, str]
+    key_deserializer: Callable[[bytes], object] | None = None
+    value_deserializer: Callable[[bytes], object] | None = None
+
+    __repr__ = _settings_repr
+
+
+@dataclass(frozen=True)
 class ProducerSettings:
     """Validated producer configuration (KIP-19 timeouts). ``rdkafka`` is complete, values as str."""
 
@@ -329,6 +346,41 @@ JAVA_DEFAULT_DIFFERENCES: dict[tuple[str, str], tuple[object, str]] = {
         "during linger.ms, 5 ms as in Java); 16 KiB batches would cut throughput"),
     ("producer", "max.request.size"): (
         1_048_576, "sent as librdkafka's message.max.bytes, whose default (1000000) applies"),
+}
+
+#: Share consumer keys (KIP-932). Share groups keep session, heartbeat, offset reset, isolation and
+#: lock settings on the broker (group configs ``share.*`` / broker configs ``group.share.*``).
+SHARE_CONSUMER_SPECS: dict[str, Spec] = _table({
+    **_COMMON,
+    "group.id": _str(nonempty=True, doc="Required: the share group."),
+    "max.poll.records": _int(1, 1_000_000, 500, emit_default=True,
+                             doc="Enforced by kipconsumer: poll() never returns more."),
+    "poll.fairness": _enum("proportional|greedy", "proportional", rdkafka=None,
+                           doc="How poll() shares max.poll.records over partitions."),
+    "share.acknowledgement.mode": _enum("implicit|explicit", "implicit", rdkafka=None,
+                                        doc="implicit: a poll() accepts the records of the previous "
+                                        "one; explicit: acknowledge() every record before the next "
+                                        "poll()."),
+    "default.api.timeout.ms": _int(0, INT32_MAX, 60_000, rdkafka=None,
+                                   doc="Bound of blocking calls made with timeout=None."),
+    "request.timeout.ms": _int(10, 300_000, 60_000, rdkafka="socket.timeout.ms",
+                               aliases=("socket.timeout.ms",), doc="librdkafka's network request timeout."),
+    "fetch.min.bytes": _int(1, 100_000_000, 1),
+    "fetch.max.wait.ms": _int(0, 300_000, 500, rdkafka="fetch.wait.max.ms", aliases=("fetch.wait.max.ms",)),
+    "fetch.max.bytes": _int(0, 2_147_483_135, 52_428_800),
+    "max.partition.fetch.bytes": _int(1, 1_000_000_000, 1_048_576, aliases=("fetch.message.max.bytes",)),
+})
+
+#: Consumer-group keys a share consumer refuses, with where a share group keeps the setting.
+SHARE_BROKER_SIDE: dict[str, str] = {
+    "auto.offset.reset": "the share group's config share.auto.offset.reset (admin API, GROUP resource)",
+    "isolation.level": "the share group's config share.isolation.level (admin API, GROUP resource)",
+    "session.timeout.ms": "the broker's group.share.session.timeout.ms",
+    "heartbeat.interval.ms": "the broker's group.share.heartbeat.interval.ms",
+    "enable.auto.commit": "share.acknowledgement.mode (acknowledgements replace offset commits)",
+    "group.protocol": "nothing: a share consumer always uses the share group protocol",
+    "partition.assignment.strategy": "the broker (share groups assign partitions broker side)",
+    "group.instance.id": "nothing: share groups have no static membership",
 }
 
 #: Task executor keys (KIP-572).
@@ -897,6 +949,43 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         default_api_timeout_ms=res.get_int("default.api.timeout.ms"),
         rdkafka=rd,
         stats_cb=stats_cb,
+        key_deserializer=deserializers.get("key.deserializer"),
+        value_deserializer=deserializers.get("value.deserializer"),
+    )
+
+
+def share_consumer_settings(conf: Mapping[str, object]) -> ShareConsumerSettings:
+    """Validate a share consumer config dict (KIP-932) and return its settings.
+
+    Raises ``ConfigError`` naming the key for unknown keys, bad values (``share.acknowledgement.mode``
+    must be implicit|explicit), a missing ``bootstrap.servers`` or ``group.id``, a consumer-group key
+    that a share group keeps on the broker (saying where), and a non-callable deserializer.
+    """
+    conf, deserializers = _take_deserializers(conf)
+    if isinstance(conf, Mapping):
+        for key in conf:
+            if key in SHARE_BROKER_SIDE:
+                raise ConfigError(f"config {key!r} is not accepted by the share consumer: a share group "
+                                  f"sets it in {SHARE_BROKER_SIDE[key]}")
+    others = {k: "consumer" for k in CONSUMER_SPECS if k not in SHARE_CONSUMER_SPECS}
+    others.update({k: v for k, v in _others("consumer").items() if k not in SHARE_CONSUMER_SPECS})
+    res = _resolve(conf, SHARE_CONSUMER_SPECS, "share consumer", others=others,
+                   forced={"share.acknowledgement.mode": "explicit"}, passthrough=True)
+    _check_common(res)
+    _require(res, "group.id")
+    rd = _emit(res)
+    rd.update(res.passthrough)
+    rd["share.acknowledgement.mode"] = "explicit"
+    group_id, fairness, mode = (res.get_str("group.id"), res.get_str("poll.fairness"),
+                                res.get_str("share.acknowledgement.mode"))
+    assert group_id is not None and fairness is not None and mode is not None
+    return ShareConsumerSettings(
+        group_id=group_id,
+        max_poll_records=res.get_int("max.poll.records"),
+        poll_fairness=fairness,
+        acknowledgement_mode=mode,
+        default_api_timeout_ms=res.get_int("default.api.timeout.ms"),
+        rdkafka=rd,
         key_deserializer=deserializers.get("key.deserializer"),
         value_deserializer=deserializers.get("value.deserializer"),
     )

@@ -19,15 +19,15 @@ The contract (see docs/consumer.md and API.md):
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Protocol
 
 from kipconsumer import _fork
 from kipconsumer._consumer import NativeConsumer
+from kipconsumer._owned import owned
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
 from kipconsumer._validate import check_topic_name
@@ -102,26 +102,7 @@ def _as_offsets(offsets: Mapping[Any, Any]) -> dict[TopicPartition, OffsetAndMet
 log = logging.getLogger("kipconsumer.consumer")
 _get_ident = threading.get_ident
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-_Method = Callable[Concatenate["KafkaConsumer", _P], _R]
-
-
-def _owned(method: _Method[_P, _R]) -> _Method[_P, _R]:
-    """Runs ``method`` as the consumer's one owner thread (see KafkaConsumer._enter)."""
-    name = method.__name__
-
-    def call(self: KafkaConsumer, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        self._enter(name)
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            self._leave()
-
-    functools.update_wrapper(call, method)
-    return call
+_owned = owned  # runs a method as the consumer's one owner thread (see KafkaConsumer._enter)
 
 
 class KafkaConsumer:

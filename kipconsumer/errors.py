@@ -125,7 +125,14 @@ class RecordDeserializationError(SerializationError):
         self.origin = origin
 
 
+class ShareGroupsUnsupportedError(KafkaError):
+    """Share groups (KIP-932) are not available: the loaded librdkafka is older than 2.15 (no share
+    consumer API), or the broker does not serve share groups (Kafka < 4.1, or the cluster's
+    ``share.version`` feature is off). ``code`` is librdkafka's error name when the broker refused."""
+
+
 __all__ = [
+    "ShareGroupsUnsupportedError",
     "TransactionBlockedError",
     "KafkaError",
     "ConfigError",

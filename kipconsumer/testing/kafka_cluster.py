@@ -327,6 +327,27 @@ class KafkaCluster:
                 )
             return self._admin
 
+    def set_group_config(self, group_id: str, config: Mapping[str, object], *, timeout: float = 30.0) -> None:
+        """Set dynamic configs of group ``group_id`` (incrementalAlterConfigs on a GROUP resource), e.g. a
+        share group's ``share.auto.offset.reset``, ``share.record.lock.duration.ms``,
+        ``share.session.timeout.ms``, ``share.heartbeat.interval.ms``. Raises KafkaError if Kafka refuses."""
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            AlterConfigOpType,
+            ConfigEntry,
+            ConfigResource,
+        )
+
+        from kipconsumer.errors import KafkaError
+
+        entries = [ConfigEntry(str(k), _prop(v), incremental_operation=AlterConfigOpType.SET)
+                   for k, v in config.items()]
+        resource = ConfigResource(ConfigResource.Type.GROUP, group_id, incremental_configs=entries)
+        future = self.admin().incremental_alter_configs([resource], request_timeout=timeout)[resource]
+        try:
+            future.result(timeout)
+        except Exception as e:
+            raise KafkaError(f"set_group_config({group_id!r}): {e}") from e
+
     # -- faults ------------------------------------------------------------------------------------
     def kill_broker(self, node_id: int) -> None:
         """SIGKILL node ``node_id`` (broker and controller) and reap it."""
@@ -410,6 +431,11 @@ class KafkaCluster:
             "group.consumer.session.timeout.ms": "10000",
             "group.consumer.min.heartbeat.interval.ms": "500",
             "group.consumer.heartbeat.interval.ms": "1000",
+            # lower bounds only (the defaults stay): share groups may set short locks, sessions and
+            # heartbeats as group configs (set_group_config), as share-group tests do
+            "group.share.min.record.lock.duration.ms": "1000",
+            "group.share.min.session.timeout.ms": "3000",
+            "group.share.min.heartbeat.interval.ms": "500",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
             "transaction.remove.expired.transaction.cleanup.interval.ms": "5000",
         }

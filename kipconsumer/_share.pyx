@@ -1,0 +1,407 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""NativeShareConsumer: one librdkafka share consumer (KIP-932) and the fair, bounded drain of its
+batches.
+
+librdkafka's ``rd_kafka_share_poll()`` hands over a batch (``rd_kafka_messages_t``) whose size
+``max.poll.records`` bounds only loosely. The batch's messages are moved, by pointer, into a
+kc_fetch_buffer (csrc/fetch_buffer.c, the regular consumer's KIP-41 drain) and every ``poll()``
+returns at most ``max.poll.records`` of them, shared over the partitions as ``poll.fairness``
+says. librdkafka is asked for a new batch only once the buffer is empty: the messages stay owned
+by their batch (``_Batch`` destroys it when the last ConsumerRecords using it is freed) and the
+buffer never destroys one (it is emptied by draining, never purged).
+
+The librdkafka handle always runs in explicit acknowledgement mode. The implicit mode is done
+here: the records one ``poll()`` returned are accepted (ACCEPT) at the next ``poll()``,
+``commit_sync()``, ``commit_async()`` or ``close()``, so a record still buffered here, never
+handed out, is never accepted (librdkafka's own implicit mode would accept a whole batch).
+
+Not thread-safe: kipconsumer.share.KafkaShareConsumer serialises the calls.
+"""
+
+from libc.stdint cimport int16_t, int32_t, int64_t
+from libc.stdlib cimport free, malloc
+
+from kipconsumer._conf cimport conf_from_dict
+from kipconsumer._cstr cimport c_string
+from kipconsumer._logring cimport drain_logs, kc_log_cb
+from kipconsumer._mock cimport MockCluster
+from kipconsumer._rdk cimport *
+from kipconsumer._records cimport ConsumerRecords, records_borrow, records_set_deserializers
+
+from kipconsumer._share_errors import share_error
+from kipconsumer.errors import ConfigError, KafkaError
+from kipconsumer.structs import TopicPartition
+
+
+cdef extern from "rdk_share.h" nogil:
+    int KC_RDK_SHARE_MIN_VERSION
+    ctypedef struct rd_kafka_share_t:
+        pass
+    ctypedef struct rd_kafka_messages_t:
+        pass
+    ctypedef enum rd_kafka_share_AcknowledgeType_t:
+        RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_ACCEPT
+        RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_RELEASE
+        RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_REJECT
+    size_t rd_kafka_messages_count(const rd_kafka_messages_t *messages)
+    rd_kafka_message_t *rd_kafka_messages_get(const rd_kafka_messages_t *messages, size_t index)
+    void rd_kafka_messages_destroy(rd_kafka_messages_t *messages)
+    int16_t rd_kafka_message_delivery_count(const rd_kafka_message_t *rkmessage)
+    rd_kafka_share_t *rd_kafka_share_consumer_new(rd_kafka_conf_t *conf, char *errstr, size_t errstr_size)
+    rd_kafka_resp_err_t rd_kafka_share_subscribe(rd_kafka_share_t *rkshare,
+                                                 const rd_kafka_topic_partition_list_t *topics)
+    rd_kafka_resp_err_t rd_kafka_share_unsubscribe(rd_kafka_share_t *rkshare)
+    rd_kafka_error_t *rd_kafka_share_poll(rd_kafka_share_t *rkshare, int timeout_ms,
+                                          rd_kafka_messages_t **rkmessages)
+    rd_kafka_resp_err_t rd_kafka_share_acknowledge_type(rd_kafka_share_t *rkshare,
+                                                        const rd_kafka_message_t *rkmessage,
+                                                        rd_kafka_share_AcknowledgeType_t type)
+    rd_kafka_resp_err_t rd_kafka_share_acknowledge_offset(rd_kafka_share_t *rkshare, const char *topic,
+                                                          int32_t partition, int64_t offset,
+                                                          rd_kafka_share_AcknowledgeType_t type)
+    rd_kafka_error_t *rd_kafka_share_commit_async(rd_kafka_share_t *rkshare)
+    rd_kafka_error_t *rd_kafka_share_commit_sync(rd_kafka_share_t *rkshare, int timeout_ms,
+                                                 rd_kafka_topic_partition_list_t **partitions)
+    rd_kafka_error_t *rd_kafka_share_consumer_close(rd_kafka_share_t *rkshare)
+    rd_kafka_error_t *rd_kafka_share_destroy(rd_kafka_share_t *rkshare)
+    void rd_kafka_mock_sharegroup_set_session_timeout(rd_kafka_mock_cluster_t *mcluster, int ms)
+    void rd_kafka_mock_sharegroup_set_heartbeat_interval(rd_kafka_mock_cluster_t *mcluster, int ms)
+    void rd_kafka_mock_sharegroup_set_max_delivery_attempts(rd_kafka_mock_cluster_t *mcluster, int n)
+    void rd_kafka_mock_sharegroup_set_record_lock_duration(rd_kafka_mock_cluster_t *mcluster, int ms)
+    void rd_kafka_mock_sharegroup_set_auto_offset_reset(rd_kafka_mock_cluster_t *mcluster, int earliest)
+
+
+cdef extern from "fetch_buffer.h" nogil:
+    ctypedef enum kc_fairness_t:
+        KC_FAIRNESS_PROPORTIONAL
+        KC_FAIRNESS_GREEDY
+    ctypedef struct kc_partition_t:
+        size_t len
+    ctypedef struct kc_fetch_buffer_t:
+        size_t n
+        size_t records
+        size_t bytes
+    void kc_fb_init(kc_fetch_buffer_t *fb)
+    void kc_fb_destroy(kc_fetch_buffer_t *fb)
+    kc_partition_t *kc_fb_find(const kc_fetch_buffer_t *fb, const char *topic, int32_t partition)
+    kc_partition_t *kc_fb_add(kc_fetch_buffer_t *fb, const char *topic, int32_t partition)
+    int kc_fb_push(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_message_t **msgs, size_t n)
+    size_t kc_fb_drain(kc_fetch_buffer_t *fb, size_t max, kc_fairness_t mode, rd_kafka_message_t **out)
+
+
+#: RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_* by kipconsumer.share.AcknowledgeType's value
+ACCEPT = RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_ACCEPT
+RELEASE = RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_RELEASE
+REJECT = RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_REJECT
+MIN_VERSION = KC_RDK_SHARE_MIN_VERSION
+
+
+def mock_share_config(MockCluster cluster, int earliest=-1, int lock_ms=-1, int max_attempts=-1,
+                      int session_ms=-1, int heartbeat_ms=-1):
+    """Sets the embedded broker's share group settings (every share group); -1 leaves one as is."""
+    cdef rd_kafka_mock_cluster_t *mc = cluster._mc()
+    if earliest >= 0:
+        rd_kafka_mock_sharegroup_set_auto_offset_reset(mc, earliest)
+    if lock_ms >= 0:
+        rd_kafka_mock_sharegroup_set_record_lock_duration(mc, lock_ms)
+    if max_attempts >= 0:
+        rd_kafka_mock_sharegroup_set_max_delivery_attempts(mc, max_attempts)
+    if session_ms >= 0:
+        rd_kafka_mock_sharegroup_set_session_timeout(mc, session_ms)
+    if heartbeat_ms >= 0:
+        rd_kafka_mock_sharegroup_set_heartbeat_interval(mc, heartbeat_ms)
+
+
+cdef object _error(rd_kafka_error_t *error, str what):
+    """The typed exception for a librdkafka error object (destroyed here)."""
+    cdef rd_kafka_resp_err_t code = rd_kafka_error_code(error)
+    name = rd_kafka_err2name(code).decode()
+    msg = rd_kafka_error_string(error).decode(errors="replace")
+    fatal = bool(rd_kafka_error_is_fatal(error))
+    retriable = bool(rd_kafka_error_is_retriable(error))
+    rd_kafka_error_destroy(error)
+    return share_error(name, f"{what} failed: {msg}", fatal=fatal, retriable=retriable)
+
+
+cdef object _err(rd_kafka_resp_err_t code, str what):
+    return share_error(rd_kafka_err2name(code).decode(),
+                       f"{what} failed: {rd_kafka_err2str(code).decode(errors='replace')}")
+
+
+cdef class _Handle:
+    """Owns the rd_kafka_share_t; destroyed when the consumer and every batch are gone (librdkafka
+    waits for every message to be released)."""
+    cdef rd_kafka_share_t *rks
+
+    def __dealloc__(self):
+        cdef rd_kafka_error_t *error
+        if self.rks != NULL:
+            with nogil:
+                error = rd_kafka_share_destroy(self.rks)
+            if error != NULL:
+                rd_kafka_error_destroy(error)
+            self.rks = NULL
+
+
+cdef class _Batch:
+    """Owns one rd_kafka_messages_t (every message in it); keeps the handle alive."""
+    cdef rd_kafka_messages_t *msgs
+    cdef _Handle handle
+
+    def __dealloc__(self):
+        if self.msgs != NULL:
+            rd_kafka_messages_destroy(self.msgs)
+            self.msgs = NULL
+
+
+cdef class NativeShareConsumer:
+    """One librdkafka share consumer. Not thread-safe (the facade serialises calls)."""
+    cdef _Handle _handle
+    cdef rd_kafka_share_t *rks
+    cdef kc_fetch_buffer_t fb
+    cdef kc_fairness_t mode
+    cdef size_t max_records
+    cdef rd_kafka_message_t **out      # the last poll's records (implicit mode accepts them later)
+    cdef int16_t *dcount
+    cdef size_t out_n                  # records in `out` not yet accepted (implicit mode)
+    cdef bint implicit
+    cdef bint closed
+    cdef _Batch _buffered              # the batch the buffered messages belong to
+    cdef _Batch _returned              # the batch of the records in `out`
+    cdef object _key_deser, _value_deser
+    cdef public long long records_returned
+    cdef public long long batches_fetched
+    cdef public long long record_errors
+    cdef public long long acknowledged
+
+    def __cinit__(self, dict rdkafka, int max_poll_records, str fairness, bint implicit,
+                  key_deserializer=None, value_deserializer=None):
+        cdef char errstr[512]
+        cdef rd_kafka_conf_t *conf
+        kc_fb_init(&self.fb)
+        self.mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
+        self.max_records = max_poll_records
+        self.implicit = implicit
+        self._key_deser = key_deserializer
+        self._value_deser = value_deserializer
+        self.out = <rd_kafka_message_t **>malloc(max_poll_records * sizeof(rd_kafka_message_t *))
+        self.dcount = <int16_t *>malloc(max_poll_records * sizeof(int16_t))
+        if self.out == NULL or self.dcount == NULL:
+            raise MemoryError()
+        conf = conf_from_dict(rdkafka)
+        rd_kafka_conf_set_log_cb(conf, kc_log_cb)
+        self.rks = rd_kafka_share_consumer_new(conf, errstr, sizeof(errstr))
+        if self.rks == NULL:
+            rd_kafka_conf_destroy(conf)
+            drain_logs()
+            raise ConfigError(errstr.decode(errors="replace"))
+        self._handle = _Handle.__new__(_Handle)
+        self._handle.rks = self.rks
+        drain_logs()
+
+    def __dealloc__(self):
+        self._empty_buffer()
+        kc_fb_destroy(&self.fb)
+        free(self.out)
+        free(self.dcount)
+        self.out = NULL
+        self.dcount = NULL
+
+    cdef void _empty_buffer(self) noexcept:
+        """Drops the buffered messages (their batch destroys them), leaving the buffer empty."""
+        while self.out != NULL and self.fb.records and kc_fb_drain(&self.fb, self.max_records, self.mode, self.out):
+            pass
+        self.out_n = 0
+
+    cdef int _check_open(self, str what) except -1:
+        if self.closed:
+            from kipconsumer.errors import IllegalStateError
+            raise IllegalStateError(f"{what}() called on a closed KafkaShareConsumer")
+        return 0
+
+    def subscribe(self, list topics):
+        self._check_open("subscribe")
+        cdef rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new(max(1, len(topics)))
+        cdef rd_kafka_resp_err_t err
+        cdef bytes name
+        try:
+            for t in topics:
+                name = c_string(t, "topic", ValueError)
+                rd_kafka_topic_partition_list_add(lst, name, RD_KAFKA_PARTITION_UA)
+            err = rd_kafka_share_subscribe(self.rks, lst)
+        finally:
+            rd_kafka_topic_partition_list_destroy(lst)
+        drain_logs()
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR:
+            raise _err(err, "subscribe")
+
+    def unsubscribe(self):
+        self._check_open("unsubscribe")
+        self._accept_returned()
+        cdef rd_kafka_resp_err_t err = rd_kafka_share_unsubscribe(self.rks)
+        self._empty_buffer()
+        drain_logs()
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR:
+            raise _err(err, "unsubscribe")
+
+    def buffered(self):
+        """Records fetched but not yet returned by poll()."""
+        return self.fb.records
+
+    cdef int _accept_returned(self) except -1:
+        """Implicit mode: ACCEPT the records the last poll() returned (once)."""
+        cdef size_t i, n = self.out_n
+        cdef rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR, e
+        if not self.implicit or n == 0:
+            return 0
+        with nogil:
+            for i in range(n):
+                e = rd_kafka_share_acknowledge_type(self.rks, self.out[i], RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_ACCEPT)
+                if e != RD_KAFKA_RESP_ERR_NO_ERROR and err == RD_KAFKA_RESP_ERR_NO_ERROR:
+                    err = e
+        self.out_n = 0
+        self.acknowledged += n
+        self._returned = None
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR:
+            raise _err(err, "acknowledging the records of the last poll()")
+        return 0
+
+    cdef int _fetch(self, int timeout_ms) except -1:
+        """Asks librdkafka for a batch and buffers its records (skipping record-level errors, which
+        librdkafka has acknowledged itself)."""
+        cdef rd_kafka_messages_t *msgs = NULL
+        cdef rd_kafka_error_t *error
+        cdef rd_kafka_message_t *m
+        cdef kc_partition_t *p
+        cdef size_t i, n
+        cdef const char *topic
+        with nogil:
+            error = rd_kafka_share_poll(self.rks, timeout_ms, &msgs)
+        drain_logs()
+        if error != NULL:
+            if msgs != NULL:
+                rd_kafka_messages_destroy(msgs)
+            raise _error(error, "poll")
+        if msgs == NULL:
+            return 0
+        batch = _Batch.__new__(_Batch)
+        (<_Batch>batch).msgs = msgs
+        (<_Batch>batch).handle = self._handle
+        self.batches_fetched += 1
+        n = rd_kafka_messages_count(msgs)
+        for i in range(n):
+            m = rd_kafka_messages_get(msgs, i)
+            if m.err != RD_KAFKA_RESP_ERR_NO_ERROR:
+                self.record_errors += 1
+                continue
+            topic = rd_kafka_topic_name(m.rkt)
+            p = kc_fb_find(&self.fb, topic, m.partition)
+            if p == NULL:
+                p = kc_fb_add(&self.fb, topic, m.partition)
+            if p == NULL or kc_fb_push(&self.fb, p, &m, 1) != 0:
+                raise MemoryError()
+        if self.fb.records:
+            self._buffered = batch
+        return 0
+
+    def poll(self, int timeout_ms):
+        """At most max.poll.records records: from the buffer, or from one librdkafka batch (waiting
+        up to timeout_ms for it) when the buffer is empty. Implicit mode: first accepts the records
+        the previous poll returned."""
+        cdef size_t n, i
+        cdef ConsumerRecords records
+        self._check_open("poll")
+        self._accept_returned()
+        if self.fb.records == 0:
+            self._buffered = None
+            self._fetch(timeout_ms)
+        if self.fb.records == 0:
+            return records_borrow(self.out, self.dcount, 0, None)
+        batch = self._buffered
+        n = kc_fb_drain(&self.fb, self.max_records, self.mode, self.out)
+        for i in range(n):
+            self.dcount[i] = rd_kafka_message_delivery_count(self.out[i])
+        records = records_borrow(self.out, self.dcount, n, batch)
+        if self._key_deser is not None or self._value_deser is not None:
+            records_set_deserializers(records, self._key_deser, self._value_deser)
+        self.records_returned += n
+        if self.implicit:
+            self.out_n = n
+            self._returned = batch
+        if self.fb.records == 0:
+            self._buffered = None
+        return records
+
+    def acknowledge(self, str topic, int partition, long long offset, int ack_type):
+        """Explicit mode: acknowledges one record returned by poll()."""
+        self._check_open("acknowledge")
+        cdef bytes name = c_string(topic, "topic", ValueError)
+        cdef rd_kafka_resp_err_t err = rd_kafka_share_acknowledge_offset(
+            self.rks, name, partition, offset, <rd_kafka_share_AcknowledgeType_t>ack_type)
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR:
+            raise _err(err, f"acknowledge({topic}-{partition}@{offset})")
+        self.acknowledged += 1
+
+    def commit_sync(self, int timeout_ms):
+        """Sends the pending acknowledgements and waits for the broker: {TopicPartition: error|None}."""
+        cdef rd_kafka_topic_partition_list_t *parts = NULL
+        cdef rd_kafka_error_t *error
+        cdef int i
+        self._check_open("commit_sync")
+        self._accept_returned()
+        with nogil:
+            error = rd_kafka_share_commit_sync(self.rks, timeout_ms, &parts)
+        drain_logs()
+        if error != NULL:
+            if parts != NULL:
+                rd_kafka_topic_partition_list_destroy(parts)
+            raise _error(error, "commit_sync")
+        result = {}
+        if parts == NULL:
+            return result
+        try:
+            for i in range(parts.cnt):
+                tp = TopicPartition(parts.elems[i].topic.decode(), parts.elems[i].partition)
+                e = parts.elems[i].err
+                result[tp] = None if e == RD_KAFKA_RESP_ERR_NO_ERROR else _err(e, f"acknowledging {tp}")
+        finally:
+            rd_kafka_topic_partition_list_destroy(parts)
+        return result
+
+    def commit_async(self):
+        cdef rd_kafka_error_t *error
+        self._check_open("commit_async")
+        self._accept_returned()
+        error = rd_kafka_share_commit_async(self.rks)
+        drain_logs()
+        if error != NULL:
+            raise _error(error, "commit_async")
+
+    def close(self):
+        """Accepts (implicit mode) and sends the pending acknowledgements, leaves the share group.
+        Buffered records never returned are not acknowledged: the broker hands them out again."""
+        cdef rd_kafka_error_t *error = NULL
+        if self.closed:
+            return
+        try:
+            self._accept_returned()
+        finally:
+            self._empty_buffer()
+            self.closed = True
+            self._buffered = None
+            self._returned = None
+            with nogil:
+                error = rd_kafka_share_consumer_close(self.rks)
+            drain_logs()
+        if error != NULL:
+            raise _error(error, "close")
+
+    def metrics(self):
+        return {
+            "buffered_records": self.fb.records,
+            "buffered_bytes": self.fb.bytes,
+            "records_returned": self.records_returned,
+            "batches_fetched": self.batches_fetched,
+            "record_errors": self.record_errors,
+            "acknowledged": self.acknowledged,
+        }

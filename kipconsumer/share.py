@@ -1,0 +1,315 @@
+"""KafkaShareConsumer: a member of a share group (KIP-932, "queues for Kafka").
+
+The contract (docs/share-groups.md, API.md "Share groups"):
+
+- ``poll()`` returns at most ``max.poll.records`` records (a ``ConsumerRecords``, ``to_arrow()``
+  included), shared fairly over the partitions as ``poll.fairness`` says; each record carries
+  ``delivery_count`` (1 on its first delivery).
+- ``share.acknowledgement.mode=implicit`` (default): the records one ``poll()`` returned are
+  accepted by the next ``poll()``, ``commit_sync()``, ``commit_async()`` or ``close()``; records
+  fetched but not yet returned are never accepted. ``acknowledge()`` raises ``IllegalStateError``.
+- ``explicit``: ``acknowledge(record, type)`` every returned record once (ACCEPT, RELEASE, REJECT)
+  before the next ``poll()``, which raises ``IllegalStateError`` otherwise; acknowledging a record
+  twice, or one not returned, raises ``IllegalStateError``. Acknowledgements go to the broker with
+  the next ``poll()``, ``commit_sync()``, ``commit_async()`` or ``close()``.
+- Threads and signals as ``KafkaConsumer``: one thread at a time (``ConcurrentAccessError`` for a
+  second one); ``wakeup()``, ``close()`` and ``metrics()`` from any thread; ``poll()`` waits in
+  slices of at most 50 ms, so Ctrl+C, ``wakeup()`` (``WakeupError``) and ``close()`` end it.
+- ``ShareGroupsUnsupportedError`` when the loaded librdkafka (< 2.15) or the broker lacks share
+  groups.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kipconsumer._owned import owned
+from kipconsumer._records import ConsumerRecord, ConsumerRecords
+from kipconsumer._timeouts import timeout_seconds
+from kipconsumer._validate import check_topic_name
+from kipconsumer.config import ShareConsumerSettings, share_consumer_settings
+from kipconsumer.errors import (
+    ConcurrentAccessError,
+    IllegalStateError,
+    KafkaError,
+    ShareGroupsUnsupportedError,
+    WakeupError,
+)
+from kipconsumer.structs import TopicPartition
+
+log = logging.getLogger("kipconsumer.share")
+
+#: poll() waits in slices of at most this, checking wakeup(), close() and signals between them
+_SLICE_S = 0.05
+
+
+class AcknowledgeType(enum.IntEnum):
+    """How a share consumer acknowledges a record (Java's ``AcknowledgeType``)."""
+
+    #: processed: the record is done (never delivered again)
+    ACCEPT = 1
+    #: not processed: the record becomes available again, for any member, with a higher delivery count
+    RELEASE = 2
+    #: unprocessable: the record is archived and never delivered again
+    REJECT = 3
+
+
+def _native_module() -> Any:
+    """kipconsumer._share, or ShareGroupsUnsupportedError if the loaded librdkafka lacks the API."""
+    from kipconsumer._native import librdkafka_version
+
+    version_str, version = librdkafka_version()
+    if version < 0x020F00FF:
+        raise ShareGroupsUnsupportedError(
+            f"share groups need librdkafka >= 2.15.0 (its share consumer API); the loaded librdkafka is "
+            f"{version_str}: upgrade confluent-kafka (pip install 'confluent-kafka>=2.15')")
+    try:
+        from kipconsumer import _share
+    except ImportError as exc:  # a librdkafka build without the share symbols
+        raise ShareGroupsUnsupportedError(
+            f"the loaded librdkafka {version_str} does not export the share consumer API: {exc}") from exc
+    return _share
+
+
+_owned = owned  # runs a method as the consumer's one owner thread (KafkaShareConsumer._enter)
+
+
+class KafkaShareConsumer:
+    """A share group member (KIP-932): records of the subscribed topics are shared among the group's
+    members record by record, several members per partition, each record acknowledged on its own.
+
+    ``config`` uses Kafka's names: ``bootstrap.servers``, ``group.id`` (required),
+    ``max.poll.records``, ``poll.fairness``, ``share.acknowledgement.mode`` (implicit|explicit),
+    ``default.api.timeout.ms``, ...; librdkafka property names pass through. Keys a share group
+    keeps on the broker (``auto.offset.reset``, ``session.timeout.ms``, ...) raise ``ConfigError``
+    saying where they live. See the module docstring for the contract.
+    """
+
+    def __init__(self, config: Mapping[str, object]) -> None:
+        self._settings: ShareConsumerSettings = share_consumer_settings(config)
+        s = self._settings
+        self._explicit = s.acknowledgement_mode == "explicit"
+        self._native = _native_module().NativeShareConsumer(
+            s.rdkafka, s.max_poll_records, s.poll_fairness, not self._explicit,
+            s.key_deserializer, s.value_deserializer)
+        self._lock = threading.RLock()
+        self._guard = threading.Condition(self._lock)
+        self._owner: int | None = None
+        self._depth = 0
+        self._method = ""
+        self._closing = False
+        self._closed = False
+        self._wakeup = False
+        self._subscription: list[str] = []
+        self._broker_checked = False
+        # explicit mode: (topic, partition, offset) of the records returned and not yet acknowledged
+        self._unacked: dict[tuple[str, int, int], None] = {}
+        self._last_poll = time.monotonic()
+
+    # -- thread contract -------------------------------------------------------------------
+    def _enter(self, method: str) -> None:
+        me = threading.get_ident()
+        with self._lock:
+            if self._owner == me:
+                self._depth += 1
+                return
+            if self._owner is not None:
+                raise ConcurrentAccessError(
+                    f"KafkaShareConsumer is not safe for multi-threaded access: {method}() was called from "
+                    f"thread {me} while thread {self._owner} is in {self._method}(). Use the consumer from "
+                    f"one thread at a time; only wakeup(), close() and metrics() may be called from any "
+                    f"thread.")
+            if self._closed or self._closing:
+                raise IllegalStateError(f"{method}() called on a closed KafkaShareConsumer")
+            self._owner, self._depth, self._method = me, 1, method
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if not self._depth:
+                self._owner = None
+                self._guard.notify_all()
+
+    @property
+    def settings(self) -> ShareConsumerSettings:
+        """The validated configuration in effect."""
+        return self._settings
+
+    def _api_timeout(self, timeout: float | None) -> float:
+        return timeout_seconds(timeout, self._settings.default_api_timeout_ms)
+
+    # -- subscription ----------------------------------------------------------------------
+    @_owned
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Joins the share group (``group.id``) for ``topics`` (exact names; replaces the last list)."""
+        names = [topics] if isinstance(topics, str) else list(topics)
+        if not names or not all(isinstance(t, str) and t for t in names):
+            raise ValueError(f"topics must be a non-empty list of topic names, got {names!r}")
+        for t in names:
+            check_topic_name(t, "topics")
+        names = list(dict.fromkeys(names))
+        self._check_broker_serves_share_groups()
+        self._native.subscribe(names)
+        self._subscription = names
+
+    def _check_broker_serves_share_groups(self) -> None:
+        """Once, on a PLAINTEXT listener: ShareGroupsUnsupportedError if the broker lacks share groups
+        (librdkafka would retry silently, kipconsumer._api_versions)."""
+        rd = self._settings.rdkafka
+        if self._broker_checked or rd.get("security.protocol", "plaintext").lower() != "plaintext":
+            return
+        from kipconsumer._api_versions import SHARE_GROUP_HEARTBEAT, api_keys
+
+        keys = api_keys(rd.get("bootstrap.servers", ""))
+        self._broker_checked = keys is not None
+        if keys is not None and SHARE_GROUP_HEARTBEAT not in keys:
+            raise ShareGroupsUnsupportedError(
+                f"the broker at {rd.get('bootstrap.servers')} does not serve share groups (no "
+                f"ShareGroupHeartbeat API): KIP-932 needs Apache Kafka >= 4.1 with the share.version feature "
+                f"enabled", code="UNSUPPORTED_VERSION")
+
+    @_owned
+    def subscription(self) -> set[str]:
+        """Topics passed to the last ``subscribe()``."""
+        return set(self._subscription)
+
+    @_owned
+    def unsubscribe(self) -> None:
+        """Leaves the share group (implicit mode: accepts the last poll's records first)."""
+        self._native.unsubscribe()
+        self._subscription = []
+        self._unacked.clear()
+
+    # -- polling -----------------------------------------------------------------------------
+    @_owned
+    def poll(self, timeout: float | None = 1.0) -> ConsumerRecords:
+        """Returns at most ``max.poll.records`` records, waiting up to ``timeout`` seconds for some
+        (an empty ``ConsumerRecords`` when none came). Implicit mode: accepts the previous poll's
+        records first. Explicit mode: raises ``IllegalStateError`` while a record of the previous
+        polls is unacknowledged. Raises ``WakeupError`` after ``wakeup()``."""
+        seconds = self._api_timeout(timeout)
+        if self._unacked:
+            tp_offset = next(iter(self._unacked))
+            raise IllegalStateError(
+                f"poll() with {len(self._unacked)} record(s) of the last poll() unacknowledged (e.g. "
+                f"{tp_offset[0]}-{tp_offset[1]}@{tp_offset[2]}): with share.acknowledgement.mode=explicit, "
+                f"acknowledge() every record before the next poll()")
+        deadline = time.monotonic() + seconds
+        self._last_poll = time.monotonic()
+        while True:
+            if self._wakeup:
+                self._wakeup = False
+                raise WakeupError("poll() interrupted by wakeup()")
+            left = deadline - time.monotonic()
+            wait_ms = 0 if left <= 0 else int(math.ceil(min(left, _SLICE_S) * 1000))
+            records: ConsumerRecords = self._native.poll(wait_ms)
+            if records or left <= 0 or self._closing or self._closed:
+                break
+        if self._explicit:
+            for r in records:
+                self._unacked[(r.topic, r.partition, r.offset)] = None
+        self._last_poll = time.monotonic()
+        return records
+
+    def wakeup(self) -> None:
+        """Makes a blocked ``poll()``, or the next one, raise ``WakeupError``. Thread-safe."""
+        self._wakeup = True
+
+    # -- acknowledgements --------------------------------------------------------------------
+    @_owned
+    def acknowledge(self, record: ConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
+        """Explicit mode: acknowledges ``record`` (returned by the last ``poll()``) as ``type``; sent with
+        the next ``poll()`` / ``commit_sync()`` / ``commit_async()`` / ``close()``."""
+        if not self._explicit:
+            raise IllegalStateError("acknowledge() needs share.acknowledgement.mode=explicit: in implicit "
+                                    "mode the next poll() accepts every record the last one returned")
+        ack = AcknowledgeType(type)
+        key = (record.topic, record.partition, record.offset)
+        if key not in self._unacked:
+            raise IllegalStateError(
+                f"record {key[0]}-{key[1]}@{key[2]} cannot be acknowledged: not returned by the last poll() "
+                f"of this consumer, or already acknowledged")
+        self._native.acknowledge(key[0], key[1], key[2], int(ack))
+        del self._unacked[key]
+
+    @_owned
+    def commit_sync(self, timeout: float | None = None) -> dict[TopicPartition, KafkaError | None]:
+        """Sends the pending acknowledgements and waits for the broker's answer, at most ``timeout``
+        seconds (``None``: ``default.api.timeout.ms``). Returns each partition's outcome (``None``:
+        acknowledged; else the error, e.g. a record whose lock had expired)."""
+        seconds = self._api_timeout(timeout)
+        ms = 2**31 - 2 if math.isinf(seconds) else int(math.ceil(seconds * 1000))
+        result: dict[TopicPartition, KafkaError | None] = self._native.commit_sync(ms)
+        return result
+
+    @_owned
+    def commit_async(self) -> None:
+        """Sends the pending acknowledgements without waiting for the broker."""
+        self._native.commit_async()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def close(self, timeout: float | None = None) -> None:
+        """Accepts (implicit mode) and sends the pending acknowledgements, then leaves the share group.
+        Records fetched but never returned, or returned and not acknowledged (explicit mode), go back
+        to the group. Any thread may call it: a ``poll()`` of another thread returns first. Waits at most
+        ``timeout`` seconds (``None``: ``default.api.timeout.ms``); librdkafka finishes in the
+        background past it. A second call does nothing."""
+        seconds = self._api_timeout(timeout)
+        deadline = time.monotonic() + seconds
+        me = threading.get_ident()
+        with self._guard:
+            if self._closed or self._closing:
+                return
+            self._closing = True
+            while self._owner is not None and self._owner != me:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._closing = False
+                    raise IllegalStateError(f"close() timed out waiting for {self._method}() of thread "
+                                            f"{self._owner} to return")
+                self._guard.wait(min(left, _SLICE_S))
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self._native.close()
+            except BaseException as exc:  # noqa: BLE001 - handed to the closing thread
+                errors.append(exc)
+
+        closer = threading.Thread(target=run, name="kipconsumer-share-close", daemon=True)
+        closer.start()
+        try:
+            while closer.is_alive():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("KafkaShareConsumer.close(): not done after %.1f s; librdkafka finishes "
+                                "in the background", seconds)
+                    break
+                closer.join(min(left, _SLICE_S))
+        finally:
+            with self._guard:
+                self._closed = True
+                self._unacked.clear()
+        if errors:
+            raise errors[0]
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters: ``buffered_records``, ``buffered_bytes``, ``records_returned``, ``batches_fetched``,
+        ``record_errors``, ``acknowledged``, ``unacknowledged`` (explicit mode),
+        ``time_since_last_poll_ms``. Thread-safe."""
+        m: dict[str, Any] = dict(self._native.metrics())
+        m["unacknowledged"] = len(self._unacked)
+        m["time_since_last_poll_ms"] = int((time.monotonic() - self._last_poll) * 1000)
+        return m
+
+    def __enter__(self) -> KafkaShareConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

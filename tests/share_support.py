@@ -1,0 +1,70 @@
+"""Helpers of the share group tests (KIP-932) on real Kafka: a share group with test-friendly group
+configs, producing numbered records, polling until a count."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import uuid
+from collections.abc import Callable
+
+from kipconsumer import KafkaProducer, KafkaShareConsumer
+from kipconsumer._records import ConsumerRecord
+from kipconsumer.testing import KafkaCluster
+
+_counter = itertools.count()
+
+
+def unique_name(prefix: str) -> str:
+    """A topic or group name no other test or process uses."""
+    return f"{prefix}-{os.getpid()}-{next(_counter)}-{uuid.uuid4().hex[:6]}"
+
+
+#: the share group's record lock in these tests (the broker's lower bound is 1000 in KafkaCluster)
+LOCK_MS = 2000
+
+
+def share_group(cluster: KafkaCluster, lock_ms: int = LOCK_MS, session_ms: int = 6000) -> str:
+    """A fresh share group reading from the earliest offset, with a short record lock and session."""
+    group = unique_name("sg")
+    cluster.set_group_config(group, {"share.auto.offset.reset": "earliest",
+                                     "share.record.lock.duration.ms": lock_ms,
+                                     "share.session.timeout.ms": session_ms,
+                                     "share.heartbeat.interval.ms": 1000})
+    return group
+
+
+def produce(cluster: KafkaCluster, topic: str, partitions: int, count: int) -> set[tuple[int, int]]:
+    """``count`` records spread round robin over the partitions, each in a batch of its own (a share
+    fetch acquires whole batches: one big batch would go to one member); returns their
+    (partition, offset)."""
+    out: set[tuple[int, int]] = set()
+    with KafkaProducer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 0}) as p:
+        for i in range(count):
+            md = p.send(topic, value=b"v%d" % i, partition=i % partitions).result(30)
+            out.add((md.partition, md.offset))
+    return out
+
+
+def consumer(cluster: KafkaCluster, group: str, mode: str = "implicit", max_poll_records: int = 500,
+             **extra: object) -> KafkaShareConsumer:
+    conf: dict[str, object] = {"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+                               "max.poll.records": max_poll_records, "share.acknowledgement.mode": mode}
+    conf.update(extra)
+    return KafkaShareConsumer(conf)
+
+
+def poll_until(c: KafkaShareConsumer, done: Callable[[list[ConsumerRecord]], bool], timeout: float = 30.0,
+               on_batch: Callable[[list[ConsumerRecord]], None] | None = None) -> list[ConsumerRecord]:
+    """Polls until ``done(all records so far)`` or ``timeout``; ``on_batch`` runs on each non-empty
+    batch (explicit mode: acknowledge there)."""
+    got: list[ConsumerRecord] = []
+    deadline = time.monotonic() + timeout
+    while not done(got) and time.monotonic() < deadline:
+        batch = list(c.poll(0.5))
+        if batch:
+            got.extend(batch)
+            if on_batch is not None:
+                on_batch(batch)
+    return got
