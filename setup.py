@@ -29,8 +29,9 @@ _INCLUDE_H = re.compile(r'^#include "([\w.]+\.h)"', re.M)
 
 def c_sources_for(pyx: Path) -> list[str]:
     """The csrc/*.c files a Cython module needs: the csrc headers it (or its own .pxd, a .pxi it
-    includes, or a kipconsumer .pxd it cimports) declares with `cdef extern from "x.h"`, each with its x.c, closed over
-    the `#include "y.h"` of those headers and sources. Each extension links only the C it uses."""
+    includes, or a kipconsumer .pxd it cimports) declares with `cdef extern from "x.h"`, each with
+    its x.c, closed over the `#include "y.h"` of those headers and sources. Each extension links only
+    the C it uses."""
     seen_cy: set[Path] = set()
     todo = [pyx, pyx.with_suffix(".pxd")]  # a module's own .pxd is read without a cimport
     headers: set[str] = set()
