@@ -83,7 +83,9 @@ typedef struct kc_producer_s {
     kc_producer_dr_t *items;
     size_t items_cap;
     char last_error[512];
-    char *stats_json;         /* latest statistics JSON (statistics.interval.ms), not yet taken */
+    int auth_err;         /* the first authentication / TLS failure librdkafka reported (0: none); sticky */
+    char auth_error[512]; /* its text */
+    char *stats_json;     /* latest statistics JSON (statistics.interval.ms), not yet taken */
     volatile int stats_ready; /* stats_json is set: a cheap check before kc_producer_take_stats() */
 } kc_producer_t;
 
@@ -151,6 +153,17 @@ char *kc_producer_take_stats(kc_producer_t *p);
 
 void kc_producer_get_stats(kc_producer_t *p, kc_producer_stats_t *out, char *last_error,
                            size_t last_error_size);
+
+/* 1 if librdkafka's error event (err, reason) is an authentication or TLS handshake failure: SASL or
+ * SSL errors, or the connection closed inside the TLS / SASL handshake. kipconsumer/_security_errors.py
+ * classifies the same way (it makes the typed error); this copy lets the delivery thread act at once. */
+int kc_producer_is_auth_failure(int err, const char *reason);
+
+/* The sticky authentication failure (0: none). The delivery thread latches the first one, then purges
+ * librdkafka's queue (those records fail with it, not with _PURGE_QUEUE) and from then on
+ * kc_producer_produce() refuses records with it: librdkafka reports such a failure once per broker and
+ * would otherwise retry for ever while the records wait for delivery.timeout.ms. Copies its text. */
+int kc_producer_auth_error(kc_producer_t *p, char *buf, size_t size);
 
 /* 1 if called on the delivery thread (completion callbacks run there). */
 int kc_producer_on_dr_thread(kc_producer_t *p);

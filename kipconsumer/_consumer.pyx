@@ -31,8 +31,11 @@ from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._rdk cimport *
 from kipconsumer._records cimport ConsumerRecords, records_set_deserializers, records_take
 
-from kipconsumer.errors import (CommitFailedError, ConfigError, IllegalStateError, KafkaError,
-                                KafkaTimeoutError, RebalanceInProgressError, WakeupError)
+from kipconsumer.errors import (AuthenticationError, CommitFailedError, ConfigError, GroupAuthorizationError,
+                                IllegalStateError, KafkaError, KafkaTimeoutError, RebalanceInProgressError,
+                                WakeupError)
+from kipconsumer._rdklog import emit as rdklog_emit
+from kipconsumer._security_errors import is_security_error, security_error
 from kipconsumer._stats import summary as stats_summary
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
@@ -167,6 +170,23 @@ cdef int _stats_cb(rd_kafka_t *rk, char *json_buf, size_t json_len, void *opaque
     return 0
 
 
+cdef void _error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) noexcept with gil:
+    """librdkafka's client-level errors (a broker connection failed, ...), served by poll() on its
+    thread. Without this callback librdkafka only logs them, so a consumer with wrong credentials
+    would retry for ever in silence: authentication and TLS failures (kipconsumer._security_errors)
+    are kept for poll() to raise. Every error is still logged as librdkafka logs it (facility ERROR)."""
+    cdef NativeConsumer self = <NativeConsumer>opaque
+    try:
+        name = rd_kafka_name(rk).decode(errors="replace")
+        text = reason.decode(errors="replace") if reason != NULL else ""
+        rdklog_emit(3, name, "ERROR", f"{name}: {text}")
+        if (self._close_phase != CLOSE_DONE and len(self._client_errors) < 16
+                and is_security_error(_err_name(<rd_kafka_resp_err_t>err), text)):
+            self._client_errors.append((err, text))
+    except BaseException:  # nothing may propagate into librdkafka
+        pass
+
+
 cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                         rd_kafka_topic_partition_list_t *parts, void *opaque) noexcept with gil:
     cdef NativeConsumer self = <NativeConsumer>opaque
@@ -246,6 +266,7 @@ cdef class NativeConsumer:
         cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
         cdef kc_fairness_t mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
         self._commit_callbacks = {}
+        self._client_errors = []
         self._stats_cb = stats_cb
         self._key_deser = key_deserializer
         self._value_deser = value_deserializer
@@ -286,6 +307,7 @@ cdef class NativeConsumer:
         self._group_id = str(rdkafka["group.id"]).encode()
         rd_kafka_conf_set_rebalance_cb(conf, _rebalance_cb)
         rd_kafka_conf_set_log_cb(conf, kc_log_cb)
+        rd_kafka_conf_set_error_cb(conf, _error_cb)
         rd_kafka_conf_set_stats_cb(conf, _stats_cb)  # only called with statistics.interval.ms > 0
         rd_kafka_conf_set_opaque(conf, <void *>self)
         self.core = kc_consumer_new(conf, max_poll_records, mode, max_poll_interval_ms,
@@ -371,7 +393,11 @@ cdef class NativeConsumer:
                 f"subscribe(), unsubscribe(), assign() or close(); call it after poll() returns")
         return 0
 
-    cdef object _raise(self, rd_kafka_resp_err_t err, str what):
+    cdef object _raise(self, rd_kafka_resp_err_t err, str what, str detail=None, tuple topics=()):
+        sec = security_error(_err_name(err), detail or _err_str(err), what=what, topics=topics,
+                             group_id=self._group_id.decode(errors="replace") if self._group_id else None)
+        if sec is not None:
+            raise sec
         if err == RD_KAFKA_RESP_ERR__TIMED_OUT:
             raise KafkaTimeoutError(f"{what}: {_err_str(err)}", code=_err_name(err))
         raise KafkaError(f"{what}: {_err_str(err)}", code=_err_name(err))
