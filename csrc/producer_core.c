@@ -58,25 +58,29 @@ int kc_producer_is_auth_failure(int err, const char *reason) {
     return 0;
 }
 
+/* Call with p->lock held. */
+static int kc_producer_auth_holds(kc_producer_t *p) {
+    return p->auth_err && kc_producer_now_us() - p->auth_at_us < KC_PRODUCER_AUTH_HOLD_US;
+}
+
 int kc_producer_auth_error(kc_producer_t *p, char *buf, size_t size) {
     int err;
     pthread_mutex_lock(&p->lock);
-    err = p->auth_err;
+    err = kc_producer_auth_holds(p) ? p->auth_err : 0;
     if (buf && size)
         snprintf(buf, size, "%s", p->auth_error);
     pthread_mutex_unlock(&p->lock);
     return err;
 }
 
-/* Latches an authentication failure (first one wins) and purges librdkafka's queue once no
+/* Latches an authentication failure (the latest wins) and purges librdkafka's queue once no
  * kc_producer_produce() is between registering and enqueueing (as kc_producer_set_closing()). */
 static void kc_producer_latch_auth_failure(kc_producer_t *p, int err, const char *reason) {
     struct timespec pause = {0, 100000};
     pthread_mutex_lock(&p->lock);
-    if (!p->auth_err) {
-        p->auth_err = err;
-        snprintf(p->auth_error, sizeof(p->auth_error), "%s", reason ? reason : "");
-    }
+    p->auth_err = err;
+    p->auth_at_us = kc_producer_now_us();
+    snprintf(p->auth_error, sizeof(p->auth_error), "%s", reason ? reason : "");
     pthread_mutex_unlock(&p->lock);
     while (__atomic_load_n(&p->producing, __ATOMIC_ACQUIRE) > 0)
         nanosleep(&pause, NULL);
@@ -189,6 +193,8 @@ static void *kc_producer_thread_main(void *arg) {
                     timed_out++;
             }
         }
+        if (delivered)
+            p->auth_err = 0; /* a broker accepted records: no authentication failure holds */
         /* counted before the futures complete, so metrics() agree with a done future */
         p->st.delivered += (int64_t)delivered;
         p->st.failed += (int64_t)failed;
@@ -231,7 +237,7 @@ rd_kafka_resp_err_t kc_producer_produce(kc_producer_t *p, rd_kafka_topic_t *rkt,
         pthread_mutex_unlock(&p->lock);
         return RD_KAFKA_RESP_ERR__DESTROY;
     }
-    if (p->auth_err) {
+    if (kc_producer_auth_holds(p)) {
         err = (rd_kafka_resp_err_t)p->auth_err;
         pthread_mutex_unlock(&p->lock);
         return err;

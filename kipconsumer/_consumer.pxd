@@ -92,8 +92,8 @@ cdef class NativeConsumer:
     cdef object _group_refused           # the last GroupAuthorizationError poll() raised, or None: a
                                          # commit that then fails waiting for the coordinator raises it
     cdef list _client_errors             # (err, reason) of security errors error_cb saw, for poll()
-    cdef object _auth_failure            # the first AuthenticationError poll() raised: sticky (librdkafka
-                                         # reports a failing broker once, then retries it silently)
+    cdef object _auth_failure            # the latest AuthenticationError poll() raised, raised again at
+    cdef int64_t _auth_failure_ms        # once for _AUTH_HOLD_MS after kc_now_ms() _auth_failure_ms
     cdef object _stats_cb                # the application's stats_cb(json: str), or None
     cdef object _stats                   # summary of the last statistics (kipconsumer._stats), or None
 

@@ -3,12 +3,17 @@
 # (included by _consumer.pyx; fields in _consumer.pxd).
 
 
+# How long poll() raises an AuthenticationError again at once: librdkafka retries a refused connection
+# at least every reconnect.backoff.max.ms (10 s by default) and reports each refusal, renewing it.
+cdef int64_t _AUTH_HOLD_MS = 10000
+
+
 cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
     cdef kc_poll_status_t st
     cdef size_t n = 0
     cdef int64_t deadline = _deadline_ms(timeout)
     cdef bint again = False
-    if c._auth_failure is not None:
+    if c._auth_failure is not None and kc_now_ms() - c._auth_failure_ms < _AUTH_HOLD_MS:
         raise AuthenticationError(str(c._auth_failure), code=c._auth_failure.code)
     if c._member == MEMBER_REJOINING:
         _member_rejoin(c)
@@ -92,12 +97,13 @@ cdef _handle_errors(NativeConsumer c):
 
 
 cdef _raise_security(NativeConsumer c, rd_kafka_resp_err_t err, str what, str detail, tuple topics):
-    """Raises the typed security error; an AuthenticationError is kept: librdkafka retries the
-    connection for ever and reports a failing broker once, so every later poll() raises it again."""
+    """Raises the typed security error. An AuthenticationError holds for _AUTH_HOLD_MS: every poll()
+    in that time raises it again at once, as librdkafka reports a refusal only when it reconnects."""
     try:
         c._raise(err, what, detail, topics)
     except AuthenticationError as e:
         c._auth_failure = e
+        c._auth_failure_ms = kc_now_ms()
         raise
     except GroupAuthorizationError as e:
         c._group_refused = e
