@@ -252,6 +252,7 @@ include "_consumer_commits.pxi"
 include "_consumer_close.pxi"
 include "_consumer_poll.pxi"
 include "_consumer_offsets.pxi"
+include "_oauth_cb.pxi"
 
 
 cdef class NativeConsumer:
@@ -261,7 +262,7 @@ cdef class NativeConsumer:
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
                   long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms,
                   stats_cb=None, bint prefetch_thread=False, key_deserializer=None,
-                  value_deserializer=None):
+                  value_deserializer=None, oauth_cb=None):
         cdef char errstr[512]
         cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
         cdef kc_fairness_t mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
@@ -308,6 +309,7 @@ cdef class NativeConsumer:
         rd_kafka_conf_set_rebalance_cb(conf, _rebalance_cb)
         rd_kafka_conf_set_log_cb(conf, kc_log_cb)
         rd_kafka_conf_set_error_cb(conf, _error_cb)
+        _oauth_install(conf, oauth_cb)
         rd_kafka_conf_set_stats_cb(conf, _stats_cb)  # only called with statistics.interval.ms > 0
         rd_kafka_conf_set_opaque(conf, <void *>self)
         self.core = kc_consumer_new(conf, max_poll_records, mode, max_poll_interval_ms,
@@ -332,6 +334,7 @@ cdef class NativeConsumer:
         self._handle.hb = self.core.heartbeat
         if kc_consumer_attach(self.core, self.rk) != 0:
             raise KafkaError("cannot attach to librdkafka's consumer queue")
+        _oauth_start(self.rk, oauth_cb)
         self.commit_q = rd_kafka_queue_new(self.rk)
         # commit results wake the eventfd too, so an event loop waiting on it (kipconsumer.aio)
         # learns of them without polling

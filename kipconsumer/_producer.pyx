@@ -37,6 +37,9 @@ from kipconsumer._rdk cimport (
     rd_kafka_consumer_group_metadata_read, rd_kafka_consumer_group_metadata_destroy,
     rd_kafka_init_transactions, rd_kafka_begin_transaction, rd_kafka_send_offsets_to_transaction,
     rd_kafka_commit_transaction, rd_kafka_abort_transaction,
+    rd_kafka_conf_set_oauthbearer_token_refresh_cb, rd_kafka_conf_enable_sasl_queue,
+    rd_kafka_sasl_background_callbacks_enable, rd_kafka_oauthbearer_set_token,
+    rd_kafka_oauthbearer_set_token_failure,
 )
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 
@@ -47,6 +50,9 @@ from kipconsumer._security_errors import security_error
 from kipconsumer._stats import summary as stats_summary
 from kipconsumer._validate import check_topic_name
 from kipconsumer.structs import RecordMetadata
+
+
+include "_oauth_cb.pxi"
 
 
 cdef extern from "Python.h":
@@ -445,7 +451,7 @@ cdef class ProducerCore:
 
     def __init__(self, dict rdkafka, int max_block_ms, int delivery_timeout_ms,
                  int request_timeout_ms, long long buffer_memory, key_serializer=None,
-                 value_serializer=None, stats_cb=None):
+                 value_serializer=None, stats_cb=None, oauth_cb=None):
         cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
         cdef char errstr[512]
         cdef bytes bk, bv
@@ -473,11 +479,13 @@ cdef class ProducerCore:
             rd_kafka_conf_destroy(conf)
             raise
         rd_kafka_conf_set_log_cb(conf, kc_log_cb)  # logs reach Python logging (kipconsumer._rdklog)
+        _oauth_install(conf, oauth_cb)
         self.p = kc_producer_new(conf, errstr, sizeof(errstr))
         drain_logs()
         if self.p == NULL:
             rd_kafka_conf_destroy(conf)
             raise KafkaError(f"could not create the producer: {errstr.decode('utf-8', 'replace')}")
+        _oauth_start(self.p.rk, oauth_cb)
         self.ctx = <_BatchCtx *>malloc(sizeof(_BatchCtx))
         memset(self.ctx, 0, sizeof(_BatchCtx))
         self.ctx.delivery_timeout_ms = delivery_timeout_ms
