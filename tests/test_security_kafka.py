@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from conftest import unique_name
@@ -28,12 +28,14 @@ from kipconsumer.aio import AsyncKafkaConsumer, AsyncKafkaProducer
 from kipconsumer.errors import (
     AuthenticationError,
     GroupAuthorizationError,
+    KafkaError,
     TopicAuthorizationError,
     TransactionalIdAuthorizationError,
 )
 from kipconsumer.testing import KafkaCluster
 
 pytestmark = pytest.mark.kafka
+E = TypeVar("E", bound=BaseException)
 
 LIMIT_S = 10.0  # the issue's bound: a refusal becomes a typed error within this
 SECRET = "Mk-S3cret-7f2e-never-shown"  # the marker password of the secrets tests
@@ -98,6 +100,23 @@ def _poll_until_raises(c: KafkaConsumer, limit: float = LIMIT_S) -> float:
     return time.monotonic() - t0
 
 
+def _assert_poll_raises(conf: dict[str, Any], cls: type[E], *, group: str | None = None,
+                        topics: list[str] | None = None, match: str | None = None) -> E:
+    """A consumer of ``conf`` subscribed to ``topics`` (default: a fresh name): its poll() raises
+    ``cls`` within LIMIT_S; returns the error."""
+    c = KafkaConsumer(_consumer_conf(conf, group or unique_name("sec-g")))
+    try:
+        c.subscribe(topics or [unique_name("sec")])
+        t0 = time.monotonic()
+        with pytest.raises(cls, match=match) as info:
+            _poll_until_raises(c)
+        elapsed = time.monotonic() - t0
+        assert elapsed < LIMIT_S, f"{cls.__name__} after {elapsed:.1f} s"
+        return info.value
+    finally:
+        c.close(timeout=5)
+
+
 # -- each mechanism connects ---------------------------------------------------------------------
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_scram_round_trip(secured: KafkaCluster, mechanism: str) -> None:
@@ -152,15 +171,7 @@ def test_consumer_poll_raises_authentication_error_quickly(secured: KafkaCluster
 def test_downgrade_sasl_ssl_client_on_the_plaintext_port_is_an_authentication_error(
         secured: KafkaCluster) -> None:
     conf = {**_sasl(secured, password=SECRET), "bootstrap.servers": secured.bootstrap_servers}
-    c = KafkaConsumer(_consumer_conf(conf, unique_name("sec-g")))
-    try:
-        c.subscribe([unique_name("sec")])
-        t0 = time.monotonic()
-        with pytest.raises(AuthenticationError, match="SSL_HANDSHAKE|SSL handshake"):
-            _poll_until_raises(c)
-        assert time.monotonic() - t0 < LIMIT_S
-    finally:
-        c.close(timeout=5)
+    _assert_poll_raises(conf, AuthenticationError, match="SSL_HANDSHAKE|SSL handshake")
 
 
 def test_producer_send_raises_authentication_error_and_writes_nothing(secured: KafkaCluster) -> None:
@@ -182,11 +193,20 @@ def test_producer_send_raises_authentication_error_and_writes_nothing(secured: K
     assert high - low == 0, "a refused producer wrote records"
 
 
-def test_transactions_raise_authentication_error_quickly(secured: KafkaCluster) -> None:
-    p = KafkaProducer(_sasl(secured, password=SECRET, **{"transactional.id": unique_name("sec-tx")}))
+@pytest.mark.parametrize(("case", "cls"), [
+    ("wrong password", AuthenticationError),
+    ("transactional.id without ACL", TransactionalIdAuthorizationError),
+])
+def test_init_transactions_raises_typed_errors_quickly(
+        secured: KafkaCluster, case: str, cls: type[KafkaError]) -> None:
+    if case == "wrong password":
+        conf = _sasl(secured, password=SECRET, **{"transactional.id": unique_name("sec-tx")})
+    else:
+        conf = _sasl(secured, **{"transactional.id": unique_name("forbidden-tx")})
+    p = KafkaProducer(conf)
     try:
         t0 = time.monotonic()
-        with pytest.raises(AuthenticationError):
+        with pytest.raises(cls):
             p.init_transactions(timeout=30)
         assert time.monotonic() - t0 < LIMIT_S
     finally:
@@ -220,31 +240,14 @@ def test_asyncio_classes_raise_authentication_error_quickly(secured: KafkaCluste
 # -- authorization failures ----------------------------------------------------------------------
 def test_poll_raises_topic_authorization_error_naming_the_topic(secured: KafkaCluster) -> None:
     denied = _topic(secured, "denied")
-    c = KafkaConsumer(_consumer_conf(_sasl(secured), unique_name("sec-g")))
-    try:
-        c.subscribe([denied])
-        t0 = time.monotonic()
-        with pytest.raises(TopicAuthorizationError) as info:
-            _poll_until_raises(c)
-        assert time.monotonic() - t0 < LIMIT_S
-        assert info.value.topics == {denied}
-    finally:
-        c.close(timeout=5)
+    err = _assert_poll_raises(_sasl(secured), TopicAuthorizationError, topics=[denied])
+    assert err.topics == {denied}
 
 
 def test_poll_raises_group_authorization_error_naming_the_group(secured: KafkaCluster) -> None:
-    topic = _topic(secured)
     group = unique_name("forbidden")
-    c = KafkaConsumer(_consumer_conf(_sasl(secured), group))
-    try:
-        c.subscribe([topic])
-        t0 = time.monotonic()
-        with pytest.raises(GroupAuthorizationError) as info:
-            _poll_until_raises(c)
-        assert time.monotonic() - t0 < LIMIT_S
-        assert info.value.group_id == group
-    finally:
-        c.close(timeout=5)
+    err = _assert_poll_raises(_sasl(secured), GroupAuthorizationError, group=group, topics=[_topic(secured)])
+    assert err.group_id == group
 
 
 def test_commit_raises_group_authorization_error(secured: KafkaCluster) -> None:
@@ -287,17 +290,6 @@ def test_send_future_fails_with_topic_authorization_error_when_write_is_denied(s
         assert info.value.topics == {topic}
     low, high = _watermarks(secured, topic)
     assert high - low == 0
-
-
-def test_init_transactions_raises_transactional_id_authorization_error(secured: KafkaCluster) -> None:
-    p = KafkaProducer(_sasl(secured, **{"transactional.id": unique_name("forbidden-tx")}))
-    try:
-        t0 = time.monotonic()
-        with pytest.raises(TransactionalIdAuthorizationError):
-            p.init_transactions(timeout=30)
-        assert time.monotonic() - t0 < LIMIT_S
-    finally:
-        p.close(timeout=5)
 
 
 # -- secrets -------------------------------------------------------------------------------------
@@ -419,16 +411,8 @@ def test_oidc_client_credentials_round_trip_and_a_refused_secret(secured: KafkaC
     try:
         _round_trip(secured, _oidc(secured, endpoint, "right-secret"))
         assert endpoint.requests >= 1
-        c = KafkaConsumer(_consumer_conf(_oidc(secured, endpoint, SECRET), unique_name("sec-g")))
-        try:
-            c.subscribe([unique_name("sec")])
-            t0 = time.monotonic()
-            with pytest.raises(AuthenticationError) as info:
-                _poll_until_raises(c)
-            assert time.monotonic() - t0 < LIMIT_S
-            assert SECRET not in str(info.value)
-        finally:
-            c.close(timeout=5)
+        err = _assert_poll_raises(_oidc(secured, endpoint, SECRET), AuthenticationError)
+        assert SECRET not in str(err)
     finally:
         endpoint.close()
 
@@ -465,15 +449,8 @@ def test_oauth_cb_failure_is_an_authentication_error(secured: KafkaCluster) -> N
     def provider(config: str) -> tuple[str, float]:
         raise RuntimeError("identity provider down")
 
-    c = KafkaConsumer(_consumer_conf(_oauth_conf(secured, provider), unique_name("sec-g")))
-    try:
-        c.subscribe([unique_name("sec")])
-        t0 = time.monotonic()
-        with pytest.raises(AuthenticationError, match="oauth_cb failed: RuntimeError"):
-            _poll_until_raises(c)
-        assert time.monotonic() - t0 < LIMIT_S
-    finally:
-        c.close(timeout=5)
+    conf = _oauth_conf(secured, provider)
+    _assert_poll_raises(conf, AuthenticationError, match="oauth_cb failed: RuntimeError")
     with KafkaProducer(_oauth_conf(secured, provider)) as p:
         t0 = time.monotonic()
         with pytest.raises(AuthenticationError, match="oauth_cb failed"):

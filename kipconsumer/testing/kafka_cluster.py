@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -377,19 +377,13 @@ class KafkaCluster:
         info = ScramCredentialInfo(mechs[mechanism], 4096)
         upsert = UserScramCredentialUpsertion(name, info, password.encode())
         self.admin().alter_user_scram_credentials([upsert])[name].result(timeout)
-        deadline = time.monotonic() + timeout
-        while True:  # the controller has it; wait until the broker's metadata does
-            try:
-                described = self.admin().describe_user_scram_credentials([name])[name].result(timeout)
-                if any(i.mechanism == mechs[mechanism] for i in described.scram_credential_infos):
-                    return
-            except Exception:  # RESOURCE_NOT_FOUND until it arrives
-                pass
-            if time.monotonic() > deadline:
-                from kipconsumer.errors import KafkaTimeoutError
 
-                raise KafkaTimeoutError(f"create_scram_user({name!r}): not visible on the brokers in time")
-            time.sleep(0.05)
+        def known() -> bool:  # the controller has it; wait until the broker's metadata does
+            described = self.admin().describe_user_scram_credentials([name])[name].result(timeout)
+            return any(i.mechanism == mechs[mechanism] for i in described.scram_credential_infos)
+
+        deadline = time.monotonic() + timeout
+        _wait_until(known, deadline, f"create_scram_user({name!r}): not visible on the brokers")
 
     def grant(
         self,
@@ -433,13 +427,11 @@ class KafkaCluster:
         binding = AclBinding(kinds[resource], name, pattern, principal, "*", op, AclPermissionType.ALLOW)
         self.admin().create_acls([binding])[binding].result(timeout)
         wanted = AclBindingFilter(kinds[resource], name, pattern, principal, "*", op, AclPermissionType.ALLOW)
-        deadline = time.monotonic() + timeout
-        while not self.admin().describe_acls(wanted).result(timeout):
-            if time.monotonic() > deadline:
-                from kipconsumer.errors import KafkaTimeoutError
-
-                raise KafkaTimeoutError(f"grant({principal!r}, {resource!r}, {name!r}): not applied in time")
-            time.sleep(0.05)
+        _wait_until(
+            lambda: bool(self.admin().describe_acls(wanted).result(timeout)),
+            time.monotonic() + timeout,
+            f"grant({principal!r}, {resource!r}, {name!r}): not applied",
+        )
 
     def _ensure_secured(self) -> None:
         if not self._sasl_ssl:
@@ -731,23 +723,32 @@ class KafkaCluster:
             producer.flush(0)
 
     def _wait_leaders(self, topic: str, partitions: int, deadline: float) -> None:
-        from kipconsumer.errors import KafkaTimeoutError
+        def led() -> bool:
+            md = self.admin().list_topics(topic, timeout=2.0).topics.get(topic)
+            return (
+                md is not None
+                and md.error is None
+                and len(md.partitions) == partitions
+                and all(p.leader >= 0 for p in md.partitions.values())
+            )
 
-        while True:
-            try:
-                md = self.admin().list_topics(topic, timeout=2.0).topics.get(topic)
-                if (
-                    md is not None
-                    and md.error is None
-                    and len(md.partitions) == partitions
-                    and all(p.leader >= 0 for p in md.partitions.values())
-                ):
-                    return
-            except Exception:  # metadata not propagated yet
-                pass
-            if time.monotonic() > deadline:
-                raise KafkaTimeoutError(f"create_topic({topic!r}): partitions had no leader in time")
-            time.sleep(0.05)
+        _wait_until(led, deadline, f"create_topic({topic!r}): partitions had no leader")
+
+
+def _wait_until(check: Callable[[], bool], deadline: float, what: str) -> None:
+    """Calls ``check`` every 50 ms until it returns true (an exception counts as not yet); raises
+    KafkaTimeoutError("<what> in time") once ``deadline`` (time.monotonic()) passed."""
+    from kipconsumer.errors import KafkaTimeoutError
+
+    while True:
+        try:
+            if check():
+                return
+        except Exception:  # not propagated yet
+            pass
+        if time.monotonic() > deadline:
+            raise KafkaTimeoutError(f"{what} in time")
+        time.sleep(0.05)
 
 
 def _new_cluster_id() -> str:
