@@ -35,8 +35,9 @@ apt_install() {
 setup() {
     # kcat for interop tests, a C compiler and Python headers for the native build, librdkafka's
     # headers for the C benchmark consumers (bench/c; they link the wheel's library), valgrind for the
-    # C unit tests. librdkafka itself is not linked by kipconsumer: it comes from the confluent-kafka wheel.
-    apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind
+    # C unit tests, openssl for the certificates of KafkaCluster(sasl_ssl=True) (tests/test_security_*.py).
+    # librdkafka itself is not linked by kipconsumer: it comes from the confluent-kafka wheel.
+    apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind openssl
     # Java 17 for Spark (local[2]) and for real Apache Kafka (kipconsumer.testing.KafkaCluster);
     # Maven fetches Kafka's jars from Maven Central once, into ~/.cache/kipconsumer/kafka.
     command -v java >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless

@@ -44,6 +44,49 @@ kc_producer_t *kc_producer_new(rd_kafka_conf_t *conf, char *errstr, size_t errst
     return p;
 }
 
+int kc_producer_is_auth_failure(int err, const char *reason) {
+    static const char *const markers[] = {"SSL handshake",       "SSL_HANDSHAKE",  "SSL alert number",
+                                          "SASL authentication", "AUTH_HANDSHAKE", "AUTH_REQ"};
+    size_t i;
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL)
+        return 1;
+    if (err != RD_KAFKA_RESP_ERR__TRANSPORT || !reason)
+        return 0;
+    for (i = 0; i < sizeof(markers) / sizeof(markers[0]); i++)
+        if (strstr(reason, markers[i]))
+            return 1;
+    return 0;
+}
+
+/* Call with p->lock held. */
+static int kc_producer_auth_holds(kc_producer_t *p) {
+    return p->auth_err && kc_producer_now_us() - p->auth_at_us < KC_PRODUCER_AUTH_HOLD_US;
+}
+
+int kc_producer_auth_error(kc_producer_t *p, char *buf, size_t size) {
+    int err;
+    pthread_mutex_lock(&p->lock);
+    err = kc_producer_auth_holds(p) ? p->auth_err : 0;
+    if (buf && size)
+        snprintf(buf, size, "%s", p->auth_error);
+    pthread_mutex_unlock(&p->lock);
+    return err;
+}
+
+/* Latches an authentication failure (the latest wins) and purges librdkafka's queue once no
+ * kc_producer_produce() is between registering and enqueueing (as kc_producer_set_closing()). */
+static void kc_producer_latch_auth_failure(kc_producer_t *p, int err, const char *reason) {
+    struct timespec pause = {0, 100000};
+    pthread_mutex_lock(&p->lock);
+    p->auth_err = err;
+    p->auth_at_us = kc_producer_now_us();
+    snprintf(p->auth_error, sizeof(p->auth_error), "%s", reason ? reason : "");
+    pthread_mutex_unlock(&p->lock);
+    while (__atomic_load_n(&p->producing, __ATOMIC_ACQUIRE) > 0)
+        nanosleep(&pause, NULL);
+    rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE);
+}
+
 static int kc_producer_is_timeout(int err) {
     return err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT || err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
            err == RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE || err == RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT;
@@ -71,6 +114,12 @@ static size_t kc_producer_collect(kc_producer_t *p, rd_kafka_event_t *ev, size_t
         it->topic = rd_kafka_topic_name(m->rkt);
         /* not rd_kafka_message_errstr(): for a produced message it returns the payload */
         it->errstr = m->err ? rd_kafka_err2str(m->err) : NULL;
+        if (m->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE && p->auth_err &&
+            !__atomic_load_n(&p->closing, __ATOMIC_ACQUIRE)) {
+            /* purged by kc_producer_latch_auth_failure(): auth_err is only written on this thread */
+            it->err = p->auth_err;
+            it->errstr = p->auth_error;
+        }
         it->partition = m->partition;
         it->offset = m->offset;
         it->timestamp = rd_kafka_message_timestamp(m, NULL);
@@ -107,6 +156,10 @@ static void *kc_producer_thread_main(void *arg) {
                     __atomic_store_n(&p->stats_ready, doc != NULL, __ATOMIC_RELEASE);
                     pthread_mutex_unlock(&p->lock);
                 } else if (type == RD_KAFKA_EVENT_ERROR) {
+                    if (kc_producer_is_auth_failure(rd_kafka_event_error(ev),
+                                                    rd_kafka_event_error_string(ev)))
+                        kc_producer_latch_auth_failure(p, rd_kafka_event_error(ev),
+                                                       rd_kafka_event_error_string(ev));
                     pthread_mutex_lock(&p->lock);
                     p->st.errors++;
                     if (rd_kafka_event_error_is_fatal(ev))
@@ -140,6 +193,8 @@ static void *kc_producer_thread_main(void *arg) {
                     timed_out++;
             }
         }
+        if (delivered)
+            p->auth_err = 0; /* a broker accepted records: no authentication failure holds */
         /* counted before the futures complete, so metrics() agree with a done future */
         p->st.delivered += (int64_t)delivered;
         p->st.failed += (int64_t)failed;
@@ -181,6 +236,11 @@ rd_kafka_resp_err_t kc_producer_produce(kc_producer_t *p, rd_kafka_topic_t *rkt,
     if (p->closing) {
         pthread_mutex_unlock(&p->lock);
         return RD_KAFKA_RESP_ERR__DESTROY;
+    }
+    if (kc_producer_auth_holds(p)) {
+        err = (rd_kafka_resp_err_t)p->auth_err;
+        pthread_mutex_unlock(&p->lock);
+        return err;
     }
     /* Registered before the enqueue: the report may arrive before producev() returns. */
     rec->prev = p->head.prev;

@@ -83,6 +83,9 @@ typedef struct kc_producer_s {
     kc_producer_dr_t *items;
     size_t items_cap;
     char last_error[512];
+    int auth_err;             /* the latest authentication / TLS failure librdkafka reported (0: none) */
+    char auth_error[512];     /* its text */
+    int64_t auth_at_us;       /* when (kc_producer_now_us()) */
     char *stats_json;         /* latest statistics JSON (statistics.interval.ms), not yet taken */
     volatile int stats_ready; /* stats_json is set: a cheap check before kc_producer_take_stats() */
 } kc_producer_t;
@@ -151,6 +154,22 @@ char *kc_producer_take_stats(kc_producer_t *p);
 
 void kc_producer_get_stats(kc_producer_t *p, kc_producer_stats_t *out, char *last_error,
                            size_t last_error_size);
+
+/* 1 if librdkafka's error event (err, reason) is an authentication or TLS handshake failure: SASL or
+ * SSL errors, or the connection closed inside the TLS / SASL handshake. kipconsumer/_security_errors.py
+ * classifies the same way (it makes the typed error); this copy lets the delivery thread act at once. */
+int kc_producer_is_auth_failure(int err, const char *reason);
+
+/* How long an authentication failure holds: librdkafka retries a refused connection at least every
+ * reconnect.backoff.max.ms (10 s by default) and reports each refusal, which renews the hold. */
+#define KC_PRODUCER_AUTH_HOLD_US 10000000
+
+/* The authentication failure that holds (0: none). On each one librdkafka reports, the delivery thread
+ * latches it and purges librdkafka's queue (those records fail with it, not with _PURGE_QUEUE); while
+ * it holds (KC_PRODUCER_AUTH_HOLD_US since the latest, until a record is delivered) kc_producer_produce()
+ * refuses records with it, where librdkafka would retry the connection for ever while the records wait
+ * for delivery.timeout.ms. Copies its text. */
+int kc_producer_auth_error(kc_producer_t *p, char *buf, size_t size);
 
 /* 1 if called on the delivery thread (completion callbacks run there). */
 int kc_producer_on_dr_thread(kc_producer_t *p);

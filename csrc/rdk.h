@@ -70,9 +70,11 @@ typedef enum {
     RD_KAFKA_RESP_ERR__INVALID_ARG = -186,
     RD_KAFKA_RESP_ERR__TIMED_OUT = -185,
     RD_KAFKA_RESP_ERR__QUEUE_FULL = -184,
+    RD_KAFKA_RESP_ERR__SSL = -181,
     RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS = -175,
     RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS = -174,
     RD_KAFKA_RESP_ERR__STATE = -172,
+    RD_KAFKA_RESP_ERR__AUTHENTICATION = -169,
     RD_KAFKA_RESP_ERR__NO_OFFSET = -168,
     RD_KAFKA_RESP_ERR__OUTDATED = -167,
     RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE = -166,
@@ -224,6 +226,16 @@ void rd_kafka_conf_set_offset_commit_cb(rd_kafka_conf_t *conf,
                                                                  void *opaque));
 void rd_kafka_conf_set_error_cb(rd_kafka_conf_t *conf,
                                 void (*error_cb)(rd_kafka_t *rk, int err, const char *reason, void *opaque));
+void rd_kafka_conf_set_oauthbearer_token_refresh_cb(rd_kafka_conf_t *conf,
+                                                    void (*cb)(rd_kafka_t *rk, const char *oauthbearer_config,
+                                                               void *opaque));
+void rd_kafka_conf_enable_sasl_queue(rd_kafka_conf_t *conf, int enable);
+rd_kafka_error_t *rd_kafka_sasl_background_callbacks_enable(rd_kafka_t *rk);
+rd_kafka_resp_err_t rd_kafka_oauthbearer_set_token(rd_kafka_t *rk, const char *token_value,
+                                                   int64_t md_lifetime_ms, const char *md_principal_name,
+                                                   const char **extensions, size_t extension_size,
+                                                   char *errstr, size_t errstr_size);
+rd_kafka_resp_err_t rd_kafka_oauthbearer_set_token_failure(rd_kafka_t *rk, const char *errstr);
 void rd_kafka_conf_set_stats_cb(rd_kafka_conf_t *conf,
                                 int (*stats_cb)(rd_kafka_t *rk, char *json, size_t json_len, void *opaque));
 void rd_kafka_conf_set_log_cb(rd_kafka_conf_t *conf, void (*log_cb)(const rd_kafka_t *rk, int level,

@@ -89,12 +89,17 @@ cdef class NativeConsumer:
     # --- poll and the rest
     cdef bint _in_poll                   # inside poll()'s wait loop (a signal handler may run there)
     cdef object _pending_exc             # an exception of a callback, raised when the call returns
+    cdef object _group_refused           # the last GroupAuthorizationError poll() raised, or None: a
+                                         # commit that then fails waiting for the coordinator raises it
+    cdef list _client_errors             # (err, reason) of security errors error_cb saw, for poll()
+    cdef object _auth_failure            # the latest AuthenticationError poll() raised, raised again at
+    cdef int64_t _auth_failure_ms        # once for _AUTH_HOLD_MS after kc_now_ms() _auth_failure_ms
     cdef object _stats_cb                # the application's stats_cb(json: str), or None
     cdef object _stats                   # summary of the last statistics (kipconsumer._stats), or None
 
     cdef int _check_open(self) except -1
     cdef int _check_not_in_callback(self, str method) except -1
-    cdef object _raise(self, rd_kafka_resp_err_t err, str what)
+    cdef object _raise(self, rd_kafka_resp_err_t err, str what, str detail=*, tuple topics=*)
     cdef _raise_pending(self)
     cdef _keep_exception(self, BaseException exc)
     cdef bint _cooperative(self) noexcept

@@ -32,8 +32,11 @@ from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._rdk cimport *
 from kipconsumer._records cimport ConsumerRecords, records_set_deserializers, records_take
 
-from kipconsumer.errors import (CommitFailedError, ConfigError, IllegalStateError, KafkaError,
-                                KafkaTimeoutError, RebalanceInProgressError, WakeupError)
+from kipconsumer.errors import (AuthenticationError, CommitFailedError, ConfigError, GroupAuthorizationError,
+                                IllegalStateError, KafkaError, KafkaTimeoutError, RebalanceInProgressError,
+                                WakeupError)
+from kipconsumer._rdklog import emit as rdklog_emit
+from kipconsumer._security_errors import is_security_error, security_error
 from kipconsumer._stats import summary as stats_summary
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
@@ -168,6 +171,23 @@ cdef int _stats_cb(rd_kafka_t *rk, char *json_buf, size_t json_len, void *opaque
     return 0
 
 
+cdef void _error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) noexcept with gil:
+    """librdkafka's client-level errors (a broker connection failed, ...), served by poll() on its
+    thread. Without this callback librdkafka only logs them, so a consumer with wrong credentials
+    would retry for ever in silence: authentication and TLS failures (kipconsumer._security_errors)
+    are kept for poll() to raise. Every error is still logged as librdkafka logs it (facility ERROR)."""
+    cdef NativeConsumer self = <NativeConsumer>opaque
+    try:
+        name = rd_kafka_name(rk).decode(errors="replace")
+        text = reason.decode(errors="replace") if reason != NULL else ""
+        rdklog_emit(3, name, "ERROR", f"{name}: {text}")
+        if (self._close_phase != CLOSE_DONE and len(self._client_errors) < 16
+                and is_security_error(_err_name(<rd_kafka_resp_err_t>err), text)):
+            self._client_errors.append((err, text))
+    except BaseException:  # nothing may propagate into librdkafka
+        pass
+
+
 cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                         rd_kafka_topic_partition_list_t *parts, void *opaque) noexcept with gil:
     cdef NativeConsumer self = <NativeConsumer>opaque
@@ -233,6 +253,7 @@ include "_consumer_commits.pxi"
 include "_consumer_close.pxi"
 include "_consumer_poll.pxi"
 include "_consumer_offsets.pxi"
+include "_oauth_cb.pxi"
 
 
 cdef class NativeConsumer:
@@ -242,11 +263,12 @@ cdef class NativeConsumer:
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
                   long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms,
                   stats_cb=None, bint prefetch_thread=False, key_deserializer=None,
-                  value_deserializer=None):
+                  value_deserializer=None, oauth_cb=None):
         cdef char errstr[512]
         cdef rd_kafka_conf_t *conf
         cdef kc_fairness_t mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
         self._commit_callbacks = {}
+        self._client_errors = []
         self._stats_cb = stats_cb
         self._key_deser = key_deserializer
         self._value_deser = value_deserializer
@@ -278,6 +300,8 @@ cdef class NativeConsumer:
         self._group_id = str(rdkafka["group.id"]).encode()
         rd_kafka_conf_set_rebalance_cb(conf, _rebalance_cb)
         rd_kafka_conf_set_log_cb(conf, kc_log_cb)
+        rd_kafka_conf_set_error_cb(conf, _error_cb)
+        _oauth_install(conf, oauth_cb)
         rd_kafka_conf_set_stats_cb(conf, _stats_cb)  # only called with statistics.interval.ms > 0
         rd_kafka_conf_set_opaque(conf, <void *>self)
         self.core = kc_consumer_new(conf, max_poll_records, mode, max_poll_interval_ms,
@@ -302,6 +326,7 @@ cdef class NativeConsumer:
         self._handle.hb = self.core.heartbeat
         if kc_consumer_attach(self.core, self.rk) != 0:
             raise KafkaError("cannot attach to librdkafka's consumer queue")
+        _oauth_start(self.rk, oauth_cb)
         self.commit_q = rd_kafka_queue_new(self.rk)
         # commit results wake the eventfd too, so an event loop waiting on it (kipconsumer.aio)
         # learns of them without polling
@@ -363,7 +388,11 @@ cdef class NativeConsumer:
                 f"subscribe(), unsubscribe(), assign() or close(); call it after poll() returns")
         return 0
 
-    cdef object _raise(self, rd_kafka_resp_err_t err, str what):
+    cdef object _raise(self, rd_kafka_resp_err_t err, str what, str detail=None, tuple topics=()):
+        sec = security_error(_err_name(err), detail or _err_str(err), what=what, topics=topics,
+                             group_id=self._group_id.decode(errors="replace") if self._group_id else None)
+        if sec is not None:
+            raise sec
         if err == RD_KAFKA_RESP_ERR__TIMED_OUT:
             raise KafkaTimeoutError(f"{what}: {_err_str(err)}", code=_err_name(err))
         raise KafkaError(f"{what}: {_err_str(err)}", code=_err_name(err))

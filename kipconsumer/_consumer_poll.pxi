@@ -3,11 +3,18 @@
 # (included by _consumer.pyx; fields in _consumer.pxd).
 
 
+# How long poll() raises an AuthenticationError again at once: librdkafka retries a refused connection
+# at least every reconnect.backoff.max.ms (10 s by default) and reports each refusal, renewing it.
+cdef int64_t _AUTH_HOLD_MS = 10000
+
+
 cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
     cdef kc_poll_status_t st
     cdef size_t n = 0
     cdef int64_t deadline = _deadline_ms(timeout)
     cdef bint again = False
+    if c._auth_failure is not None and kc_now_ms() - c._auth_failure_ms < _AUTH_HOLD_MS:
+        raise AuthenticationError(str(c._auth_failure), code=c._auth_failure.code)
     if c._member == MEMBER_REJOINING:
         _member_rejoin(c)
     if c.auto_commit:
@@ -19,6 +26,8 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
         with nogil:
             st = kc_consumer_poll(c.core, _slice(deadline), c.out, &n)
         drain_logs()
+        if c._client_errors and not n:
+            _handle_errors(c)
         if again:
             c.core.polls -= 1  # a slice that continues this poll() is not another poll
         again = True
@@ -56,14 +65,19 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
 
 cdef _handle_errors(NativeConsumer c):
     cdef rd_kafka_message_t *m
+    while c._client_errors:  # error_cb's: only authentication / TLS failures are kept
+        err, detail = c._client_errors.pop(0)
+        _raise_security(c, err, "poll()", detail, ())
     while True:
         m = kc_consumer_take_error(c.core)
         if m == NULL:
             break
         err = m.err
         where = ""
+        topics = ()
         if m.rkt != NULL:
-            where = f" ({rd_kafka_topic_name(m.rkt).decode()}-{m.partition})"
+            topics = (rd_kafka_topic_name(m.rkt).decode(),)
+            where = f" ({topics[0]}-{m.partition})"
         detail = rd_kafka_message_errstr(m).decode(errors="replace")
         rd_kafka_message_destroy(m)
         if err == RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED:
@@ -72,9 +86,25 @@ cdef _handle_errors(NativeConsumer c):
             kc_fb_purge_all(&c.core.fb)
             log.warning("consumer left the group: poll() was not called within "
                         "max.poll.interval.ms (%d ms); rejoining", c.max_poll_interval_ms)
+        elif is_security_error(_err_name(err), detail):
+            _raise_security(c, err, f"poll(){where}", detail, topics)
         elif err == RD_KAFKA_RESP_ERR__FATAL:
             raise KafkaError(f"fatal consumer error: {detail}", code=_err_name(err))
         else:
             log.warning("consumer error %s%s: %s", _err_name(err), where, detail)
 
 # ---------------------------------------------------------------- offsets
+
+
+cdef _raise_security(NativeConsumer c, rd_kafka_resp_err_t err, str what, str detail, tuple topics):
+    """Raises the typed security error. An AuthenticationError holds for _AUTH_HOLD_MS: every poll()
+    in that time raises it again at once, as librdkafka reports a refusal only when it reconnects."""
+    try:
+        c._raise(err, what, detail, topics)
+    except AuthenticationError as e:
+        c._auth_failure = e
+        c._auth_failure_ms = kc_now_ms()
+        raise
+    except GroupAuthorizationError as e:
+        c._group_refused = e
+        raise

@@ -87,6 +87,7 @@ cdef extern from "producer_core.h" nogil:
     void kc_producer_get_stats(kc_producer_t *p, kc_producer_stats_t *out, char *last_error,
                                size_t last_error_size)
     int kc_producer_on_dr_thread(kc_producer_t *p)
+    int kc_producer_auth_error(kc_producer_t *p, char *buf, size_t size)
     char *kc_producer_take_stats(kc_producer_t *p)
 
 
@@ -142,6 +143,7 @@ cdef class ProducerCore:
                              const char *kptr, Py_ssize_t klen, int64_t ts, rd_kafka_headers_t *hdrs,
                              kc_producer_rec_t *rec, int64_t deadline_us) except? -1
     cdef object _send_error(self, int err, str topic, int64_t start_us)
+    cdef object _security_exc(self, int err, str what, tuple topics=*)
     cdef int64_t _flush_until(self, int64_t deadline_us) except? -2
     cdef _serve_stats(self)
     cdef str _blocked_text(self, str op)

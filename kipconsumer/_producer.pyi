@@ -30,6 +30,7 @@ class ProducerCore:
         key_serializer: Callable[[Any], Any] | None = None,
         value_serializer: Callable[[Any], Any] | None = None,
         stats_cb: Callable[[str], object] | None = None,
+        oauth_cb: Callable[[str], Any] | None = None,
     ) -> None: ...
     def send(
         self,

@@ -37,15 +37,22 @@ from kipconsumer._rdk cimport (
     rd_kafka_consumer_group_metadata_read, rd_kafka_consumer_group_metadata_destroy,
     rd_kafka_init_transactions, rd_kafka_begin_transaction, rd_kafka_send_offsets_to_transaction,
     rd_kafka_commit_transaction, rd_kafka_abort_transaction,
+    rd_kafka_conf_set_oauthbearer_token_refresh_cb, rd_kafka_conf_enable_sasl_queue,
+    rd_kafka_sasl_background_callbacks_enable, rd_kafka_oauthbearer_set_token,
+    rd_kafka_oauthbearer_set_token_failure,
 )
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 
 from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError,
                                 KafkaTimeoutError, ProducerFencedError, SerializationError,
                                 TransactionAbortableError, TransactionBlockedError)
+from kipconsumer._security_errors import security_error
 from kipconsumer._stats import summary as stats_summary
 from kipconsumer._validate import check_topic_name
 from kipconsumer.structs import RecordMetadata
+
+
+include "_oauth_cb.pxi"
 
 
 cdef extern from "Python.h":
@@ -331,6 +338,9 @@ cdef object _delivery_error(kc_producer_dr_t *it, str topic, dict expiries, int 
         return ProducerFencedError(
             f"Delivery to {topic}-{it.partition} failed: {name}: {detail}. Another producer with the same "
             f"transactional.id took over; this producer can only be closed.", code=name)
+    sec = security_error(name, detail, what=f"Delivery to {topic}-{it.partition} failed", topics=(topic,))
+    if sec is not None:
+        return sec
     return KafkaError(f"Delivery to {topic}-{it.partition} failed: {name}: {detail}", code=name)
 
 
@@ -441,7 +451,7 @@ cdef class ProducerCore:
 
     def __init__(self, dict rdkafka, int max_block_ms, int delivery_timeout_ms,
                  int request_timeout_ms, long long buffer_memory, key_serializer=None,
-                 value_serializer=None, stats_cb=None):
+                 value_serializer=None, stats_cb=None, oauth_cb=None):
         cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
         cdef char errstr[512]
         cdef bytes bk, bv
@@ -469,11 +479,13 @@ cdef class ProducerCore:
             rd_kafka_conf_destroy(conf)
             raise
         rd_kafka_conf_set_log_cb(conf, kc_log_cb)  # logs reach Python logging (kipconsumer._rdklog)
+        _oauth_install(conf, oauth_cb)
         self.p = kc_producer_new(conf, errstr, sizeof(errstr))
         drain_logs()
         if self.p == NULL:
             rd_kafka_conf_destroy(conf)
             raise KafkaError(f"could not create the producer: {errstr.decode('utf-8', 'replace')}")
+        _oauth_start(self.p.rk, oauth_cb)
         self.ctx = <_BatchCtx *>malloc(sizeof(_BatchCtx))
         memset(self.ctx, 0, sizeof(_BatchCtx))
         self.ctx.delivery_timeout_ms = delivery_timeout_ms
@@ -548,6 +560,8 @@ cdef class ProducerCore:
             if self._closed:
                 raise IllegalStateError(f"{who}: the producer was closed while it waited for "
                                         f"metadata")
+            if kc_producer_auth_error(self.p, NULL, 0):  # librdkafka would retry it for ever
+                return kc_producer_auth_error(self.p, NULL, 0)
             self._check_signals()
             if fatal and _errname(err) in _FATAL_METADATA_ERRORS:
                 return err
@@ -587,6 +601,9 @@ cdef class ProducerCore:
             err = self._metadata_wait(rkt, deadline_us, who, True, &cnt, &ids)
             if err != 0:
                 name = _errname(err)
+                sec = self._security_exc(err, f"{who}: metadata of topic {topic!r}", (topic,))
+                if sec is not None:
+                    raise sec
                 if name in _FATAL_METADATA_ERRORS:
                     raise KafkaError(f"{who}: metadata of topic {topic!r} failed: {name}: "
                                      f"{_errstr(err)}", code=name)
@@ -770,8 +787,19 @@ cdef class ProducerCore:
                 return err
             self._check_signals()
 
+    cdef object _security_exc(self, int err, str what, tuple topics=()):
+        """The typed security error for ``err`` (kipconsumer._security_errors), or None; the text
+        of the latched authentication failure when ``err`` is it."""
+        cdef char buf[512]
+        cdef int latched = kc_producer_auth_error(self.p, buf, sizeof(buf))
+        detail = buf.decode("utf-8", "replace") if latched == err and buf[0] else _errstr(err)
+        return security_error(_errname(err), detail, what=what, topics=topics)
+
     cdef object _send_error(self, int err, str topic, int64_t start_us):
         cdef str name = _errname(err)
+        sec = self._security_exc(err, f"send() to topic {topic!r}", (topic,))
+        if sec is not None:
+            return sec
         if err == ERR__QUEUE_FULL and kc_producer_on_dr_thread(self.p):
             return KafkaTimeoutError(
                 f"send() to topic {topic!r} from a send() callback found the producer's buffer full "
@@ -996,6 +1024,10 @@ cdef class ProducerCore:
                 if self._closed:
                     self._pending_call = call
                     raise IllegalStateError(f"{op} transaction: the producer was closed meanwhile")
+                if kc_producer_auth_error(self.p, NULL, 0):
+                    # librdkafka retries the connection for ever: give up the call (it stays pending)
+                    self._pending_call = call
+                    raise self._security_exc(kc_producer_auth_error(self.p, NULL, 0), f"{op} transaction")
             error = kc_txn_call_finish(call)
         finally:
             self._leave()
@@ -1144,6 +1176,9 @@ cdef object _txn_error(rd_kafka_error_t *error, str op, double timeout_s):
     cdef bint abortable = rd_kafka_error_txn_requires_abort(error)
     cdef bint retriable = rd_kafka_error_is_retriable(error)
     rd_kafka_error_destroy(error)
+    sec = security_error(name, msg, what=f"{op} transaction failed")
+    if sec is not None:
+        return sec
     what = f"{op} transaction failed: {name}: {msg}"
     # fenced, whether librdkafka flags it fatal or (seen when the epoch is bumped meanwhile) abortable,
     # or reports it as _FATAL after the fact: fatal for this producer in every case

@@ -577,6 +577,8 @@ class AsyncKafkaProducer:
                             await asyncio.wait_for(asyncio.shield(lookup), left)
                         except (asyncio.TimeoutError, KafkaTimeoutError):
                             pass  # the next attempt reports the timeout, or succeeds
+                        except Exception:  # e.g. AuthenticationError: the next attempt raises it at once
+                            pass
                 except asyncio.CancelledError:
                     raise  # the loop is shutting down: the record stays first, for the next loop
                 except BaseException as e:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kipconsumer._oauth import check_provider as check_oauth_provider
 from kipconsumer._validate import suggest
 from kipconsumer.errors import ConfigError
 
@@ -83,6 +84,8 @@ class ConsumerSettings:
     #: ``stats_cb``: called with librdkafka's statistics JSON (``statistics.interval.ms``) on the
     #: thread calling ``poll()``
     stats_cb: Callable[[str], object] | None = None
+    #: ``oauth_cb``: the OAUTHBEARER token provider (kipconsumer._oauth), or None
+    oauth_cb: Callable[[str], Any] | None = None
     #: ``poll.prefetch.thread``
     poll_prefetch_thread: bool = False
     #: ``key.deserializer`` / ``value.deserializer``: ``bytes -> object``, applied when a record's
@@ -123,6 +126,8 @@ class ProducerSettings:
     #: ``stats_cb``: called with librdkafka's statistics JSON (``statistics.interval.ms``) on the
     #: thread calling ``send()``, ``flush()`` or ``metrics()``
     stats_cb: Callable[[str], object] | None = None
+    #: ``oauth_cb``: the OAUTHBEARER token provider (kipconsumer._oauth), or None
+    oauth_cb: Callable[[str], Any] | None = None
 
     __repr__ = _settings_repr
 
@@ -870,6 +875,13 @@ def _kip848_rdkafka(res: _Resolved, rd: dict[str, str]) -> None:
         rd.pop(res.specs[key].rdkafka or key, None)
 
 
+def _take_oauth_cb(conf: Mapping[str, object]) -> tuple[Mapping[str, object], Callable[[str], Any] | None]:
+    """Splits ``oauth_cb`` (an OAUTHBEARER token provider, as in confluent-kafka) off ``conf``."""
+    if not isinstance(conf, Mapping) or "oauth_cb" not in conf:
+        return conf, None
+    return {k: v for k, v in conf.items() if k != "oauth_cb"}, check_oauth_provider(conf["oauth_cb"])
+
+
 def _take_stats_cb(conf: Mapping[str, object]) -> tuple[Mapping[str, object], Callable[[str], object] | None]:
     """Splits ``stats_cb`` (a callable, as in confluent-kafka; None: unset) off ``conf``."""
     if not isinstance(conf, Mapping) or "stats_cb" not in conf:
@@ -910,6 +922,7 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
     ``max.poll.interval.ms`` to ``session.timeout.ms``.
     """
     conf, stats_cb = _take_stats_cb(conf)
+    conf, oauth_cb = _take_oauth_cb(conf)
     conf, deserializers = _take_deserializers(conf)
     res = _resolve(conf, CONSUMER_SPECS, "consumer", others=_others("consumer"), forced=CONSUMER_FORCED,
                    passthrough=True)
@@ -949,6 +962,7 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         default_api_timeout_ms=res.get_int("default.api.timeout.ms"),
         rdkafka=rd,
         stats_cb=stats_cb,
+        oauth_cb=oauth_cb,
         key_deserializer=deserializers.get("key.deserializer"),
         value_deserializer=deserializers.get("value.deserializer"),
     )
@@ -1062,6 +1076,7 @@ def producer_settings(conf: Mapping[str, object]) -> ProducerSettings:
     more than 5 in-flight requests or ``retries=0``).
     """
     conf, stats_cb = _take_stats_cb(conf)
+    conf, oauth_cb = _take_oauth_cb(conf)
     res = _resolve(conf, PRODUCER_SPECS, "producer", others=_others("producer"), forced=PRODUCER_FORCED,
                    passthrough=True)
     _check_common(res)
@@ -1080,6 +1095,7 @@ def producer_settings(conf: Mapping[str, object]) -> ProducerSettings:
         buffer_memory=res.get_int("buffer.memory"),
         rdkafka=rd,
         stats_cb=stats_cb,
+        oauth_cb=oauth_cb,
     )
 
 

@@ -139,6 +139,7 @@ class KafkaConsumer:
             s.poll_prefetch_thread,
             s.key_deserializer,
             s.value_deserializer,
+            s.oauth_cb,
         )
         self._auto_offset_reset = s.rdkafka.get("auto.offset.reset", "latest")
         # The thread contract (_enter/_leave/close): which thread is in a call, how deep (callbacks

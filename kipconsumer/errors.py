@@ -131,6 +131,48 @@ class ShareGroupsUnsupportedError(KafkaError):
     ``share.version`` feature is off). ``code`` is librdkafka's error name when the broker refused."""
 
 
+class AuthenticationError(KafkaError):
+    """The client could not authenticate to a broker: SASL refused the credentials or the mechanism,
+    the TLS handshake failed, the broker's certificate is not trusted, has expired or names another
+    host, or the connection closed during the handshake (Java's ``AuthenticationException``).
+    Raised instead of retrying for ever; ``code`` is librdkafka's name (``_AUTHENTICATION``,
+    ``_SSL``...). Not retriable with the same configuration."""
+
+
+class AuthorizationError(KafkaError):
+    """Kafka's ACLs refused an operation to the authenticated principal (Java's
+    ``AuthorizationException``). Subclasses name what was refused."""
+
+
+class TopicAuthorizationError(AuthorizationError):
+    """Access to topics was refused; ``topics`` names them (Java's ``TopicAuthorizationException``)."""
+
+    def __init__(self, message: str, *, code: str | None = "TOPIC_AUTHORIZATION_FAILED",
+                 topics: frozenset[str] | set[str] | list[str] | tuple[str, ...] = (),
+                 retriable: bool = False) -> None:
+        super().__init__(message, code=code, retriable=retriable)
+        self.topics: frozenset[str] = frozenset(topics)
+
+
+class GroupAuthorizationError(AuthorizationError):
+    """Access to the consumer group ``group_id`` was refused (Java's ``GroupAuthorizationException``)."""
+
+    def __init__(self, message: str, *, code: str | None = "GROUP_AUTHORIZATION_FAILED",
+                 group_id: str | None = None, retriable: bool = False) -> None:
+        super().__init__(message, code=code, retriable=retriable)
+        self.group_id = group_id
+
+
+class TransactionalIdAuthorizationError(AuthorizationError):
+    """The producer may not use its ``transactional.id`` (Java's
+    ``TransactionalIdAuthorizationException``). Fatal for the producer."""
+
+
+class ClusterAuthorizationError(AuthorizationError):
+    """A cluster-level operation was refused, e.g. idempotent writes (Java's
+    ``ClusterAuthorizationException``)."""
+
+
 __all__ = [
     "ShareGroupsUnsupportedError",
     "TransactionBlockedError",
@@ -148,4 +190,10 @@ __all__ = [
     "RecordDeserializationError",
     "ProducerFencedError",
     "TransactionAbortableError",
+    "AuthenticationError",
+    "AuthorizationError",
+    "TopicAuthorizationError",
+    "GroupAuthorizationError",
+    "TransactionalIdAuthorizationError",
+    "ClusterAuthorizationError",
 ]

@@ -111,7 +111,7 @@ class KafkaProducer:
                                   settings.max_block_ms,
                                   settings.delivery_timeout_ms, settings.request_timeout_ms,
                                   settings.buffer_memory, key_serializer, value_serializer,
-                                  settings.stats_cb)
+                                  settings.stats_cb, settings.oauth_cb)
         self._finalizer = weakref.finalize(self, _close_core, self._core, 0.0)
         if type(self).send is KafkaProducer.send:
             # Fast path: ``p.send`` is the native method itself (same parameters, serializers

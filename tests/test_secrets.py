@@ -19,7 +19,7 @@ import pytest
 from kipconsumer import KafkaConsumer
 from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.config import consumer_settings, is_secret, producer_settings, redact
-from kipconsumer.errors import ConfigError, KafkaError
+from kipconsumer.errors import AuthenticationError, ConfigError, KafkaError
 from kipconsumer.producer import KafkaProducer
 
 SECRET = "Zq9-S3cr3t-vAlue"
@@ -65,9 +65,10 @@ def test_sasl_consumer_constructs_and_never_shows_the_password(
     assert c.settings.rdkafka["sasl.password"] == SECRET
     c.subscribe(["sec"])
     deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        c.poll(0.2)
-    text = [repr(c), str(c.metrics()), repr(c.settings)]
+    with pytest.raises(AuthenticationError) as info:  # the mock has no SASL: a typed error, at once
+        while time.monotonic() < deadline:
+            c.poll(0.2)
+    text = [repr(c), str(c.metrics()), repr(c.settings), str(info.value)]
     c.close()
     out, err = capfd.readouterr()
     # librdkafka tried SASL for real (the mock has no SASL), so the config reached it

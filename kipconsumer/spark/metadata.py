@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -26,6 +27,8 @@ class Metadata:
         self.opts = opts
         self._consumer: KafkaConsumer | None = None
         self._meta: Any = None
+        # the metadata client's error_cb: its latest errors (confluent-kafka's KafkaError objects)
+        self._meta_errors: deque[Any] = deque(maxlen=16)
 
     def _conf(self) -> dict[str, str]:
         return dict(self.opts.kafka)
@@ -58,25 +61,46 @@ class Metadata:
                       "auto.commit.interval.ms", "auto.offset.reset"):
                 rd.pop(k, None)
             rd.setdefault("group.id", "kipkafka-metadata")  # required by the handle; never joins
-            self._meta = confluent_kafka.Consumer(rd)
+            self._meta = confluent_kafka.Consumer({**rd, "error_cb": self._meta_errors.append})
         return self._meta
+
+    def _list_topics(self, topic: str | None, timeout: float) -> Any:
+        """librdkafka metadata (of ``topic``, or all), asked in 1 s slices up to ``timeout``: a refused
+        login or TLS handshake between them raises its typed error (kipconsumer._security_errors)
+        instead of a transport error after ``timeout``."""
+        from kipconsumer._security_errors import security_error
+
+        client = self._meta_client()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return client.list_topics(topic, timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+            except Exception:
+                client.poll(0)  # serves error_cb
+                errors = list(self._meta_errors)
+                self._meta_errors.clear()
+                for err in errors:
+                    sec = security_error(err.name(), err.str(), what="kipkafka: partition metadata")
+                    if sec is not None:
+                        raise sec from None
+                if time.monotonic() >= deadline:
+                    raise
 
     def partitions(self, strict: bool) -> list[TP]:
         o = self.opts
         if o.assign:
             return list(o.assign)
-        client = self._meta_client()
         timeout = 30.0
         out: list[TP] = []
         if o.pattern:
-            md = client.list_topics(timeout=timeout)
+            md = self._list_topics(None, timeout)
             rx = re.compile(o.pattern)
             for name, t in md.topics.items():
                 if rx.fullmatch(name) and t.error is None:
                     out.extend((name, p) for p in t.partitions)
             return sorted(out)
         for topic in o.subscribe:
-            md = client.list_topics(topic, timeout=timeout)
+            md = self._list_topics(topic, timeout)
             t = md.topics.get(topic)
             if t is None or t.error is not None or not t.partitions:
                 if strict:

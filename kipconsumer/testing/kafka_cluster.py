@@ -16,6 +16,7 @@ import atexit
 import base64
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -24,13 +25,14 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 from kipconsumer._validate import check_topic_name
 from kipconsumer.errors import ConfigError, IllegalStateError
+from kipconsumer.testing._certs import CertPair, TestCA
 from kipconsumer.testing._distribution import KafkaDistribution, find_java, resolve_distribution
 from kipconsumer.testing._errors import KafkaClusterError
 from kipconsumer.testing._process import free_ports, port_open, spawn_tied, terminate
@@ -76,10 +78,20 @@ atexit.register(_stop_all_at_exit)
 class _Node:
     """One KRaft node: its id, ports, folders and (while running) its JVM."""
 
-    def __init__(self, node_id: int, port: int, controller_port: int, home: Path) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        port: int,
+        controller_port: int,
+        home: Path,
+        sasl_ssl_port: int = 0,
+        ssl_port: int = 0,
+    ) -> None:
         self.node_id = node_id
         self.port = port
         self.controller_port = controller_port
+        self.sasl_ssl_port = sasl_ssl_port  # 0: no SASL_SSL listener
+        self.ssl_port = ssl_port  # 0: no SSL (mTLS) listener
         self.home = home
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_file: IO[bytes] | None = None
@@ -112,9 +124,20 @@ class KafkaCluster:
     (default ``$KIPCONSUMER_KAFKA_VERSION`` or 4.2.1); ``kafka_home`` (or ``$KAFKA_HOME``) runs a
     Kafka installation instead. ``broker_config`` adds or overrides server properties on every node.
     ``base_dir`` keeps data and logs there (default: a temporary folder whose data is removed at
-    stop; its logs stay). Raises :class:`~kipconsumer.testing.KafkaClusterError` when Java or Maven
-    is missing, the jars cannot be fetched, or a node does not come up within ``start_timeout``
-    seconds (the message has the tail of that node's log).
+    stop; its logs stay).
+
+    ``sasl_ssl=True`` adds, beside PLAINTEXT, a SASL_SSL listener (SCRAM-SHA-256/512, PLAIN,
+    OAUTHBEARER with Kafka's unsecured JWT validator) and an SSL listener that requires a client
+    certificate (mTLS), with certificates for ``127.0.0.1`` and ``localhost`` made at start by a CA
+    of the cluster's own (:attr:`ca_location`; :attr:`ca` issues more), and turns Kafka's ACL
+    authorizer on. PLAINTEXT clients are ``User:ANONYMOUS``, a super user (so is the controller);
+    every other principal needs ACLs (:meth:`grant`). PLAIN users are fixed at start:
+    ``plain_users`` (default one user ``"kipconsumer"`` with a random password, :attr:`plain_users`);
+    SCRAM users are made with :meth:`create_scram_user`. ``openssl`` must be installed.
+
+    Raises :class:`~kipconsumer.testing.KafkaClusterError` when Java or Maven is missing, the jars
+    cannot be fetched, or a node does not come up within ``start_timeout`` seconds (the message has
+    the tail of that node's log).
 
     Not thread-safe beyond this: the node-control methods may be called from any one thread at a time.
     """
@@ -129,6 +152,8 @@ class KafkaCluster:
         base_dir: str | os.PathLike[str] | None = None,
         heap: str = "512m",
         start_timeout: float = 120.0,
+        sasl_ssl: bool = False,
+        plain_users: Mapping[str, str] | None = None,
     ) -> None:
         if isinstance(brokers, bool) or not isinstance(brokers, int) or not 1 <= brokers <= 9:
             raise ConfigError(f"brokers: expected an int in 1..9, got {brokers!r}")
@@ -137,6 +162,18 @@ class KafkaCluster:
                 f"broker_config: expected a mapping of server properties, got {broker_config!r}"
             )
         self._brokers = brokers
+        self._sasl_ssl = bool(sasl_ssl)
+        self._plain_users = (
+            dict(plain_users) if plain_users is not None else {"kipconsumer": secrets.token_hex(12)}
+        )
+        for user, password in self._plain_users.items():
+            if not user or any(c in user + password for c in '"\\\n;='):
+                raise ConfigError(
+                    f"plain_users: user {user!r}: names and passwords must not contain \" \\ ; = or newlines"
+                )
+        self._ca: TestCA | None = None
+        self._server_cert: CertPair | None = None
+        self._client_cert: CertPair | None = None
         self._version_wanted = version
         self._kafka_home = kafka_home
         self._extra = {str(k): _prop(v) for k, v in (broker_config or {}).items()}
@@ -167,12 +204,16 @@ class KafkaCluster:
                 self._base = Path(tempfile.mkdtemp(prefix="kipconsumer-kafka-"))
             self._base.mkdir(parents=True, exist_ok=True)
             (self._base / "log4j2.yaml").write_text(_LOG4J2)
-            ports = free_ports(2 * self._brokers)
+            per = 4 if self._sasl_ssl else 2
+            ports = free_ports(per * self._brokers)
+            if self._sasl_ssl:
+                self._make_certificates()
             for i in range(self._brokers):
                 node_id = i + 1
                 home = self._base / f"node-{node_id}"
                 home.mkdir(exist_ok=True)
-                self._nodes[node_id] = _Node(node_id, ports[2 * i], ports[2 * i + 1], home)
+                p = ports[per * i : per * (i + 1)] + [0, 0]
+                self._nodes[node_id] = _Node(node_id, p[0], p[1], home, p[2], p[3])
             for node in self._nodes.values():
                 node.properties.write_text(self._server_properties(node))
             self._state = "running"
@@ -275,6 +316,164 @@ class KafkaCluster:
     def port(self, node_id: int) -> int:
         """The PLAINTEXT port of node ``node_id``."""
         return self._node(node_id).port
+
+    # -- security (sasl_ssl=True) -----------------------------------------------------------------
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        """``127.0.0.1:p1,...`` of every node's SASL_SSL listener (``sasl_ssl=True`` only)."""
+        self._ensure_secured()
+        return ",".join(f"127.0.0.1:{n.sasl_ssl_port}" for n in self._nodes.values())
+
+    @property
+    def ssl_bootstrap_servers(self) -> str:
+        """``127.0.0.1:p1,...`` of every node's SSL listener, which requires a client certificate
+        signed by :attr:`ca_location` (mTLS; the principal is ``User:CN=<common name>``)."""
+        self._ensure_secured()
+        return ",".join(f"127.0.0.1:{n.ssl_port}" for n in self._nodes.values())
+
+    @property
+    def ca_location(self) -> str:
+        """The PEM file of the CA that signed the brokers' certificates (librdkafka's ``ssl.ca.location``)."""
+        self._ensure_secured()
+        assert self._ca is not None
+        return str(self._ca.ca_location)
+
+    @property
+    def ca(self) -> TestCA:
+        """The cluster's CA, to issue more certificates (e.g. ``ca.issue("bob")`` for mTLS as
+        ``User:CN=bob``)."""
+        self._ensure_secured()
+        assert self._ca is not None
+        return self._ca
+
+    @property
+    def client_certificate(self) -> CertPair:
+        """A client certificate (common name ``client``) for the SSL listener; the principal is
+        ``User:CN=client``."""
+        self._ensure_secured()
+        assert self._client_cert is not None
+        return self._client_cert
+
+    @property
+    def plain_users(self) -> dict[str, str]:
+        """The SASL/PLAIN users and their passwords (fixed at start)."""
+        return dict(self._plain_users)
+
+    def create_scram_user(
+        self, name: str, password: str, mechanism: str = "SCRAM-SHA-256", *, timeout: float = 30.0
+    ) -> None:
+        """Create or update SCRAM user ``name`` (``SCRAM-SHA-256`` or ``SCRAM-SHA-512``) through the
+        admin API and wait until the brokers know it."""
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        mechs = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
+        if mechanism not in mechs:
+            raise ConfigError(f"mechanism: expected one of {sorted(mechs)}, got {mechanism!r}")
+        self._ensure_secured()
+        info = ScramCredentialInfo(mechs[mechanism], 4096)
+        upsert = UserScramCredentialUpsertion(name, info, password.encode())
+        self.admin().alter_user_scram_credentials([upsert])[name].result(timeout)
+
+        def known() -> bool:  # the controller has it; wait until the broker's metadata does
+            described = self.admin().describe_user_scram_credentials([name])[name].result(timeout)
+            return any(i.mechanism == mechs[mechanism] for i in described.scram_credential_infos)
+
+        deadline = time.monotonic() + timeout
+        _wait_until(known, deadline, f"create_scram_user({name!r}): not visible on the brokers")
+
+    def grant(
+        self,
+        principal: str,
+        resource: str,
+        name: str = "kafka-cluster",
+        operation: str = "ALL",
+        *,
+        prefixed: bool = False,
+        timeout: float = 30.0,
+    ) -> None:
+        """Allow ``principal`` (e.g. ``"User:alice"``) ``operation`` (Kafka's name: ``ALL``,
+        ``READ``, ``WRITE``, ``DESCRIBE``, ``IDEMPOTENT_WRITE``...) on ``resource`` (``"topic"``,
+        ``"group"``, ``"transactional_id"`` or ``"cluster"``) ``name`` (literal, or a prefix when
+        ``prefixed``) from any host, and wait until the brokers apply it."""
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            AclBinding,
+            AclBindingFilter,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+            ResourceType,
+        )
+
+        kinds = {
+            "topic": ResourceType.TOPIC,
+            "group": ResourceType.GROUP,
+            "transactional_id": ResourceType.TRANSACTIONAL_ID,
+            "cluster": ResourceType.BROKER,
+        }
+        if resource not in kinds:
+            raise ConfigError(f"resource: expected one of {sorted(kinds)}, got {resource!r}")
+        try:
+            op = AclOperation[operation.upper()]
+        except KeyError:
+            raise ConfigError(
+                f"operation: expected an ACL operation such as READ or ALL, got {operation!r}"
+            ) from None
+        self._ensure_secured()
+        pattern = ResourcePatternType.PREFIXED if prefixed else ResourcePatternType.LITERAL
+        binding = AclBinding(kinds[resource], name, pattern, principal, "*", op, AclPermissionType.ALLOW)
+        self.admin().create_acls([binding])[binding].result(timeout)
+        wanted = AclBindingFilter(kinds[resource], name, pattern, principal, "*", op, AclPermissionType.ALLOW)
+        _wait_until(
+            lambda: bool(self.admin().describe_acls(wanted).result(timeout)),
+            time.monotonic() + timeout,
+            f"grant({principal!r}, {resource!r}, {name!r}): not applied",
+        )
+
+    def _ensure_secured(self) -> None:
+        if not self._sasl_ssl:
+            raise IllegalStateError(
+                "this KafkaCluster has no secured listeners: create it with sasl_ssl=True"
+            )
+        self._ensure_running()
+
+    def _make_certificates(self) -> None:
+        assert self._base is not None
+        self._ca = TestCA(self._base / "tls")
+        self._server_cert = self._ca.issue("broker")
+        self._client_cert = self._ca.issue("client")
+
+    def _security_properties(self, node: _Node) -> dict[str, str]:
+        assert self._server_cert is not None and self._ca is not None
+        jaas = "org.apache.kafka.common.security"
+        scram = f"{jaas}.scram.ScramLoginModule required;"
+        plain_users = " ".join(f'user_{u}="{p}"' for u, p in self._plain_users.items())
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port},"
+            f"SASL_SSL://127.0.0.1:{node.sasl_ssl_port},SSL://127.0.0.1:{node.ssl_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port},SASL_SSL://127.0.0.1:{node.sasl_ssl_port},"
+            f"SSL://127.0.0.1:{node.ssl_port}",
+            "listener.security.protocol.map":
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",
+            "allow.everyone.if.no.acl.found": "false",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN,OAUTHBEARER",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config":
+                f"{jaas}.plain.PlainLoginModule required {plain_users};",
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": scram,
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram,
+            "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config":
+                f"{jaas}.oauthbearer.OAuthBearerLoginModule required;",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self._server_cert.keystore_pem()),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self._ca.ca_location),
+            "listener.name.ssl.ssl.client.auth": "required",
+        }  # fmt: skip
 
     # -- topics ------------------------------------------------------------------------------------
     def create_topic(
@@ -439,6 +638,8 @@ class KafkaCluster:
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
             "transaction.remove.expired.transaction.cleanup.interval.ms": "5000",
         }
+        if self._sasl_ssl:
+            props.update(self._security_properties(node))
         props.update(self._extra)
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -548,23 +749,32 @@ class KafkaCluster:
             producer.flush(0)
 
     def _wait_leaders(self, topic: str, partitions: int, deadline: float) -> None:
-        from kipconsumer.errors import KafkaTimeoutError
+        def led() -> bool:
+            md = self.admin().list_topics(topic, timeout=2.0).topics.get(topic)
+            return (
+                md is not None
+                and md.error is None
+                and len(md.partitions) == partitions
+                and all(p.leader >= 0 for p in md.partitions.values())
+            )
 
-        while True:
-            try:
-                md = self.admin().list_topics(topic, timeout=2.0).topics.get(topic)
-                if (
-                    md is not None
-                    and md.error is None
-                    and len(md.partitions) == partitions
-                    and all(p.leader >= 0 for p in md.partitions.values())
-                ):
-                    return
-            except Exception:  # metadata not propagated yet
-                pass
-            if time.monotonic() > deadline:
-                raise KafkaTimeoutError(f"create_topic({topic!r}): partitions had no leader in time")
-            time.sleep(0.05)
+        _wait_until(led, deadline, f"create_topic({topic!r}): partitions had no leader")
+
+
+def _wait_until(check: Callable[[], bool], deadline: float, what: str) -> None:
+    """Calls ``check`` every 50 ms until it returns true (an exception counts as not yet); raises
+    KafkaTimeoutError("<what> in time") once ``deadline`` (time.monotonic()) passed."""
+    from kipconsumer.errors import KafkaTimeoutError
+
+    while True:
+        try:
+            if check():
+                return
+        except Exception:  # not propagated yet
+            pass
+        if time.monotonic() > deadline:
+            raise KafkaTimeoutError(f"{what} in time")
+        time.sleep(0.05)
 
 
 def _new_cluster_id() -> str:
