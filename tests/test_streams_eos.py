@@ -207,8 +207,8 @@ def test_frozen_broker_times_out_the_transaction_which_is_retried(tansu: Tansu) 
     broker resumed; the call is now bounded (TransactionBlockedError: the pipeline replaces its producer).
 
     On Tansu: a single real Kafka node frozen this long is sometimes fenced by its own controller when
-    it resumes, and librdkafka 2.16's consumer then drops its last broker and never rejoins (see
-    docs/broker.md, "A fenced single broker wedges librdkafka 2.16's consumer"). The 3-node
+    it resumes, and the Pipeline's librdkafka 2.16 consumer then dropped its last broker and never
+    rejoined (see docs/broker.md, "A fenced single broker can wedge librdkafka 2.16's consumer"). The 3-node
     exactly-once chaos on Kafka freezes one node at a time and passes."""
     source, sink = tansu.create_topic(2), tansu.create_topic(2)
     n, group = 2000, f"eos-{uuid.uuid4().hex[:8]}"
