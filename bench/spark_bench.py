@@ -89,7 +89,7 @@ def _ceiling_batch(topic: str, value_size: int) -> Any:
             pa.array([0] * n, pa.int32()),
             pa.array(range(n), pa.int64()),
             pa.array([now_us] * n, pa.timestamp("us", tz="UTC")),
-            pa.array([1] * n, pa.int32()),
+            pa.array([0] * n, pa.int32()),
         ], schema=ARROW_SCHEMA)
     return _template[key]
 
