@@ -17,10 +17,10 @@ import fcntl
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
+from kipconsumer.testing._distribution import copy_dependencies, runtime_pom, user_cache
 from kipconsumer.testing._errors import KafkaClusterError
 
 __all__ = ["SparkConnectorError", "connector_jars", "connector_jars_conf", "pyspark_version"]
@@ -35,11 +35,8 @@ class SparkConnectorError(KafkaClusterError):
 
 
 def cache_root() -> Path:
-    env = os.environ.get("KIPCONSUMER_SPARK_KAFKA_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kipconsumer" / "spark-kafka"
+    """The folder that holds resolved connector versions."""
+    return user_cache("KIPCONSUMER_SPARK_KAFKA_CACHE", "spark-kafka")
 
 
 def pyspark_version() -> str:
@@ -58,19 +55,7 @@ def _pyspark_jar_names() -> set[str]:
 
 
 def _pom(version: str) -> str:
-    return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>kipconsumer.testing</groupId>
-  <artifactId>spark-kafka-connector</artifactId>
-  <version>{version}</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency>
-      <groupId>org.apache.spark</groupId><artifactId>{_ARTIFACT}</artifactId><version>{version}</version>
-    </dependency>
-  </dependencies>
-</project>
-"""
+    return runtime_pom("spark-kafka-connector", version, [("org.apache.spark", _ARTIFACT, version)])
 
 
 def _complete(libs: Path, version: str) -> bool:
@@ -86,10 +71,7 @@ def _resolve(version: str, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".resolve-{version}-", dir=target.parent))
     try:
-        (work / "pom.xml").write_text(_pom(version))
-        cmd = [mvn, "-q", "-B", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
-               "-DincludeScope=runtime", f"-DoutputDirectory={work / 'all'}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        cmd, proc = copy_dependencies(mvn, _pom(version), work, work / "all")
         if proc.returncode != 0 or not _complete(work / "all", version):
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
             raise SparkConnectorError(
