@@ -75,8 +75,9 @@ def _resolve(version: str, target: Path) -> None:
         if proc.returncode != 0 or not _complete(work / "all", version):
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
             raise SparkConnectorError(
-                f"could not fetch org.apache.spark:{_ARTIFACT}:{version} (the installed pyspark's "
-                f"version) from Maven Central: `{' '.join(cmd)}` exited {proc.returncode}:\n{tail}\n"
+                f"could not fetch org.apache.spark:{_ARTIFACT}:{version} (installed pyspark: "
+                f"{pyspark_version()}) from Maven Central: `{' '.join(cmd)}` exited "
+                f"{proc.returncode}:\n{tail}\n"
                 f"(Spark's connector must have pyspark's version; if Maven Central has no {_ARTIFACT} "
                 f"{version}, install a pyspark whose version it has)")
         # Keep only what pyspark does not ship (spark-core, hadoop, snappy, ... are on its classpath).
