@@ -196,6 +196,10 @@ def main() -> int:
     unknown = [s for s in sources if s not in ALL_SOURCES]
     if unknown or not sources:
         ap.error(f"--sources: unknown {unknown}; choose from {', '.join(ALL_SOURCES)}")
+    if JVM_SOURCE in sources and args.broker == "mock":
+        # seen: the query fails after minutes with "Timed out waiting for a node assignment. Call: listNodes"
+        ap.error(f"--sources {JVM_SOURCE}: Spark's connector cannot use the embedded broker (its "
+                 "AdminClient's listNodes times out); use --broker kafka or tansu")
     jars: dict[str, str] = {}
     if JVM_SOURCE in sources:
         from kipconsumer.testing.spark_connector import connector_jars_conf
