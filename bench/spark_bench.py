@@ -199,7 +199,7 @@ def main() -> int:
     if JVM_SOURCE in sources and args.broker == "mock":
         # seen: the query fails after minutes with "Timed out waiting for a node assignment. Call: listNodes"
         ap.error(f"--sources {JVM_SOURCE}: Spark's connector cannot use the embedded broker (its "
-                 "AdminClient's listNodes times out); use --broker kafka or tansu")
+                 "AdminClient's listNodes times out); use --broker kafka (tansu: untried)")
     jars: dict[str, str] = {}
     if JVM_SOURCE in sources:
         from kipconsumer.testing.spark_connector import connector_jars_conf
