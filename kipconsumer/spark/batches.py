@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kipconsumer.spark.executor import RangeLike, read_range, timings
 from kipconsumer.spark.options import DEFAULT_MAX_POLL_RECORDS, ReadOptions
@@ -39,11 +40,18 @@ def schema_of(opts: ReadOptions) -> str:
     return SCHEMA_WITH_HEADERS if opts.include_headers else SCHEMA
 
 
+#: ``timestampType`` is Kafka's (Java) numbering, as Spark's connector gives it: -1 none, 0 create
+#: time, 1 log-append time; librdkafka's (``ConsumerRecord.timestamp_type``) is that + 1.
+SPARK_TIMESTAMP_TYPE_SHIFT = 1
+
+
 def to_spark_batch(rb: Any) -> Any:
     """``ConsumerRecords.to_arrow(timestamp_type=True[, headers=True])`` -> a batch of the
-    ``kipkafka`` schema (columns reordered and renamed, timestamp in UTC microseconds)."""
+    ``kipkafka`` schema (columns reordered and renamed, timestamp in UTC microseconds,
+    timestampType in Kafka's numbering)."""
     cols = [rb.column("key"), rb.column("value"), rb.column("topic"), rb.column("partition"),
-            rb.column("offset"), rb.column("timestamp").cast(_TS_US_UTC), rb.column("timestamp_type")]
+            rb.column("offset"), rb.column("timestamp").cast(_TS_US_UTC),
+            pc.subtract(rb.column("timestamp_type"), pa.scalar(SPARK_TIMESTAMP_TYPE_SHIFT, pa.int32()))]
     if rb.num_columns == 8:
         cols.append(rb.column("headers").cast(HEADERS_TYPE))  # renames the list item only: no copy
         return pa.RecordBatch.from_arrays(cols, schema=ARROW_SCHEMA_WITH_HEADERS)
@@ -96,7 +104,8 @@ def read_tuples(opts: ReadOptions, rng: RangeLike) -> Iterator[tuple[Any, ...]]:
             r = recs[i]
             ts = r.timestamp
             row: tuple[Any, ...] = (r.key, r.value, r.topic, r.partition, r.offset,
-                   _EPOCH + timedelta(milliseconds=ts) if ts >= 0 else None, r.timestamp_type)
+                   _EPOCH + timedelta(milliseconds=ts) if ts >= 0 else None,
+                   r.timestamp_type - SPARK_TIMESTAMP_TYPE_SHIFT)
             if opts.include_headers:
                 hdrs = r.headers
                 row += ([{"key": k, "value": v} for k, v in hdrs] if hdrs else None,)

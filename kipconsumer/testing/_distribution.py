@@ -47,13 +47,18 @@ class KafkaDistribution:
         return str(self.libs / "*")
 
 
-def cache_root() -> Path:
-    """The folder that holds resolved Kafka releases."""
-    env = os.environ.get("KIPCONSUMER_KAFKA_CACHE")
+def user_cache(env_var: str, name: str) -> Path:
+    """``$<env_var>`` if set, else ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/kipconsumer/<name>``."""
+    env = os.environ.get(env_var)
     if env:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kipconsumer" / "kafka"
+    return Path(base) / "kipconsumer" / name
+
+
+def cache_root() -> Path:
+    """The folder that holds resolved Kafka releases."""
+    return user_cache("KIPCONSUMER_KAFKA_CACHE", "kafka")
 
 
 def _version_of_libs(libs: Path) -> str | None:
@@ -64,24 +69,38 @@ def _version_of_libs(libs: Path) -> str | None:
     return None
 
 
-def _pom(version: str) -> str:
-    group, artifact, log_version = _LOG4J_SLF4J
+def runtime_pom(artifact_id: str, version: str, deps: list[tuple[str, str, str]]) -> str:
+    """A POM of ``packaging pom`` whose runtime closure is ``deps`` (group, artifact, version)."""
+    lines = "\n".join(
+        f"    <dependency>\n      <groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version>\n"
+        "    </dependency>" for g, a, v in deps)
     return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>kipconsumer.testing</groupId>
-  <artifactId>kafka-broker-runtime</artifactId>
+  <artifactId>{artifact_id}</artifactId>
   <version>{version}</version>
   <packaging>pom</packaging>
   <dependencies>
-    <dependency>
-      <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{version}</version>
-    </dependency>
-    <dependency>
-      <groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>{log_version}</version>
-    </dependency>
+{lines}
   </dependencies>
 </project>
 """
+
+
+def copy_dependencies(
+    mvn: str, pom: str, work: Path, out: Path
+) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+    """Writes ``pom`` into ``work`` and runs Maven's ``dependency:copy-dependencies`` (runtime scope)
+    into ``out``; returns the command and its result."""
+    (work / "pom.xml").write_text(pom)
+    cmd = [mvn, "-q", "-B", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
+           "-DincludeScope=runtime", f"-DoutputDirectory={out}"]
+    return cmd, subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+
+
+def _pom(version: str) -> str:
+    deps = [("org.apache.kafka", "kafka_2.13", version), _LOG4J_SLF4J]
+    return runtime_pom("kafka-broker-runtime", version, deps)
 
 
 def _resolve_with_maven(version: str, target: Path) -> None:
@@ -95,18 +114,7 @@ def _resolve_with_maven(version: str, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".resolve-{version}-", dir=target.parent))
     try:
-        (work / "pom.xml").write_text(_pom(version))
-        cmd = [
-            mvn,
-            "-q",
-            "-B",
-            "-f",
-            str(work / "pom.xml"),
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={work / 'libs'}",
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        cmd, proc = copy_dependencies(mvn, _pom(version), work, work / "libs")
         if proc.returncode != 0 or _version_of_libs(work / "libs") != version:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
             raise KafkaClusterError(
