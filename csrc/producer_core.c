@@ -45,8 +45,15 @@ kc_producer_t *kc_producer_new(rd_kafka_conf_t *conf, char *errstr, size_t errst
 }
 
 int kc_producer_is_auth_failure(int err, const char *reason) {
-    static const char *const markers[] = {"SSL handshake",       "SSL_HANDSHAKE",  "SSL alert number",
-                                          "SASL authentication", "AUTH_HANDSHAKE", "AUTH_REQ"};
+    /* the same markers as kipconsumer/_security_errors.py (not "SASL authentication" alone: librdkafka
+     * adds "broker might require SASL authentication" to any early drop of a PLAINTEXT connection) */
+    static const char *const markers[] = {"SSL handshake",
+                                          "SSL_HANDSHAKE",
+                                          "SSL alert number",
+                                          "SASL authentication error",
+                                          "Failed to initialize SASL authentication",
+                                          "AUTH_HANDSHAKE",
+                                          "AUTH_REQ"};
     size_t i;
     if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL)
         return 1;

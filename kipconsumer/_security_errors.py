@@ -32,9 +32,11 @@ AUTHORIZATION_CODES = frozenset(
     ("TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
      "CLUSTER_AUTHORIZATION_FAILED")
 )
-# a transport error whose text says the connection died inside a TLS or SASL handshake
-_HANDSHAKE_MARKERS = ("SSL handshake", "SSL_HANDSHAKE", "SSL alert number", "SASL authentication",
-                      "AUTH_HANDSHAKE", "AUTH_REQ")
+# a transport error whose text says the connection died inside a TLS or SASL handshake. Not "SASL
+# authentication" alone: librdkafka appends "broker might require SASL authentication" to any drop of
+# a PLAINTEXT/SSL connection within 2 s of its start, e.g. a broker killed or restarting
+_HANDSHAKE_MARKERS = ("SSL handshake", "SSL_HANDSHAKE", "SSL alert number", "SASL authentication error",
+                      "Failed to initialize SASL authentication", "AUTH_HANDSHAKE", "AUTH_REQ")
 
 
 def is_authentication_failure(code: str, detail: str) -> bool:
