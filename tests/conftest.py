@@ -35,6 +35,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Spark's own Kafka connector must be on the driver's class path when the Spark JVM starts: a
+    JVM started by an earlier Spark module would not load ``spark.jars`` given to a later session
+    (``format("kafka")`` is then "not found"). So when the differential module is collected, every
+    Spark session of this run starts with the connector's jars."""
+    if not any(item.path.name == "test_spark_vs_jvm.py" for item in session.items):
+        return
+    try:
+        from kipconsumer.testing.spark_connector import connector_jars
+
+        jars = connector_jars()
+    except Exception:  # noqa: BLE001 - the module's own fixture reports it, with the Maven command
+        return
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--jars {','.join(str(j) for j in jars)} pyspark-shell")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--broker") != "kafka":
         return
