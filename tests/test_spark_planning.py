@@ -111,14 +111,40 @@ def test_read_option_rules() -> None:
 def test_write_options() -> None:
     w = WriteOptions.parse({"kafka.bootstrap.servers": "x:1", "topic": "out", "checkpointLocation": "/c"})
     assert (w.topic, w.include_headers, dict(w.kafka)["bootstrap.servers"]) == ("out", True, "x:1")
-    no_headers = WriteOptions.parse({"kafka.bootstrap.servers": "x:1", "includeHeaders": "false"})
-    assert no_headers.include_headers is False
+    assert WriteOptions.parse({"kafka.bootstrap.servers": "x:1", "includeHeaders": "true"}).include_headers
+    with pytest.raises(ConfigError, match=r"includeHeaders=false is refused.*df.drop\('headers'\)"):
+        WriteOptions.parse({"kafka.bootstrap.servers": "x:1", "includeHeaders": "false"})
     with pytest.raises(ConfigError, match="unknown kipkafka write option 'topics': did you mean 'topic'"):
         WriteOptions.parse({"kafka.bootstrap.servers": "x:1", "topics": "a"})
     with pytest.raises(ConfigError, match="kafka.value.serializer"):
         WriteOptions.parse({"kafka.bootstrap.servers": "x:1", "kafka.value.serializer": "s"})
     with pytest.raises(ConfigError, match="linger"):
         WriteOptions.parse({"kafka.bootstrap.servers": "x:1", "kafka.linger.ms": "-4"})
+
+
+@pytest.mark.parametrize(("java", "python"), [
+    (r"t-\p{Lower}+", "t-[a-z]+"),
+    (r"t-\P{Digit}", "t-[^0-9]"),
+    (r"[\p{Alpha}_]+-\p{IsDigit}", "[a-zA-Z_]+-[0-9]"),
+    (r"a\Q.b*\E-.*\z", r"a\.b\*-.*\Z"),
+    ("(?i)Events-.*", "(?i)Events-.*"),
+    ("events-[^.]*", "events-[^.]*"),
+])
+def test_subscribe_pattern_java_syntax_is_translated(java: str, python: str) -> None:
+    assert ReadOptions.parse({**BASE, "subscribe": "", "subscribePattern": java}, True).pattern == python
+
+
+@pytest.mark.parametrize(("java", "match"), [
+    ("t-[a-z&&[^o]]+", r"class intersection \(&&\)"),
+    ("t-[a-z[0-9]]", "nested class"),
+    ("t-(?i)MAIN", r"inline flag \(\?i\) after the start"),
+    (r"\p{L}+", r"class \\p\{L\}"),
+    (r"[\P{Alpha}]", "negated class"),
+    (r"t\h", r"\\h is Java regex syntax"),
+])
+def test_subscribe_pattern_java_only_syntax_is_refused_by_name(java: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=f"subscribePattern .*{match}"):
+        ReadOptions.parse({**BASE, "subscribe": "", "subscribePattern": java}, True)
 
 
 def test_durations() -> None:

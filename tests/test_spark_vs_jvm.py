@@ -69,7 +69,11 @@ def data(kafka_cluster: Any) -> dict[str, str]:
     kafka_cluster.create_topic(other, 2, 1)
     produce(servers, main, COUNTS, key=_key, headers=_headers, timestamp=_timestamp)
     produce(servers, other, {0: 3, 1: 3})
-    return {"servers": servers, "main": main, "other": other, "prefix": prefix}
+    # the broker stamps these records (their own timestamps are replaced); outside the prefix
+    log_append = unique_name("vsjvm-logappend")
+    kafka_cluster.create_topic(log_append, 2, 1, {"message.timestamp.type": "LogAppendTime"})
+    produce(servers, log_append, {0: 7, 1: 5}, key=_key, timestamp=_timestamp)
+    return {"servers": servers, "main": main, "other": other, "prefix": prefix, "log_append": log_append}
 
 
 def load(spark: SparkSession, fmt: str, servers: str, opts: dict[str, Any],
@@ -127,6 +131,19 @@ def test_assign_and_subscribe_pattern(spark: SparkSession, data: dict[str, str])
     assert len(got) == 50
     got = same(spark, data, {"subscribePattern": data["prefix"] + "-.*", "includeHeaders": "true"})
     assert len(got) == 81
+    # Java regex syntax (docs/spark.md, Differences): translated where Python's re has the same meaning
+    # under another spelling (POSIX classes, \Q...\E, \z; a leading (?i) means the same in both) ...
+    assert len(same(spark, data, {"subscribePattern": data["prefix"] + r"-\p{Lower}+\z"})) == 81
+    quoted = r"(?i)\Q" + data["prefix"].upper() + r"\E-\p{Alpha}*[\p{Digit}N]"
+    assert len(same(spark, data, {"subscribePattern": quoted})) == 75
+    # ... and refused by name where it is not: Python would read [a-z&&[^o]] as another set (and match
+    # nothing here), and rejects a (?i) after the start; Java reads "main" but not "other" / "main".
+    for java, jvm_rows, what in (("-[a-z&&[^o]]+", 75, "class intersection"),
+                                 ("-(?i)MAIN", 75, "inline flag")):
+        pattern = data["prefix"] + java
+        assert load(spark, "kafka", data["servers"], {"subscribePattern": pattern}).count() == jvm_rows
+        with pytest.raises(Exception, match=f"subscribePattern .*{what}.* is Java regex syntax"):
+            load(spark, "kipkafka", data["servers"], {"subscribePattern": pattern}).count()
 
 
 def test_offsets_as_json(spark: SparkSession, data: dict[str, str]) -> None:
@@ -230,13 +247,22 @@ def test_sink_writes_the_same_records(spark: SparkSession, data: dict[str, str],
         F.format_string("value-%d", "id").cast("binary").alias("value"),
         F.when(F.col("id") % 3 == 0, F.lit(None)).otherwise(header).alias("headers"))
     written = {}
-    for fmt in ("kafka", "kipkafka"):
+    # Spark's sink has no includeHeaders option: with "false" it still writes the headers column
+    for fmt, opts in (("kafka", {}), ("kafka", {"includeHeaders": "false"}), ("kipkafka", {}),
+                      ("kipkafka", {"includeHeaders": "true"})):
         topic = unique_name(f"vsjvm-sink-{fmt}")
         kafka_cluster.create_topic(topic, 3, 1)
-        df.write.format(fmt).option("kafka.bootstrap.servers", data["servers"]).option("topic", topic) \
-            .mode("append").save()
+        w = df.write.format(fmt).option("kafka.bootstrap.servers", data["servers"]).option("topic", topic)
+        for k, v in opts.items():
+            w = w.option(k, v)
+        w.mode("append").save()
         back = rows(load(spark, "kafka", data["servers"], {"subscribe": topic, "includeHeaders": "true"}))
-        written[fmt] = back
+        written[fmt + "".join(f",{k}={v}" for k, v in opts.items())] = back
+    # kipkafka refuses includeHeaders=false by name (honouring it would write other records than
+    # Spark's sink; ignoring it would write headers the job asked not to write): docs/spark.md
+    with pytest.raises(Exception, match="includeHeaders=false is refused"):
+        df.write.format("kipkafka").option("kafka.bootstrap.servers", data["servers"]) \
+            .option("topic", data["other"]).option("includeHeaders", "false").mode("append").save()
     # keyed records: same partition (murmur2), key, value, headers; null keys: same key/value/headers
     def keyed(rs: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         return sorted((r[1], r[3], r[4], r[7]) for r in rs if r[3] is not None)
@@ -244,9 +270,35 @@ def test_sink_writes_the_same_records(spark: SparkSession, data: dict[str, str],
     def unkeyed(rs: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         return sorted((r[4], r[7]) for r in rs if r[3] is None)
 
-    assert len(written["kafka"]) == len(written["kipkafka"]) == 60
-    assert keyed(written["kipkafka"]) == keyed(written["kafka"])
-    assert unkeyed(written["kipkafka"]) == unkeyed(written["kafka"])
+    want = written.pop("kafka")
+    assert len(want) == 60 and sum(1 for r in want if r[7] is not None) == 40
+    for name, got in written.items():
+        assert len(got) == 60, name
+        assert keyed(got) == keyed(want), name
+        assert unkeyed(got) == unkeyed(want), name
     assert all(r[6] == 0 for rs in written.values() for r in rs)  # CreateTime on both
+
+
+def test_log_append_time(spark: SparkSession, data: dict[str, str]) -> None:
+    """A topic with message.timestamp.type=LogAppendTime: the broker's timestamps (not the producer's)
+    and timestampType 1 from both, in batch and in a streaming micro-batch."""
+    opts = {"subscribe": data["log_append"]}
+    got = same(spark, data, opts)
+    assert len(got) == 12 and {r[6] for r in got} == {1}
+    assert all(r[5] // 1000 > BASE_TS + 3_000_000 for r in got)  # stamped by the broker, not BASE_TS + ...
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    for fmt in ("kafka", "kipkafka"):
+        ck = tempfile.mkdtemp(prefix="vsjvm-ck-")
+        collected: list[tuple[Any, ...]] = []
+        try:
+            q = (load(spark, fmt, data["servers"], {**opts, "startingOffsets": "earliest"}, stream=True)
+                 .writeStream.foreachBatch(lambda df, _id, into=collected: into.extend(rows(df)))
+                 .option("checkpointLocation", ck).trigger(availableNow=True).start())
+            q.awaitTermination(180)
+            assert q.exception() is None, q.exception()
+        finally:
+            shutil.rmtree(ck, ignore_errors=True)
+        out[fmt] = sorted(collected, key=lambda t: (t[0], t[1], t[2]))
+    assert out["kipkafka"] == out["kafka"] == got
 
 

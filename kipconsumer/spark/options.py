@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from kipconsumer._validate import suggest
 from kipconsumer.config import consumer_settings, producer_settings
 from kipconsumer.errors import ConfigError
+from kipconsumer.spark.javaregex import java_pattern_to_python
 from kipconsumer.spark.offsets import EARLIEST, TP, parse_offsets_spec, parse_timestamps_spec
 
 #: Records per executor poll() (a Spark Arrow batch is at least this big when data is there).
@@ -126,7 +127,7 @@ class ReadOptions:
 
     kafka: tuple[tuple[str, str], ...]
     subscribe: tuple[str, ...] = ()
-    pattern: str | None = None
+    pattern: str | None = None  # subscribePattern as a Python re pattern (javaregex)
     assign: tuple[TP, ...] = ()
     starting: str | dict[TP, int] = "latest"
     starting_by_timestamp: dict[TP, int] | None = None
@@ -189,11 +190,8 @@ class ReadOptions:
                 raise ConfigError(
                     f"option assign must be JSON like {{\"topic\": [0, 1]}}, got {assign!r}") from None
         if pattern:
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                raise ConfigError(
-                    f"option subscribePattern is not a valid regex ({e}): {pattern!r}") from None
+            # a Java regex in Spark's connector: translated to Python's re or refused by name
+            pattern = java_pattern_to_python(pattern)
         starting = parse_offsets_spec(_get(low, "startingOffsets"), "latest" if streaming else "earliest",
                                       "startingOffsets")
         if not streaming and starting == "latest":
@@ -254,8 +252,9 @@ class ReadOptions:
 
 @dataclass(frozen=True)
 class WriteOptions:
-    """Validated write options: the producer config, the ``topic`` option, whether a ``headers``
-    column is written (``includeHeaders``, default true: a headers column is written when present)."""
+    """Validated write options: the producer config, the ``topic`` option. A ``headers`` column is
+    written whenever present, as Spark's Kafka sink does (``includeHeaders=true`` is accepted,
+    ``false`` refused by name)."""
 
     kafka: tuple[tuple[str, str], ...]
     topic: str | None = None
@@ -269,5 +268,12 @@ class WriteOptions:
         conf.setdefault("client.id", "kipkafka-spark")
         producer_settings(conf)
         topic = _get(low, "topic")
-        return cls(kafka=tuple(sorted(conf.items())), topic=topic,
-                   include_headers=_bool(low, "includeHeaders", True))
+        if not _bool(low, "includeHeaders", True):
+            # Spark's Kafka sink has no includeHeaders option: it writes a headers column whenever the
+            # DataFrame has one, whatever the option says. Honouring false would write other records
+            # than format("kafka"); ignoring it would write headers the job asked not to write.
+            raise ConfigError(
+                "write option includeHeaders=false is refused: Spark's Kafka sink ignores it and writes "
+                "the headers column whenever there is one; to write records without headers, drop the "
+                "column (df.drop('headers'))")
+        return cls(kafka=tuple(sorted(conf.items())), topic=topic, include_headers=True)
