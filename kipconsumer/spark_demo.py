@@ -86,6 +86,64 @@ def cluster_spark(stack: contextlib.ExitStack, executor_python: str | None, work
     return spark
 
 
+#: StreamingQueryProgress.durationMs phases outside the foreachBatch (Spark's own per-micro-batch work).
+_SPARK_PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "commitOffsets")
+
+
+def steady_state(runs: Sequence[Sequence[dict[str, Any]]], max_offsets: int,
+                 triggers: str) -> tuple[float, list[str]]:
+    """The rate a Spark user reads off a streaming query's progress: rows / ``triggerExecution`` of
+    each micro-batch with rows, leaving out each run's first one (query start: planning, the Python
+    workers' and the consumers' start, code generation). Returns (rows/s over those micro-batches,
+    lines that say what was measured and where a micro-batch's time went)."""
+    warm = [p for run in runs for p in [q for q in run if q["numInputRows"]][1:]]
+    if not warm:
+        return 0.0, ["steady state: no micro-batch after a run's first one (use more records)"]
+    rows = sum(p["numInputRows"] for p in warm)
+    secs = sum(p["durationMs"].get("triggerExecution", 0) for p in warm) / 1000.0
+    steady = rows / secs if secs else 0.0
+    per_batch = sorted(p["numInputRows"] / (p["durationMs"]["triggerExecution"] / 1000.0)
+                       for p in warm if p["durationMs"].get("triggerExecution"))
+    add = sum(p["durationMs"].get("addBatch", 0) for p in warm) / 1000.0 / len(warm)
+    spark_own = sum(p["durationMs"].get(k, 0) for p in warm for k in _SPARK_PHASES) / 1000.0 / len(warm)
+    sizes = [p["numInputRows"] for p in warm]
+    lines = [
+        f"steady state: {len(warm)} micro-batch(es) after each run's first ({triggers}; "
+        f"maxOffsetsPerTrigger {max_offsets:,}: {', '.join(f'{n:,}' for n in sizes)} rows): "
+        f"{rows:,} rows in {secs:.2f} s of triggerExecution = {steady:,.0f} rows/s "
+        f"(per micro-batch {per_batch[0]:,.0f}..{per_batch[-1]:,.0f})",
+        f"  a micro-batch took {secs / len(warm):.2f} s: {add:.2f} s in addBatch (the foreachBatch: "
+        f"read the Kafka ranges, write the raw rows, aggregate with a shuffle and write: 3 Spark jobs), "
+        f"{spark_own:.2f} s planning + offset log + commit",
+    ]
+    pts = [(p["numInputRows"], p["durationMs"]["triggerExecution"] / 1000.0)
+           for p in warm if p["durationMs"].get("triggerExecution")]
+    fit = _line_fit(pts)
+    if fit is not None and fit[0] > 0 and fit[1] > 0:
+        fixed, per_row = fit
+        lines.append(
+            f"  time = {fixed:.2f} s per micro-batch + {per_row * 1e6:.1f} us per row (fit over these "
+            f"micro-batches): bound by Spark's fixed cost per micro-batch (3 jobs: scheduling, Python "
+            f"workers, Parquet commits), so a micro-batch of {max_offsets:,} rows runs at most "
+            f"{max_offsets / (fixed + per_row * max_offsets):,.0f} rows/s and larger ones approach "
+            f"{1 / per_row:,.0f} (docs/spark.md, 'The main job's rows/s')")
+    else:
+        lines.append("  bound by Spark's fixed cost per micro-batch (3 jobs: scheduling, Python workers, "
+                     "Parquet commits) more than by rows: larger maxOffsetsPerTrigger -> more rows/s "
+                     "(docs/spark.md, 'The main job's rows/s')")
+    return steady, lines
+
+
+def _line_fit(pts: Sequence[tuple[int, float]]) -> tuple[float, float] | None:
+    """Least squares seconds = a + b * rows, or None with fewer than two distinct sizes."""
+    if len({n for n, _ in pts}) < 2:
+        return None
+    mx = sum(n for n, _ in pts) / len(pts)
+    my = sum(t for _, t in pts) / len(pts)
+    b = sum((n - mx) * (t - my) for n, t in pts) / sum((n - mx) ** 2 for n, _ in pts)
+    return my - b * mx, b
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     doc = (__doc__ or "").splitlines()[0]
     ap = argparse.ArgumentParser(prog="python -m kipconsumer.spark_demo", description=doc)
@@ -158,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         .trigger(**trigger).start())
 
             stream_rows = 0
-            all_progress: list[dict[str, Any]] = []
+            runs: list[list[dict[str, Any]]] = []
             t0 = time.perf_counter()
             if not args.no_restart:
                 q = start(processingTime="0 seconds")
@@ -166,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     time.sleep(0.05)
                 q.stop()
                 stream_rows += sum(p["numInputRows"] for p in q.recentProgress)
-                all_progress += q.recentProgress
+                runs.append(list(q.recentProgress))
                 print(f"first run stopped after {len(q.recentProgress)} micro-batch(es), "
                       f"{stream_rows} rows; restarting from the checkpoint with Trigger.AvailableNow")
             q = start(availableNow=True)
@@ -176,20 +234,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             elapsed = time.perf_counter() - t0
             progress = q.recentProgress
             stream_rows += sum(p["numInputRows"] for p in progress)
-            all_progress += progress
-            # steady state: the micro-batches after the very first one (JVM/worker/codegen warm-up)
-            warm = [p for p in all_progress if p["numInputRows"]][1:]
-            warm_rows = sum(p["numInputRows"] for p in warm)
-            warm_s = sum(p["durationMs"].get("triggerExecution", 0) for p in warm) / 1000.0
-            steady = warm_rows / warm_s if warm_s else 0.0
+            runs.append(list(progress))
+            triggers = ("Trigger.AvailableNow" if args.no_restart else
+                        "processingTime 0 s, stopped, then Trigger.AvailableNow from the checkpoint")
+            steady, steady_lines = steady_state(runs, args.max_offsets_per_trigger, triggers)
             batch_sizes = [p["numInputRows"] for p in progress if p["numInputRows"]]
             if os.environ.get("KIPKAFKA_DEMO_VERBOSE"):
                 for p in progress:
                     print(f"  batch {p['batchId']}: {p['numInputRows']} rows, durations {p['durationMs']}")
             print(f"streamed {stream_rows} rows in {elapsed:.2f} s ({stream_rows / elapsed:,.0f} rows/s "
                   f"end to end incl. query start and warm-up); last run's micro-batches: {batch_sizes}")
-            print(f"steady state: {warm_rows} rows in {warm_s:.2f} s of micro-batches after the first "
-                  f"({steady:,.0f} rows/s: read + 2 Parquet writes per micro-batch)")
+            print("\n".join(steady_lines))
 
             raw = spark.read.parquet(str(raw_dir))
             rows_out = raw.count()
