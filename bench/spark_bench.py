@@ -16,9 +16,12 @@ source yielding Python tuples, and a source yielding pre-built Arrow batches (th
 Each run is a Structured Streaming query (``Trigger.AvailableNow``, one micro-batch) into the
 ``noop`` sink. The three alternate; the best of ``--repeat`` is kept. Reported: rows/s of the read
 job (the micro-batch's ``addBatch``) and of the whole query, the ratios to the ceiling, the driver's
-phases (Spark's ``durationMs``) and, for ``kipkafka``, the executor Python workers' seconds in
-consumer creation, seek, poll (fetch) and Arrow building (``consumer_cache_stats``); the rest of
-the read job is Spark: task scheduling, worker start, Arrow IPC to the JVM, the sink.
+phases (Spark's ``durationMs``), the time outside the micro-batch (query start and stop), the CPU
+seconds of Spark's JVMs, of its Python workers and of the broker during each query and, for
+``kipkafka``, the executor Python workers' seconds in consumer creation, seek, poll (fetch) and Arrow
+building (``consumer_cache_stats``); the rest of the read job is Spark: task scheduling, worker start,
+Arrow IPC to the JVM, the sink. With ``kipkafka`` and ``kafka`` both in ``--sources`` it prints the
+ratio kipkafka / kafka for the read job and the whole query.
 
     python bench/spark_bench.py [--broker kafka|tansu|mock] [--records N] [--partitions P]
                                 [--value-size B] [--repeat R] [--cluster] [--json PATH]
@@ -164,6 +167,28 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def tree_cpu(roots: list[int]) -> dict[str, float]:
+    """CPU seconds (user + system, with reaped children's) of the processes under ``roots``, split
+    into the JVMs (``java``) and everything else (PySpark's Python daemons and workers)."""
+    from kipconsumer.spark_cluster import descendants
+
+    out = {"jvm": 0.0, "python": 0.0}
+    seen: set[int] = set()
+    for root in roots:
+        for pid in [root, *descendants(root)]:
+            if pid in seen:
+                continue
+            seen.add(pid)
+            try:
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                secs = sum(int(x) for x in f[11:15]) / os.sysconf("SC_CLK_TCK")
+            except (OSError, ValueError, IndexError):
+                continue
+            out["jvm" if comm == "java" else "python"] += secs
+    return out
+
+
 def worker_totals(stats_dir: Path) -> dict[str, float]:
     total: dict[str, float] = {}
     for f in stats_dir.glob("*.json"):
@@ -239,6 +264,12 @@ def main() -> int:
                                     extra={"spark.executorEnv.KIPKAFKA_STATS_DIR": str(stats_dir), **jars})
         else:
             spark = local_session("kipkafka-bench", cores=2, shuffle_partitions=2, extra=jars)
+        gateway = getattr(spark.sparkContext._gateway, "proc", None)  # local: the driver/executor JVM
+        roots = [gateway.pid] if gateway is not None else []
+
+        def spark_roots() -> list[int]:
+            return roots + (cluster.pids() if cluster is not None else [])
+
         try:
             spark.dataSource.register(TupleDataSource)
             spark.dataSource.register(CeilingDataSource)
@@ -253,8 +284,11 @@ def main() -> int:
                 for fmt in order:
                     before = worker_totals(stats_dir)
                     broker_cpu = cpu_seconds(broker_pid) if broker_pid else 0.0
+                    cpu0 = tree_cpu(spark_roots())
                     r = run_query(spark, fmt, servers, topic, opts[fmt])
                     r["broker_cpu_s"] = (cpu_seconds(broker_pid) - broker_cpu) if broker_pid else None
+                    cpu1 = tree_cpu(spark_roots())
+                    r["spark_cpu_s"] = {k: max(0.0, cpu1[k] - cpu0[k]) for k in cpu1}
                     after = worker_totals(stats_dir)
                     r["executor"] = {k: after.get(k, 0) - before.get(k, 0)
                                      for k in ("create_s", "seek_s", "poll_s", "arrow_s", "seeks",
@@ -280,8 +314,12 @@ def main() -> int:
     for fmt in sources:
         print(f"{fmt:18s} {best[fmt]:16,.0f} {best[fmt] / best[ref]:16.2f} "
               f"{best_wall[fmt]:19,.0f} {best_wall[fmt] / best_wall[ref]:16.2f}")
-    if "kipkafka" in runs and "arrow_ceiling" in runs:
-        _where_it_went(runs)
+    if "kipkafka" in best and JVM_SOURCE in best:
+        print(f"kipkafka / {JVM_SOURCE} (Spark's connector): read job "
+              f"{best['kipkafka'] / best[JVM_SOURCE]:.2f}x, whole query "
+              f"{best_wall['kipkafka'] / best_wall[JVM_SOURCE]:.2f}x")
+    if "kipkafka" in runs:
+        _where_it_went(runs, args.broker)
     if args.json:
         with open(args.json, "w") as fh:
             result = {"broker": args.broker, "mode": mode, "records": available,
@@ -293,21 +331,29 @@ def main() -> int:
     return 0
 
 
-def _where_it_went(runs: dict[str, list[dict[str, Any]]]) -> None:
-    fastest = min(runs["kipkafka"], key=lambda r: r["job_s"])
-    ceiling = min(runs["arrow_ceiling"], key=lambda r: r["job_s"])
-    ex = fastest["executor"]
-    print("\nwhere kipkafka's best run went (seconds; executor figures are summed over the worker processes,")
-    print("which run in parallel on the 2 cores):")
-    print(f"  driver: {', '.join(f'{k} {v / 1000:.2f}' for k, v in sorted(fastest['phases'].items()))}")
-    print(f"  executors: consumer creation {ex['create_s']:.2f}, seek {ex['seek_s']:.2f}, poll/fetch "
-          f"{ex['poll_s']:.2f}, Arrow build {ex['arrow_s']:.2f} ({int(ex['seeks'])} seeks, "
-          f"{int(ex['continued'])} continued, {int(ex['created'])} consumers created)")
-    print(f"  read job {fastest['job_s']:.2f} s vs the ceiling's {ceiling['job_s']:.2f} s "
-          "(Spark's own share: scheduling, worker, Arrow IPC to the JVM, sink)")
-    if fastest.get("broker_cpu_s") is not None:
-        print(f"  the broker (Tansu, on the same 2 cores) used {fastest['broker_cpu_s']:.2f} s of CPU "
-              f"serving that query; the ceiling's query {ceiling['broker_cpu_s']:.2f} s")
+def _where_it_went(runs: dict[str, list[dict[str, Any]]], broker: str) -> None:
+    print("\nwhere each source's best run went (seconds; executor figures are summed over the worker")
+    print("processes, which run in parallel; CPU is user + system over the query):")
+    for fmt in [f for f in ("kipkafka", JVM_SOURCE, "arrow_ceiling") if f in runs]:
+        r = min(runs[fmt], key=lambda r: r["job_s"])
+        outside = r["wall_s"] - r["phases"].get("triggerExecution", 0) / 1000.0
+        why = "" if fmt == JVM_SOURCE else "; a Python source's planner process starts with each query"
+        print(f"  {fmt}: read job {r['job_s']:.2f} s, whole query {r['wall_s']:.2f} s, of which "
+              f"{outside:.2f} s outside the micro-batch (query start and stop{why})")
+        print(f"    driver: {', '.join(f'{k} {v / 1000:.2f}' for k, v in sorted(r['phases'].items()))}")
+        if fmt == "kipkafka":
+            ex = r["executor"]
+            print(f"    executors' Python: consumer creation {ex['create_s']:.2f}, seek {ex['seek_s']:.2f}, "
+                  f"poll/fetch {ex['poll_s']:.2f}, Arrow build {ex['arrow_s']:.2f} "
+                  f"({int(ex['seeks'])} seeks, "
+                  f"{int(ex['continued'])} continued, {int(ex['created'])} consumers created)")
+        cpu = r.get("spark_cpu_s") or {}
+        broker_cpu = r.get("broker_cpu_s")
+        print(f"    CPU: Spark's JVMs {cpu.get('jvm', 0):.2f}, Python workers {cpu.get('python', 0):.2f}"
+              + (f", the broker ({broker}, same cores) {broker_cpu:.2f}" if broker_cpu is not None else ""))
+    if "arrow_ceiling" in runs:
+        print("  (the ceiling's read job is Spark's own share for a Python source: scheduling, worker, "
+              "Arrow IPC to the JVM, sink)")
 
 
 if __name__ == "__main__":
