@@ -11,7 +11,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -100,6 +100,13 @@ def rows(df: DataFrame) -> list[tuple[Any, ...]]:
             t += (None if r.headers is None else tuple((h.key, _b(h.value)) for h in r.headers),)
         out.append(t)
     return sorted(out, key=lambda t: (t[0], t[1], t[2]))
+
+
+def collect_into(into: list[tuple[Any, ...]]) -> Callable[[DataFrame, int], None]:
+    """A foreachBatch function that appends each micro-batch's rows to ``into``."""
+    def f(df: DataFrame, _batch_id: int) -> None:
+        into.extend(rows(df))
+    return f
 
 
 def both(spark: SparkSession, data: dict[str, str],
@@ -222,7 +229,7 @@ def test_streaming_max_offsets_per_trigger(spark: SparkSession, data: dict[str, 
         collected: list[tuple[Any, ...]] = []
         try:
             q = (load(spark, fmt, data["servers"], opts, stream=True).writeStream
-                 .foreachBatch(lambda df, _id, into=collected: into.extend(rows(df)))
+                 .foreachBatch(collect_into(collected))
                  .option("checkpointLocation", ck).trigger(availableNow=True).start())
             q.awaitTermination(180)
             assert q.exception() is None, q.exception()
@@ -233,6 +240,29 @@ def test_streaming_max_offsets_per_trigger(spark: SparkSession, data: dict[str, 
     assert out["kipkafka"] == out["kafka"]
     assert len(out["kafka"]) == sum(COUNTS.values())
     assert batches["kipkafka"] == batches["kafka"] == 4  # 75 records, 20 per trigger
+
+
+def test_log_append_time(spark: SparkSession, data: dict[str, str]) -> None:
+    """A topic with message.timestamp.type=LogAppendTime: the broker's timestamps (not the producer's)
+    and timestampType 1 from both, in batch and in a streaming micro-batch."""
+    opts = {"subscribe": data["log_append"]}
+    got = same(spark, data, opts)
+    assert len(got) == 12 and {r[6] for r in got} == {1}
+    assert all(r[5] // 1000 > BASE_TS + 3_000_000 for r in got)  # stamped by the broker, not BASE_TS + ...
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    for fmt in ("kafka", "kipkafka"):
+        ck = tempfile.mkdtemp(prefix="vsjvm-ck-")
+        collected: list[tuple[Any, ...]] = []
+        try:
+            q = (load(spark, fmt, data["servers"], {**opts, "startingOffsets": "earliest"}, stream=True)
+                 .writeStream.foreachBatch(collect_into(collected))
+                 .option("checkpointLocation", ck).trigger(availableNow=True).start())
+            q.awaitTermination(180)
+            assert q.exception() is None, q.exception()
+        finally:
+            shutil.rmtree(ck, ignore_errors=True)
+        out[fmt] = sorted(collected, key=lambda t: (t[0], t[1], t[2]))
+    assert out["kipkafka"] == out["kafka"] == got
 
 
 def test_sink_writes_the_same_records(spark: SparkSession, data: dict[str, str], kafka_cluster: Any) -> None:
@@ -277,28 +307,3 @@ def test_sink_writes_the_same_records(spark: SparkSession, data: dict[str, str],
         assert keyed(got) == keyed(want), name
         assert unkeyed(got) == unkeyed(want), name
     assert all(r[6] == 0 for rs in written.values() for r in rs)  # CreateTime on both
-
-
-def test_log_append_time(spark: SparkSession, data: dict[str, str]) -> None:
-    """A topic with message.timestamp.type=LogAppendTime: the broker's timestamps (not the producer's)
-    and timestampType 1 from both, in batch and in a streaming micro-batch."""
-    opts = {"subscribe": data["log_append"]}
-    got = same(spark, data, opts)
-    assert len(got) == 12 and {r[6] for r in got} == {1}
-    assert all(r[5] // 1000 > BASE_TS + 3_000_000 for r in got)  # stamped by the broker, not BASE_TS + ...
-    out: dict[str, list[tuple[Any, ...]]] = {}
-    for fmt in ("kafka", "kipkafka"):
-        ck = tempfile.mkdtemp(prefix="vsjvm-ck-")
-        collected: list[tuple[Any, ...]] = []
-        try:
-            q = (load(spark, fmt, data["servers"], {**opts, "startingOffsets": "earliest"}, stream=True)
-                 .writeStream.foreachBatch(lambda df, _id, into=collected: into.extend(rows(df)))
-                 .option("checkpointLocation", ck).trigger(availableNow=True).start())
-            q.awaitTermination(180)
-            assert q.exception() is None, q.exception()
-        finally:
-            shutil.rmtree(ck, ignore_errors=True)
-        out[fmt] = sorted(collected, key=lambda t: (t[0], t[1], t[2]))
-    assert out["kipkafka"] == out["kafka"] == got
-
-
