@@ -81,6 +81,15 @@ class ConsumerSettings:
     auto_commit_interval_ms: int
     default_api_timeout_ms: int
     rdkafka: dict[str, str]
+    #: ``isolation.level=read_committed``: offsets and lag are the last stable offset's
+    read_committed: bool = False
+    #: the rebalance protocol hands partitions over incrementally: a cooperative assignor, or
+    #: ``group.protocol=consumer`` (KIP-848, which ignores the assignor setting)
+    cooperative: bool = False
+    #: the fetch buffer's hard bounds: librdkafka's own prefetch bounds (``queued.min.messages``,
+    #: ``queued.max.messages.kbytes`` in bytes), so the buffer never holds more than was fetched
+    fetch_buffer_max_records: int = 100_000
+    fetch_buffer_max_bytes: int = 8_192 * 1024
     #: ``stats_cb``: called with librdkafka's statistics JSON (``statistics.interval.ms``) on the
     #: thread calling ``poll()``
     stats_cb: Callable[[str], object] | None = None
@@ -961,6 +970,11 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         auto_commit_interval_ms=res.get_int("auto.commit.interval.ms"),
         default_api_timeout_ms=res.get_int("default.api.timeout.ms"),
         rdkafka=rd,
+        read_committed=rd["isolation.level"] == "read_committed",
+        cooperative=("cooperative" in rd.get("partition.assignment.strategy", "").lower()
+                     or res.values["group.protocol"] == "consumer"),
+        fetch_buffer_max_records=int(rd["queued.min.messages"]),
+        fetch_buffer_max_bytes=int(rd["queued.max.messages.kbytes"]) * 1024,
         stats_cb=stats_cb,
         oauth_cb=oauth_cb,
         key_deserializer=deserializers.get("key.deserializer"),

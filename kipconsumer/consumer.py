@@ -128,19 +128,7 @@ class KafkaConsumer:
     def __init__(self, config: Mapping[str, object]) -> None:
         self._settings: ConsumerSettings = consumer_settings(config)
         s = self._settings
-        self._native = NativeConsumer(
-            s.rdkafka,
-            s.max_poll_records,
-            s.poll_fairness,
-            s.max_poll_interval_ms,
-            s.enable_auto_commit,
-            s.default_api_timeout_ms,
-            s.stats_cb,
-            s.poll_prefetch_thread,
-            s.key_deserializer,
-            s.value_deserializer,
-            s.oauth_cb,
-        )
+        self._native = NativeConsumer(s)
         self._auto_offset_reset = s.rdkafka.get("auto.offset.reset", "latest")
         # The thread contract (_enter/_leave/close): which thread is in a call, how deep (callbacks
         # re-enter on that thread), which method it started with, and a close() of another thread
