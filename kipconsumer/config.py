@@ -254,6 +254,10 @@ _COMMON: dict[str, Spec] = {
     "metadata.max.age.ms": _int(1, 86_400_000, 900_000),
 }
 
+#: librdkafka may prefetch this many polls' worth (``max.poll.records``) of records, at least
+#: 100,000 (``queued.min.messages``'s default): the fetch buffer's record bound, KIP-41's prefetch rule.
+PREFETCH_POLLS = 4
+
 #: Consumer keys (Java names, plus the two librdkafka prefetch bounds kipconsumer defaults).
 CONSUMER_SPECS: dict[str, Spec] = _table({
     **_COMMON,
@@ -953,7 +957,7 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
     if "queued.min.messages" not in res.explicit:
         # The memory bound is queued.max.messages.kbytes; a low message count starves the
         # fetch pipeline of small records (measured: 10000 -> 0.36M rec/s, 100000 -> 2.1M).
-        rd["queued.min.messages"] = str(max(4 * res.get_int("max.poll.records"), 100_000))
+        rd["queued.min.messages"] = str(max(PREFETCH_POLLS * res.get_int("max.poll.records"), 100_000))
     rd.update(res.passthrough)
     rd.update(CONSUMER_FORCED)
     poll_fairness = res.get_str("poll.fairness")
