@@ -263,6 +263,24 @@ class KafkaConsumer:
         """Makes a blocked ``poll()``, or the next one, raise ``WakeupError``. Thread-safe."""
         self._native.wakeup()
 
+    # -- for kipconsumer.aio: the native handle's loop hooks, behind the thread contract --
+    def _wake_fd(self) -> int:
+        """The descriptor that turns readable when ``poll()`` has work (records, callbacks, errors);
+        -1 once closed. Any thread (a read of a number); in a fork child ``IllegalStateError``."""
+        fd: int = self._native.wake_fd
+        return fd
+
+    @_owned
+    def _positions(self) -> dict[TopicPartition, int]:
+        """The next offset to hand out, per assigned partition (what ``commit_sync()`` commits)."""
+        positions: dict[TopicPartition, int] = self._native.positions()
+        return positions
+
+    @_owned
+    def _serve_commits(self) -> None:
+        """Runs the callbacks of completed ``commit_async()`` calls, on this thread, without polling."""
+        self._native.serve_commits()
+
     # -- offsets -----------------------------------------------------------------------
     def _default_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         return {tp: OffsetAndMetadata(off) for tp, off in self._native.positions().items()}
