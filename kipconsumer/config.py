@@ -23,7 +23,6 @@ validates configs; the clients read the settings objects and hand ``settings.rdk
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import enum
 import functools
@@ -542,32 +541,14 @@ RdkafkaCheck = Callable[[str, str], "str | None"]
 
 @functools.cache
 def _librdkafka_check() -> RdkafkaCheck | None:
-    """A function that sets one property on a scratch librdkafka conf and returns its error, if any.
-
-    ``None`` when the library cannot be loaded (then pass-through values are not pre-checked).
-    """
+    """A function that sets one property on a scratch librdkafka conf and returns its error, if any
+    (kipconsumer._native, the one binding to librdkafka). ``None`` when the extension cannot be
+    loaded (then pass-through values are not pre-checked)."""
     try:
-        from kipconsumer import _loader
-
-        lib = ctypes.CDLL(_loader.librdkafka_path())
-    except (ImportError, OSError):  # pragma: no cover - the clients will fail loudly anyway
+        from kipconsumer import _native
+    except ImportError:  # pragma: no cover - the clients will fail loudly anyway
         return None
-    lib.rd_kafka_conf_new.restype = ctypes.c_void_p
-    lib.rd_kafka_conf_new.argtypes = []
-    lib.rd_kafka_conf_destroy.argtypes = [ctypes.c_void_p]
-    lib.rd_kafka_conf_set.restype = ctypes.c_int
-    lib.rd_kafka_conf_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
-                                      ctypes.c_size_t]
-
-    def check(name: str, value: str) -> str | None:
-        conf = lib.rd_kafka_conf_new()
-        err = ctypes.create_string_buffer(512)
-        try:
-            rc = lib.rd_kafka_conf_set(conf, name.encode(), value.encode(), err, len(err))
-        finally:
-            lib.rd_kafka_conf_destroy(conf)
-        return None if rc == 0 else (err.value.decode(errors="replace") or f"error {rc}")
-
+    check: RdkafkaCheck = _native.librdkafka_property_error
     return check
 
 
