@@ -34,7 +34,9 @@
 //   poll-latency BOOTSTRAP TOPIC N   (bench/java_bench.py) time polls of up to 500 buffered records:
 //                                    10 rounds of a 1 s pause then K timed poll(1 s) calls (K from N as
 //                                    bench/workers.py's *-latency clients), after an untimed warm-up read
-//                                    of --warmup-records (default 20000) by another consumer; prints
+//                                    of --warmup-records (default 20000) by another consumer and one
+//                                    untimed poll (Java fetches only inside poll()); prints
+//                                    (--rounds R and --pause-ms P change the 10 and the 1 s, for tests)
 //                                    buffered_p50_us/_p99_us/_max_us, first_p50_us/first_max_us
 //   fairness BOOTSTRAP TOPIC COUNTS  COUNTS = records per partition (a,b,c...): assign all from 0, sleep
 //       --max-poll-records N         --settle S, poll until all are read; prints {"timeline": one list of
@@ -591,8 +593,8 @@ public final class KafkaPeer {
         String bootstrap = o.pos(1, "BOOTSTRAP");
         String topic = o.pos(2, "TOPIC");
         long want = Long.parseLong(o.pos(3, "N"));
-        int rounds = 10;
-        long pauseMs = 1000;
+        int rounds = Integer.parseInt(o.get("rounds", "10"));
+        long pauseMs = Long.parseLong(o.get("pause-ms", "1000"));
         int perRound = (int) Math.max(1, Math.min(100, want / (rounds * 500L) - 1));
         long warm = Math.min(want, Long.parseLong(o.get("warmup-records", "20000")));
         try (KafkaConsumer<byte[], byte[]> c = assignedFromZero(bootstrap, topic, "500")) {
@@ -605,6 +607,9 @@ public final class KafkaPeer {
         List<Long> lat = new ArrayList<>();
         long got = 0;
         try (KafkaConsumer<byte[], byte[]> c = assignedFromZero(bootstrap, topic, "500")) {
+            // Java's classic consumer fetches only inside poll(): one untimed poll starts its fetching
+            // (the Python clients' fetch threads start on assign), then it fetches ahead between polls.
+            got += touch(c.poll(Duration.ofSeconds(1)));
             for (int round = 0; round < rounds; round++) {
                 Thread.sleep(pauseMs);
                 for (int k = 0; k < perRound; k++) {
@@ -686,6 +691,7 @@ public final class KafkaPeer {
         long got = 0;
         int commitFailures = 0;
         double recordsAfter = -1;
+        String seenEvents;
         try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
             c.subscribe(List.of(topic), new ConsumerRebalanceListener() {
                 @Override
@@ -732,10 +738,11 @@ public final class KafkaPeer {
                     deadline = System.nanoTime() + 60_000_000_000L;
                 }
             }
+            seenEvents = events.toString(); // before close(): its revoke is a wanted leave, not the gap's
         }
         emit("{\"gap_s\":" + gapMs / 1e3 + ",\"records\":" + got + ",\"duplicates\":" + duplicates
                 + ",\"records_after_gap_s\":" + (recordsAfter < 0 ? "null" : Double.toString(recordsAfter))
-                + ",\"commit_failures\":" + commitFailures + ",\"events\":" + events + "}");
+                + ",\"commit_failures\":" + commitFailures + ",\"events\":" + seenEvents + "}");
     }
 
     private static void stall(Opts o) throws Exception {
