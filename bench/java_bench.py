@@ -528,7 +528,7 @@ def main() -> int:
             _table(f"KIP-62, max.poll.interval.ms={ms}, no poll() for {gap / 1000:g} s ({scenario}; "
                    f"left = revoked/lost seen, 1 = yes):", by,
                    [("left_group_n", "left", ".0f"), ("rebalances", "rebalances", ".0f"),
-                    ("duplicates", "duplicates", ".0f"), ("records_after_gap_s", "records after s", ".2f"),
+                    ("duplicates", "duplicates", ".0f"), ("records_after_gap_s", "back after s", ".2f"),
                     ("commit_failures", "commit fails", ".0f")], ("records_after_gap_s",))
     if "memory" in results:
         _table(f"memory, no poll() for {args.stall:g} s with {n:,} records unread (MB):", results["memory"],
