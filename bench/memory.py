@@ -164,6 +164,7 @@ def worker(
             rss_end_mb=rss[-1],
             rss_max_mb=max(rss),
             growth_mb=rss[-1] - rss[0],
+            peak_rss_mb=peak_mb(),
             samples=samples,
         )
         if samples and "buffered_records" in samples[-1]:

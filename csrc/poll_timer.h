@@ -7,13 +7,7 @@
 
 #include <stdint.h>
 #include <stdatomic.h>
-#include <time.h>
-
-static inline int64_t kc_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "clock.h"
 
 typedef struct kc_poll_timer {
     _Atomic int64_t last_poll_ms; /* 0: never polled */

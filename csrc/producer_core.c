@@ -1,5 +1,6 @@
 /* Native core of kipconsumer's KafkaProducer: see producer_core.h. */
 #include "producer_core.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,12 +10,6 @@
 
 #define KC_PRODUCER_MAX_EVENTS 64
 #define KC_PRODUCER_MAX_BATCH  20000
-
-int64_t kc_producer_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static void kc_producer_abstime(int64_t deadline_us, struct timespec *ts) {
     ts->tv_sec = (time_t)(deadline_us / 1000000);
@@ -67,7 +62,7 @@ int kc_producer_is_auth_failure(int err, const char *reason) {
 
 /* Call with p->lock held. */
 static int kc_producer_auth_holds(kc_producer_t *p) {
-    return p->auth_err && kc_producer_now_us() - p->auth_at_us < KC_PRODUCER_AUTH_HOLD_US;
+    return p->auth_err && kc_now_us() - p->auth_at_us < KC_PRODUCER_AUTH_HOLD_US;
 }
 
 int kc_producer_auth_error(kc_producer_t *p, char *buf, size_t size) {
@@ -86,7 +81,7 @@ static void kc_producer_latch_auth_failure(kc_producer_t *p, int err, const char
     struct timespec pause = {0, 100000};
     pthread_mutex_lock(&p->lock);
     p->auth_err = err;
-    p->auth_at_us = kc_producer_now_us();
+    p->auth_at_us = kc_now_us();
     snprintf(p->auth_error, sizeof(p->auth_error), "%s", reason ? reason : "");
     pthread_mutex_unlock(&p->lock);
     while (__atomic_load_n(&p->producing, __ATOMIC_ACQUIRE) > 0)
@@ -304,7 +299,7 @@ rd_kafka_resp_err_t kc_producer_produce_wait(kc_producer_t *p, rd_kafka_topic_t 
         }
         /* Wait until a delivery batch frees space (re-check every 50 ms) or the deadline. */
         while (!p->closing && p->space_seq == seq) {
-            int64_t now = kc_producer_now_us(), until;
+            int64_t now = kc_now_us(), until;
             struct timespec ts;
             if (now >= deadline_us)
                 break;
@@ -316,7 +311,7 @@ rd_kafka_resp_err_t kc_producer_produce_wait(kc_producer_t *p, rd_kafka_topic_t 
             pthread_mutex_unlock(&p->lock);
             return RD_KAFKA_RESP_ERR__DESTROY;
         }
-        if (p->space_seq == seq && kc_producer_now_us() >= deadline_us) {
+        if (p->space_seq == seq && kc_now_us() >= deadline_us) {
             pthread_mutex_unlock(&p->lock);
             return RD_KAFKA_RESP_ERR__QUEUE_FULL;
         }
@@ -369,7 +364,7 @@ int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us) {
     int64_t left;
     pthread_mutex_lock(&p->lock);
     while (p->st.in_flight > 0) {
-        int64_t now = kc_producer_now_us(), until;
+        int64_t now = kc_now_us(), until;
         struct timespec ts;
         if (deadline_us >= 0 && now >= deadline_us)
             break;
@@ -390,7 +385,7 @@ int64_t kc_producer_flush_until(kc_producer_t *p, int64_t until_us) {
     closing = p->closing;
     pthread_mutex_unlock(&p->lock);
     if (!closing) {
-        int64_t left_us = until_us - kc_producer_now_us();
+        int64_t left_us = until_us - kc_now_us();
         /* rd_kafka_flush() makes librdkafka send without waiting for linger.ms (only while
          * it runs); with DR events enabled it only waits for the messages to be released
          * by our delivery thread. */

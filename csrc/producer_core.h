@@ -85,13 +85,12 @@ typedef struct kc_producer_s {
     char last_error[512];
     int auth_err;             /* the latest authentication / TLS failure librdkafka reported (0: none) */
     char auth_error[512];     /* its text */
-    int64_t auth_at_us;       /* when (kc_producer_now_us()) */
+    int64_t auth_at_us;       /* when (kc_now_us(), clock.h) */
     char *stats_json;         /* latest statistics JSON (statistics.interval.ms), not yet taken */
     volatile int stats_ready; /* stats_json is set: a cheap check before kc_producer_take_stats() */
 } kc_producer_t;
 
 /* Monotonic clock, microseconds. */
-int64_t kc_producer_now_us(void);
 
 /* Creates the producer handle from conf (consumed on success, left to the caller on failure).
  * Enables RD_KAFKA_EVENT_DR | RD_KAFKA_EVENT_ERROR | RD_KAFKA_EVENT_STATS on conf. Returns NULL with errstr
@@ -106,7 +105,7 @@ rd_kafka_resp_err_t kc_producer_produce(kc_producer_t *p, rd_kafka_topic_t *rkt,
                                         const void *value, size_t value_len, const void *key, size_t key_len,
                                         int64_t timestamp, rd_kafka_headers_t *hdrs, kc_producer_rec_t *rec);
 
-/* Like kc_producer_produce(), but waits for buffer space until deadline_us (kc_producer_now_us()
+/* Like kc_producer_produce(), but waits for buffer space until deadline_us (kc_now_us(), clock.h
  * clock). Returns RD_KAFKA_RESP_ERR__QUEUE_FULL if the deadline passed and
  * RD_KAFKA_RESP_ERR__DESTROY if the producer started closing. Call without the GIL. The caller
  * waits in slices (deadline_us = end of one slice): *counted (0 on the first slice) makes one

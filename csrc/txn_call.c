@@ -1,5 +1,6 @@
 /* txn_call: see txn_call.h. */
 #include "txn_call.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -27,12 +28,6 @@ static volatile int test_hold_ms = 0;
 
 void kc_txn_call_set_test_hold_ms(int ms) {
     test_hold_ms = ms;
-}
-
-int64_t kc_txn_call_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 static void free_call(kc_txn_call_t *c) {
@@ -114,7 +109,7 @@ int kc_txn_call_wait(kc_txn_call_t *c, int64_t until_us) {
     int returned;
     pthread_mutex_lock(&c->lock);
     while (!c->returned) {
-        left_us = until_us - kc_txn_call_now_us();
+        left_us = until_us - kc_now_us();
         if (left_us <= 0)
             break;
         /* pthread_cond_timedwait takes CLOCK_REALTIME: wait in the remaining interval from now */

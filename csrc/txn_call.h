@@ -23,7 +23,7 @@ typedef struct kc_txn_call_s kc_txn_call_t;
 kc_txn_call_t *kc_txn_call_start(rd_kafka_t *rk, int op, rd_kafka_topic_partition_list_t *offsets,
                                  rd_kafka_consumer_group_metadata_t *cgmd, int timeout_ms);
 
-/* Waits until the call returned (1) or until `until_us` on kc_txn_call_now_us()'s clock (0). */
+/* Waits until the call returned (1) or until `until_us` on kc_now_us()'s clock (clock.h) (0). */
 int kc_txn_call_wait(kc_txn_call_t *c, int64_t until_us);
 
 /* The op of the call. */
@@ -41,6 +41,5 @@ void kc_txn_call_release(kc_txn_call_t *c, void (*release)(void *), void *arg);
  * for `ms` more milliseconds after librdkafka returned, as the blocked call did. 0: off. */
 void kc_txn_call_set_test_hold_ms(int ms);
 
-int64_t kc_txn_call_now_us(void);
 
 #endif

@@ -1,7 +1,7 @@
-from collections.abc import Callable
 from typing import Any
 
 from kipconsumer._records import ConsumerRecords
+from kipconsumer.config import ConsumerSettings
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
 class NativeConsumer:
@@ -13,20 +13,7 @@ class NativeConsumer:
     poll_interval_expiries: int
     stale_epoch_retries: int
     revoked_records_dropped: int
-    def __init__(
-        self,
-        rdkafka: dict[str, str],
-        max_poll_records: int,
-        fairness: str,
-        max_poll_interval_ms: int,
-        auto_commit: bool,
-        default_api_timeout_ms: int,
-        stats_cb: Callable[[str], object] | None = None,
-        prefetch_thread: bool = False,
-        key_deserializer: Callable[[bytes], object] | None = None,
-        value_deserializer: Callable[[bytes], object] | None = None,
-        oauth_cb: Callable[[str], Any] | None = None,
-    ) -> None: ...
+    def __init__(self, settings: ConsumerSettings) -> None: ...
     def current_lag(self, tp: Any) -> int | None: ...
     def hold(self) -> None: ...
     def release(self) -> None: ...

@@ -260,13 +260,23 @@ cdef class NativeConsumer:
     """One librdkafka consumer and its fetch buffer. Not thread-safe, except wakeup(), request_close()
     and metrics(), which any thread may call."""
 
-    def __cinit__(self, dict rdkafka, int max_poll_records, str fairness,
-                  long max_poll_interval_ms, bint auto_commit, long default_api_timeout_ms,
-                  stats_cb=None, bint prefetch_thread=False, key_deserializer=None,
-                  value_deserializer=None, oauth_cb=None):
+    def __cinit__(self, settings):
+        """``settings``: a ``kipconsumer.config.ConsumerSettings``, the one source of every value
+        (librdkafka's dict and the derived bounds); nothing here falls back to a default of its own."""
+        cdef dict rdkafka = settings.rdkafka
+        cdef int max_poll_records = settings.max_poll_records
+        cdef long max_poll_interval_ms = settings.max_poll_interval_ms
+        cdef bint auto_commit = settings.enable_auto_commit
+        cdef long default_api_timeout_ms = settings.default_api_timeout_ms
+        stats_cb = settings.stats_cb
+        cdef bint prefetch_thread = settings.poll_prefetch_thread
+        key_deserializer = settings.key_deserializer
+        value_deserializer = settings.value_deserializer
+        oauth_cb = settings.oauth_cb
         cdef char errstr[512]
         cdef rd_kafka_conf_t *conf
-        cdef kc_fairness_t mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
+        cdef kc_fairness_t mode = (KC_FAIRNESS_GREEDY if settings.poll_fairness == "greedy"
+                                   else KC_FAIRNESS_PROPORTIONAL)
         self._commit_callbacks = {}
         self._client_errors = []
         self._stats_cb = stats_cb
@@ -283,12 +293,10 @@ cdef class NativeConsumer:
         self.default_api_timeout_ms = default_api_timeout_ms
         self.auto_commit = auto_commit
         self.has_group = bool(rdkafka.get("group.id"))
-        self._session_timeout_ms = int(rdkafka.get("session.timeout.ms", 45_000))
-        self._heartbeat_interval_ms = int(rdkafka.get("heartbeat.interval.ms", 3_000))
-        # KIP-848 (group.protocol=consumer) ignores the assignor setting: its reconciliation is incremental
-        self._cooperative_cfg = ("cooperative" in str(rdkafka.get("partition.assignment.strategy", "")).lower()
-                                 or str(rdkafka.get("group.protocol", "")).lower() == "consumer")
-        self._read_committed = str(rdkafka.get("isolation.level", "read_committed")) == "read_committed"
+        self._session_timeout_ms = settings.session_timeout_ms
+        self._heartbeat_interval_ms = settings.heartbeat_interval_ms
+        self._cooperative_cfg = settings.cooperative
+        self._read_committed = settings.read_committed
         if not self.has_group:
             # librdkafka's assign() needs a group handle; a private id that is never joined
             # or committed to (commits are refused without the user's group.id).
@@ -309,9 +317,8 @@ cdef class NativeConsumer:
         if self.core == NULL:
             rd_kafka_conf_destroy(conf)
             raise KafkaError(errstr.decode(errors="replace"))
-        # the buffer's hard bound is librdkafka's own prefetch bound (its defaults if unset)
-        self.core.ring_max_records = int(rdkafka.get("queued.min.messages", 100_000))
-        self.core.ring_max_bytes = int(rdkafka.get("queued.max.messages.kbytes", 65_536)) * 1024
+        self.core.ring_max_records = settings.fetch_buffer_max_records
+        self.core.ring_max_bytes = settings.fetch_buffer_max_bytes
         self.out = <rd_kafka_message_t **>malloc(max_poll_records * sizeof(rd_kafka_message_t *))
         self.rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr))
         if self.rk == NULL:

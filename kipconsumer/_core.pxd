@@ -1,6 +1,7 @@
 # Declarations of the C core in csrc/ (fetch buffer, poll timer, heartbeat monitor, poll loop).
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
+from kipconsumer._clock cimport kc_now_ms, kc_now_us
 from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_message_t, rd_kafka_queue_t,
                                rd_kafka_t)
 
@@ -36,7 +37,6 @@ cdef extern from "fetch_buffer.h" nogil:
 cdef extern from "poll_timer.h" nogil:
     ctypedef struct kc_poll_timer_t:
         int64_t interval_ms
-    int64_t kc_now_ms()
     int64_t kc_poll_timer_since(kc_poll_timer_t *t)
     int kc_poll_timer_expired(kc_poll_timer_t *t)
 

@@ -1,8 +1,9 @@
 # cython: language_level=3
-"""Process-wide facts about the loaded librdkafka (version, known property names)."""
+"""Process-wide facts about the loaded librdkafka (version, known property names, a property's check)."""
 
 from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_conf_new, rd_kafka_conf_destroy,
-                               rd_kafka_conf_dump, rd_kafka_conf_dump_free, rd_kafka_version,
+                               rd_kafka_conf_dump, rd_kafka_conf_dump_free, rd_kafka_conf_set,
+                               rd_kafka_version,
                                rd_kafka_version_str)
 
 
@@ -24,3 +25,21 @@ def librdkafka_property_names() -> frozenset:
     rd_kafka_conf_dump_free(arr, cnt)
     rd_kafka_conf_destroy(conf)
     return frozenset(names)
+
+
+def librdkafka_property_error(str name, str value):
+    """What the loaded librdkafka says of ``name=value`` set on a scratch configuration: its error
+    message, or None if it accepts it (nothing else is configured or kept)."""
+    cdef char errstr[512]
+    cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
+    cdef bytes bname = name.encode()
+    cdef bytes bvalue = value.encode()
+    errstr[0] = 0
+    try:
+        rc = rd_kafka_conf_set(conf, bname, bvalue, errstr, sizeof(errstr))
+    finally:
+        rd_kafka_conf_destroy(conf)
+    if rc == 0:
+        return None
+    message = errstr.decode(errors="replace")
+    return message or f"error {rc}"

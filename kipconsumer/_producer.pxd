@@ -3,6 +3,7 @@
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 
+from kipconsumer._clock cimport kc_now_us
 from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_consumer_group_metadata_t, rd_kafka_error_t,
                                rd_kafka_headers_t, rd_kafka_resp_err_t, rd_kafka_t, rd_kafka_topic_partition_list_t,
                                rd_kafka_topic_t)
@@ -18,7 +19,6 @@ cdef extern from "txn_call.h" nogil:
     rd_kafka_error_t *kc_txn_call_finish(kc_txn_call_t *c)
     void kc_txn_call_release(kc_txn_call_t *c, void (*release)(void *) noexcept nogil, void *arg)
     void kc_txn_call_set_test_hold_ms(int ms)
-    int64_t kc_txn_call_now_us()
 
 
 cdef extern from "producer_core.h" nogil:
@@ -57,7 +57,6 @@ cdef extern from "producer_core.h" nogil:
         rd_kafka_t *rk
         int stats_ready
 
-    int64_t kc_producer_now_us()
     kc_producer_t *kc_producer_new(rd_kafka_conf_t *conf, char *errstr, size_t errstr_size)
     int kc_producer_start(kc_producer_t *p,
                           void (*cb)(void *ctx, kc_producer_dr_t *items, size_t n) noexcept nogil,
@@ -128,7 +127,7 @@ cdef class ProducerCore:
     cdef object _stats_cb             # the user's stats_cb(json: str), or None
     cdef object _stats                # summary of the last statistics (kipconsumer._stats), or None
     cdef kc_txn_call_t *_pending_call  # a transactional call that has not returned yet (see txn())
-    cdef int64_t _pending_since_us     # ... started then (kc_txn_call_now_us)
+    cdef int64_t _pending_since_us     # ... started then (kc_now_us)
 
     cdef int _enter(self, str who) except -1
     cdef void _leave(self) noexcept

@@ -384,7 +384,7 @@ cdef void _on_batch(void *ctxp, kc_producer_dr_t *items, size_t n) noexcept with
     cdef dict expiries = None
     cdef _FutureCore fut
     cdef object cb, exc
-    cdef int64_t t_start = kc_producer_now_us()
+    cdef int64_t t_start = kc_now_us()
     try:
         for i in range(n):
             it = &items[i]
@@ -423,7 +423,7 @@ cdef void _on_batch(void *ctxp, kc_producer_dr_t *items, size_t n) noexcept with
             fut.md_pending = False
             exc = KafkaError(f"could not build the delivery result: {e!r}")
         _complete(fut, cb, exc, ctx)
-    ctx.work_us += kc_producer_now_us() - t_start
+    ctx.work_us += kc_now_us() - t_start
 
 
 cdef class _Topic:
@@ -548,7 +548,7 @@ cdef class ProducerCore:
         cdef int64_t now
         cdef int attempt_ms, slice_ms = 100, remaining_ms
         while True:
-            now = kc_producer_now_us()
+            now = kc_now_us()
             remaining_ms = <int>((deadline_us - now) // 1000)
             attempt_ms = slice_ms if slice_ms < remaining_ms else remaining_ms
             if attempt_ms < 1:
@@ -567,7 +567,7 @@ cdef class ProducerCore:
                 return err
             if err == ERR__TIMED_OUT:
                 slice_ms = slice_ms * 2 if slice_ms < 1000000 else slice_ms
-            now = kc_producer_now_us()
+            now = kc_now_us()
             if now >= deadline_us:
                 return err
             if err != ERR__TIMED_OUT:
@@ -589,7 +589,7 @@ cdef class ProducerCore:
         cdef int err = 0
         cdef int cnt = 0, i
         cdef int32_t *ids = NULL
-        cdef int64_t start = kc_producer_now_us(), now
+        cdef int64_t start = kc_now_us(), now
         if t is not None:
             return t
         _check_topic_name(topic, who)
@@ -607,7 +607,7 @@ cdef class ProducerCore:
                 if name in _FATAL_METADATA_ERRORS:
                     raise KafkaError(f"{who}: metadata of topic {topic!r} failed: {name}: "
                                      f"{_errstr(err)}", code=name)
-                now = kc_producer_now_us()
+                now = kc_now_us()
                 raise KafkaTimeoutError(
                     f"{who} waited {(now - start) // 1000} ms for metadata of topic {topic!r}: "
                     f"topic {topic!r} not present in metadata after max.block.ms="
@@ -633,7 +633,7 @@ cdef class ProducerCore:
         cdef int32_t *ids = NULL
         cdef int err
         cdef int timeout_ms = self.max_block_ms if self.max_block_ms < 5000 else 5000
-        err = self._metadata_wait(t.rkt, kc_producer_now_us() + <int64_t>timeout_ms * 1000,
+        err = self._metadata_wait(t.rkt, kc_now_us() + <int64_t>timeout_ms * 1000,
                                   "send()", False, &cnt, &ids)
         if err == 0 and cnt > t.partition_count:
             t.partition_count = cnt
@@ -647,7 +647,7 @@ cdef class ProducerCore:
         self._enter("partitions_for()")
         try:
             t = self._await_topic(
-                topic, kc_producer_now_us() + <int64_t>self.max_block_ms * 1000, "partitions_for()")
+                topic, kc_now_us() + <int64_t>self.max_block_ms * 1000, "partitions_for()")
             return list(t.partitions)
         finally:
             self._leave()
@@ -695,7 +695,7 @@ cdef class ProducerCore:
             t = self._topics.get(topic)
             if t is None:
                 # first send to this name: checked against Kafka's rule once, then cached
-                start_us = kc_producer_now_us()
+                start_us = kc_now_us()
                 deadline_us = start_us + max_block_us
                 t = self._await_topic(topic, deadline_us, "send()")
             t.name = topic  # same value; any thread may set it (one store, atomic under the GIL)
@@ -752,7 +752,7 @@ cdef class ProducerCore:
             pass
         elif err == ERR__QUEUE_FULL:
             if deadline_us == 0:
-                start_us = kc_producer_now_us()
+                start_us = kc_now_us()
                 deadline_us = start_us + max_block_us
             try:
                 err = self._wait_for_space(t.rkt, part, vptr, vlen, kptr, klen, ts, hdrs, rec,
@@ -774,7 +774,7 @@ cdef class ProducerCore:
         cdef int counted = 0
         cdef int64_t until
         while True:
-            until = kc_producer_now_us() + _SLICE_US
+            until = kc_now_us() + _SLICE_US
             if until > deadline_us:
                 until = deadline_us
             with nogil:
@@ -782,7 +782,7 @@ cdef class ProducerCore:
                                                hdrs, rec, until, &counted)
             if err != ERR__QUEUE_FULL:
                 return err
-            if kc_producer_now_us() >= deadline_us:
+            if kc_now_us() >= deadline_us:
                 kc_producer_note_buffer_timeout(self.p)
                 return err
             self._check_signals()
@@ -806,7 +806,7 @@ cdef class ProducerCore:
                 f"({self.queue_limits}): callbacks run on the thread that frees buffer space, so "
                 f"send() cannot wait there for max.block.ms; the record was not sent", code=name)
         if err == ERR__QUEUE_FULL:
-            waited = (kc_producer_now_us() - start_us) // 1000
+            waited = (kc_now_us() - start_us) // 1000
             return KafkaTimeoutError(
                 f"send() to topic {topic!r} waited {waited} ms for buffer space: the producer's "
                 f"buffer ({self.queue_limits}) stayed full for max.block.ms={self.max_block_ms} ms; "
@@ -829,13 +829,13 @@ cdef class ProducerCore:
         number still in flight. Raises KeyboardInterrupt (records stay pending)."""
         cdef int64_t left, until, now
         while True:
-            now = kc_producer_now_us()
+            now = kc_now_us()
             until = now + _SLICE_US
             if deadline_us >= 0 and deadline_us < until:
                 until = deadline_us
             with nogil:
                 left = kc_producer_flush_until(self.p, until)
-            if left == 0 or (deadline_us >= 0 and kc_producer_now_us() >= deadline_us):
+            if left == 0 or (deadline_us >= 0 and kc_now_us() >= deadline_us):
                 return left
             self._check_signals()
 
@@ -847,7 +847,7 @@ cdef class ProducerCore:
             raise IllegalStateError("flush() cannot be called from a send() callback: callbacks run "
                                     "on the thread that completes the records")
         if timeout_s >= 0 and not math.isinf(timeout_s):
-            deadline_us = kc_producer_now_us() + <int64_t>(timeout_s * 1e6)
+            deadline_us = kc_now_us() + <int64_t>(timeout_s * 1e6)
         self._enter("flush()")
         try:
             return self._flush_until(deadline_us)
@@ -884,7 +884,7 @@ cdef class ProducerCore:
         if self.p == NULL or self._release_pending:
             return 0
         if timeout_s >= 0 and not math.isinf(timeout_s):
-            deadline_us = kc_producer_now_us() + <int64_t>(timeout_s * 1e6)
+            deadline_us = kc_now_us() + <int64_t>(timeout_s * 1e6)
         self._closing_now = True
         self._closing_thread = threading.get_ident()
         self._closed = True
@@ -897,7 +897,7 @@ cdef class ProducerCore:
                 if left > 0:
                     kc_producer_purge(self.p)
                     # purged records get their reports at once; bound the wait anyway
-                    kc_producer_wait_idle(self.p, kc_producer_now_us() + _PURGE_WAIT_US)
+                    kc_producer_wait_idle(self.p, kc_now_us() + _PURGE_WAIT_US)
                 kc_producer_stop_thread(self.p)
             purged = left
             rec = kc_producer_take_all(self.p)
@@ -912,8 +912,8 @@ cdef class ProducerCore:
                 rec = nxt
             self._last_topic = None
             # other threads' calls see the closed flag within one wait slice and leave
-            grace_us = kc_producer_now_us() + _CLOSE_GRACE_US
-            while self._active > 0 and kc_producer_now_us() < grace_us:
+            grace_us = kc_now_us() + _CLOSE_GRACE_US
+            while self._active > 0 and kc_now_us() < grace_us:
                 with nogil:
                     usleep(2000)
             if self._active > 0:
@@ -952,7 +952,7 @@ cdef class ProducerCore:
         if timeout_s < 0:
             timeout_s = self.max_block_ms / 1000.0
         timeout_ms = <int>(min(timeout_s, 2147483.0) * 1000)
-        deadline_us = kc_txn_call_now_us() + <int64_t>timeout_ms * 1000
+        deadline_us = kc_now_us() + <int64_t>timeout_ms * 1000
         rk = self.p.rk
         if self._pending_call != NULL:
             if kc_txn_call_op(self._pending_call) != which:
@@ -1003,15 +1003,15 @@ cdef class ProducerCore:
                 call = kc_txn_call_start(rk, which, lst, cgmd, timeout_ms)  # owns lst and cgmd now
                 if call == NULL:
                     raise KafkaError(f"{op} transaction: could not start its thread", code="_FAIL")
-                self._pending_since_us = kc_txn_call_now_us()
+                self._pending_since_us = kc_now_us()
             while True:
-                now_us = kc_txn_call_now_us()
+                now_us = kc_now_us()
                 until_us = min(now_us + _TXN_SLICE_US, deadline_us + _TXN_GRACE_US)
                 with nogil:
                     done = kc_txn_call_wait(call, until_us)
                 if done:
                     break
-                if kc_txn_call_now_us() >= deadline_us + _TXN_GRACE_US:
+                if kc_now_us() >= deadline_us + _TXN_GRACE_US:
                     self._pending_call = call
                     raise TransactionBlockedError(
                         f"{op} transaction did not return within its timeout ({timeout_s:.3f} s): "
@@ -1037,7 +1037,7 @@ cdef class ProducerCore:
     cdef str _blocked_text(self, str op):
         cdef kc_txn_call_t *c = self._pending_call
         pending = _TXN_NAMES[kc_txn_call_op(c)] if c != NULL else op
-        since = (kc_txn_call_now_us() - self._pending_since_us) / 1e6
+        since = (kc_now_us() - self._pending_since_us) / 1e6
         return (f"librdkafka's {pending} call has been blocked for {since:.1f} s. Call {pending} again to "
                 f"keep waiting for it, or close this producer (its handle is freed once the call returns) "
                 f"and create a new one with the same transactional.id: its init_transactions() fences "

@@ -187,7 +187,7 @@ class AsyncKafkaConsumer:
         if waiter is None or waiter.loop is not loop or loop.is_closed():
             if waiter is not None:
                 waiter.detach()
-            fd = self._consumer._native.wake_fd
+            fd = self._consumer._wake_fd()
             if fd < 0:
                 raise IllegalStateError("This consumer has already been closed.")
             waiter = self._waiter = _FdWaiter(loop, fd)
@@ -315,7 +315,7 @@ class AsyncKafkaConsumer:
     def _handed_out_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """Positions of the records handed out: as the sync consumer's, except that a batch that
         ``async for`` has not finished counts only up to its last record handed out."""
-        offsets = {tp: OffsetAndMetadata(off) for tp, off in self._consumer._native.positions().items()}
+        offsets = {tp: OffsetAndMetadata(off) for tp, off in self._consumer._positions().items()}
         batch = self._batch
         if batch is not None and self._batch_next < len(batch):
             for record in list(batch)[self._batch_next:]:
@@ -350,7 +350,7 @@ class AsyncKafkaConsumer:
         self._consumer.commit_async(offs, done)
         deadline = loop.time() + secs
         while not result.done():
-            self._consumer._native.serve_commits()
+            self._consumer._serve_commits()
             if result.done():
                 break
             left = deadline - loop.time()

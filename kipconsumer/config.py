@@ -23,7 +23,6 @@ validates configs; the clients read the settings objects and hand ``settings.rdk
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import enum
 import functools
@@ -81,6 +80,15 @@ class ConsumerSettings:
     auto_commit_interval_ms: int
     default_api_timeout_ms: int
     rdkafka: dict[str, str]
+    #: ``isolation.level=read_committed``: offsets and lag are the last stable offset's
+    read_committed: bool = False
+    #: the rebalance protocol hands partitions over incrementally: a cooperative assignor, or
+    #: ``group.protocol=consumer`` (KIP-848, which ignores the assignor setting)
+    cooperative: bool = False
+    #: the fetch buffer's hard bounds: librdkafka's own prefetch bounds (``queued.min.messages``,
+    #: ``queued.max.messages.kbytes`` in bytes), so the buffer never holds more than was fetched
+    fetch_buffer_max_records: int = 100_000
+    fetch_buffer_max_bytes: int = 8_192 * 1024
     #: ``stats_cb``: called with librdkafka's statistics JSON (``statistics.interval.ms``) on the
     #: thread calling ``poll()``
     stats_cb: Callable[[str], object] | None = None
@@ -244,6 +252,10 @@ _COMMON: dict[str, Spec] = {
     "reconnect.backoff.max.ms": _int(0, 3_600_000, 10_000),
     "metadata.max.age.ms": _int(1, 86_400_000, 900_000),
 }
+
+#: librdkafka may prefetch this many polls' worth (``max.poll.records``) of records, at least
+#: 100,000 (``queued.min.messages``'s default): the fetch buffer's record bound, KIP-41's prefetch rule.
+PREFETCH_POLLS = 4
 
 #: Consumer keys (Java names, plus the two librdkafka prefetch bounds kipconsumer defaults).
 CONSUMER_SPECS: dict[str, Spec] = _table({
@@ -529,32 +541,14 @@ RdkafkaCheck = Callable[[str, str], "str | None"]
 
 @functools.cache
 def _librdkafka_check() -> RdkafkaCheck | None:
-    """A function that sets one property on a scratch librdkafka conf and returns its error, if any.
-
-    ``None`` when the library cannot be loaded (then pass-through values are not pre-checked).
-    """
+    """A function that sets one property on a scratch librdkafka conf and returns its error, if any
+    (kipconsumer._native, the one binding to librdkafka). ``None`` when the extension cannot be
+    loaded (then pass-through values are not pre-checked)."""
     try:
-        from kipconsumer import _loader
-
-        lib = ctypes.CDLL(_loader.librdkafka_path())
-    except (ImportError, OSError):  # pragma: no cover - the clients will fail loudly anyway
+        from kipconsumer import _native
+    except ImportError:  # pragma: no cover - the clients will fail loudly anyway
         return None
-    lib.rd_kafka_conf_new.restype = ctypes.c_void_p
-    lib.rd_kafka_conf_new.argtypes = []
-    lib.rd_kafka_conf_destroy.argtypes = [ctypes.c_void_p]
-    lib.rd_kafka_conf_set.restype = ctypes.c_int
-    lib.rd_kafka_conf_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
-                                      ctypes.c_size_t]
-
-    def check(name: str, value: str) -> str | None:
-        conf = lib.rd_kafka_conf_new()
-        err = ctypes.create_string_buffer(512)
-        try:
-            rc = lib.rd_kafka_conf_set(conf, name.encode(), value.encode(), err, len(err))
-        finally:
-            lib.rd_kafka_conf_destroy(conf)
-        return None if rc == 0 else (err.value.decode(errors="replace") or f"error {rc}")
-
+    check: RdkafkaCheck = _native.librdkafka_property_error
     return check
 
 
@@ -944,7 +938,7 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
     if "queued.min.messages" not in res.explicit:
         # The memory bound is queued.max.messages.kbytes; a low message count starves the
         # fetch pipeline of small records (measured: 10000 -> 0.36M rec/s, 100000 -> 2.1M).
-        rd["queued.min.messages"] = str(max(4 * res.get_int("max.poll.records"), 100_000))
+        rd["queued.min.messages"] = str(max(PREFETCH_POLLS * res.get_int("max.poll.records"), 100_000))
     rd.update(res.passthrough)
     rd.update(CONSUMER_FORCED)
     poll_fairness = res.get_str("poll.fairness")
@@ -961,6 +955,11 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         auto_commit_interval_ms=res.get_int("auto.commit.interval.ms"),
         default_api_timeout_ms=res.get_int("default.api.timeout.ms"),
         rdkafka=rd,
+        read_committed=rd["isolation.level"] == "read_committed",
+        cooperative=("cooperative" in rd.get("partition.assignment.strategy", "").lower()
+                     or res.values["group.protocol"] == "consumer"),
+        fetch_buffer_max_records=int(rd["queued.min.messages"]),
+        fetch_buffer_max_bytes=int(rd["queued.max.messages.kbytes"]) * 1024,
         stats_cb=stats_cb,
         oauth_cb=oauth_cb,
         key_deserializer=deserializers.get("key.deserializer"),

@@ -128,19 +128,7 @@ class KafkaConsumer:
     def __init__(self, config: Mapping[str, object]) -> None:
         self._settings: ConsumerSettings = consumer_settings(config)
         s = self._settings
-        self._native = NativeConsumer(
-            s.rdkafka,
-            s.max_poll_records,
-            s.poll_fairness,
-            s.max_poll_interval_ms,
-            s.enable_auto_commit,
-            s.default_api_timeout_ms,
-            s.stats_cb,
-            s.poll_prefetch_thread,
-            s.key_deserializer,
-            s.value_deserializer,
-            s.oauth_cb,
-        )
+        self._native = NativeConsumer(s)
         self._auto_offset_reset = s.rdkafka.get("auto.offset.reset", "latest")
         # The thread contract (_enter/_leave/close): which thread is in a call, how deep (callbacks
         # re-enter on that thread), which method it started with, and a close() of another thread
@@ -274,6 +262,24 @@ class KafkaConsumer:
     def wakeup(self) -> None:
         """Makes a blocked ``poll()``, or the next one, raise ``WakeupError``. Thread-safe."""
         self._native.wakeup()
+
+    # -- for kipconsumer.aio: the native handle's loop hooks, behind the thread contract --
+    def _wake_fd(self) -> int:
+        """The descriptor that turns readable when ``poll()`` has work (records, callbacks, errors);
+        -1 once closed. Any thread (a read of a number); in a fork child ``IllegalStateError``."""
+        fd: int = self._native.wake_fd
+        return fd
+
+    @_owned
+    def _positions(self) -> dict[TopicPartition, int]:
+        """The next offset to hand out, per assigned partition (what ``commit_sync()`` commits)."""
+        positions: dict[TopicPartition, int] = self._native.positions()
+        return positions
+
+    @_owned
+    def _serve_commits(self) -> None:
+        """Runs the callbacks of completed ``commit_async()`` calls, on this thread, without polling."""
+        self._native.serve_commits()
 
     # -- offsets -----------------------------------------------------------------------
     def _default_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:

@@ -105,6 +105,10 @@ _TIMEOUT_CODES = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT",
 # a transactional call returns up to 1 s after its timeout (it waits in slices, kipconsumer._producer)
 _CALL_OVERRUN_S = 1.0
 _MIN_CALL_S = 0.1
+#: A partition's task is paused (its partition too) once it holds this many polls' worth
+#: (``max.poll.records``) of unprocessed records, and resumed below it: the pipeline's memory bound
+#: per partition. Not the fetch buffer's bound (config.py's ``queued.min.messages`` default).
+PAUSE_AFTER_POLLS = 4
 
 
 def _names(specs: Mapping[str, Any]) -> set[str]:
@@ -514,7 +518,7 @@ class Pipeline:
                                     self._held, self._call_budget_s)
         cs = self._consumer.settings
         self._budget = cs.max_poll_records
-        self._high_water = 4 * cs.max_poll_records
+        self._high_water = PAUSE_AFTER_POLLS * cs.max_poll_records
         self._group_call_s = min(cs.default_api_timeout_ms / 1000.0, self._half_mpi_s)
         self._tasks: dict[TopicPartition, _PartitionTask] = {}
         self._sink_count: int | None = None

@@ -23,7 +23,7 @@ from support import produce_ids
 from kipconsumer import KafkaConsumer, TopicPartition
 from kipconsumer.aio import AsyncKafkaConsumer, AsyncKafkaProducer
 from kipconsumer.broker import EmbeddedBroker
-from kipconsumer.errors import IllegalStateError, KafkaTimeoutError
+from kipconsumer.errors import ConcurrentAccessError, IllegalStateError, KafkaTimeoutError, WakeupError
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,6 +180,42 @@ def test_async_for_and_commit_of_what_was_handed_out(broker: EmbeddedBroker,
             assert (await c.commit())[TopicPartition(topic, 0)].offset == 50
         with KafkaConsumer(conf(broker, group)) as sync:
             assert sync.committed([TopicPartition(topic, 0)])[TopicPartition(topic, 0)].offset == 50  # type: ignore[union-attr]
+
+    run(main())
+
+
+def test_async_commit_keeps_the_sync_consumers_thread_contract(broker: EmbeddedBroker,
+                                                               topic_factory: Callable[..., str],
+                                                               unique_name: Callable[[str], str]) -> None:
+    """The asyncio consumer reaches its sync consumer's handle only through the thread contract: while
+    another thread is inside a call of the same consumer, ``commit()`` raises ConcurrentAccessError
+    (the other call goes on), never reads positions or runs callbacks beside it."""
+    topic = topic_factory(partitions=1)
+    produce(broker, topic, 10, 1)
+
+    async def main() -> None:
+        async with AsyncKafkaConsumer(conf(broker, unique_name("g"))) as c:
+            c.assign([TopicPartition(topic, 0)])
+            assert len(await c.poll(5)) > 0
+            sync = c.consumer
+
+            def wait_inside_poll() -> None:
+                with pytest.raises(WakeupError):
+                    sync.poll(20)  # no records left: it waits inside poll() until wakeup()
+
+            t = threading.Thread(target=wait_inside_poll)
+            t.start()
+            try:
+                deadline = time.monotonic() + 10
+                while sync._owner is None and time.monotonic() < deadline:  # until it is inside the call
+                    await asyncio.sleep(0.01)
+                with pytest.raises(ConcurrentAccessError):
+                    await c.commit()
+            finally:
+                sync.wakeup()
+                t.join(15)
+            assert not t.is_alive()
+            assert (await c.commit())[TopicPartition(topic, 0)].offset == 10
 
     run(main())
 

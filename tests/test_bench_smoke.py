@@ -23,6 +23,7 @@ SCRIPTS = [
     "profile_poll.py",
     "eos_bench.py",
     "queue_layout.py",
+    "java_bench.py",
 ]
 
 

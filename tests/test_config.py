@@ -266,9 +266,25 @@ def test_consumer_fields_follow_config() -> None:
     s = cons({"group.id": "g", "max.poll.records": "7", "poll.fairness": "GREEDY",
               "enable.auto.commit": "False", "auto.commit.interval.ms": 1, "default.api.timeout.ms": 0,
               "session.timeout.ms": 10000, "heartbeat.interval.ms": 100, "max.poll.interval.ms": 20000})
-    assert s == ConsumerSettings("g", 7, "greedy", 20000, 10000, 100, False, 1, 0, s.rdkafka)
+    assert s == ConsumerSettings("g", 7, "greedy", 20000, 10000, 100, False, 1, 0, s.rdkafka,
+                                 read_committed=False, cooperative=False, fetch_buffer_max_records=100_000,
+                                 fetch_buffer_max_bytes=8_192 * 1024)
     assert "max.poll.records" not in s.rdkafka and "poll.fairness" not in s.rdkafka
     assert "default.api.timeout.ms" not in s.rdkafka
+
+
+@pytest.mark.parametrize(("conf", "expected"), [
+    ({}, (False, False, 100_000, 8_192 * 1024)),
+    ({"isolation.level": "read_committed", "partition.assignment.strategy": "cooperative-sticky",
+      "queued.max.messages.kbytes": 10, "max.poll.records": 30_000}, (True, True, 120_000, 10 * 1024)),
+    ({"group.protocol": "consumer", "queued.min.messages": 7}, (False, True, 7, 8_192 * 1024)),
+])
+def test_consumer_derived_settings_have_one_source(conf: dict[str, object],
+                                                  expected: tuple[bool, bool, int, int]) -> None:
+    """The native consumer reads these and nothing else (no fallback of its own): read_committed,
+    the incremental protocol, and the fetch buffer's bounds (librdkafka's prefetch bounds)."""
+    s = cons({"group.id": "g", **conf})
+    assert (s.read_committed, s.cooperative, s.fetch_buffer_max_records, s.fetch_buffer_max_bytes) == expected
 
 
 @pytest.mark.parametrize(("max_poll_records", "queued_min"),

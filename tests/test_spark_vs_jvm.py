@@ -307,3 +307,41 @@ def test_sink_writes_the_same_records(spark: SparkSession, data: dict[str, str],
         assert keyed(got) == keyed(want), name
         assert unkeyed(got) == unkeyed(want), name
     assert all(r[6] == 0 for rs in written.values() for r in rs)  # CreateTime on both
+
+
+def test_sink_puts_keyed_records_where_the_java_partitioner_would(spark: SparkSession,
+                                                                  kafka_cluster: Any) -> None:
+    """format("kipkafka") written without a partition column: every keyed record lands on the partition
+    the Java producer's default partitioner (murmur2) gives its key, as our Java peer computes it
+    (``partition-for``), on a 7-partition topic."""
+    import java_peer
+    from conftest import unique_name
+
+    from kipconsumer import KafkaConsumer, TopicPartition
+
+    servers = kafka_cluster.bootstrap_servers
+    topic = unique_name("vsjvm-murmur2")
+    kafka_cluster.create_topic(topic, 7, 1)
+    df = spark.range(300).select(F.format_string("key-%d", "id").cast("binary").alias("key"),
+                                 F.format_string("value-%d", "id").cast("binary").alias("value"))
+    df.write.format("kipkafka").option("kafka.bootstrap.servers", servers).option("topic", topic) \
+        .mode("append").save()
+    landed: dict[bytes, int] = {}
+    c = KafkaConsumer({"bootstrap.servers": servers, "enable.auto.commit": False})
+    try:
+        tps = [TopicPartition(topic, p) for p in range(7)]
+        c.assign(tps)
+        for tp in tps:
+            c.seek(tp, 0)
+        deadline = time.monotonic() + 30
+        while len(landed) < 300 and time.monotonic() < deadline:
+            for r in c.poll(0.5):
+                assert r.key is not None and r.key not in landed
+                landed[r.key] = r.partition
+    finally:
+        c.close()
+    assert len(landed) == 300
+    keys = sorted(landed)
+    java = java_peer.partitions_for(keys, 7)
+    assert [landed[k] for k in keys] == java
+    assert len(set(java)) == 7  # the keys spread over every partition: the check is not vacuous

@@ -8,6 +8,7 @@
 
 #include "kc_test.h"
 #include "txn_call.h"
+#include "clock.h"
 
 static rd_kafka_t *new_producer(void) {
     char errstr[256];
@@ -24,7 +25,7 @@ static void test_finish_returns_librdkafkas_result(void) {
     rd_kafka_error_t *error;
     CHECK(c != NULL);
     CHECK(kc_txn_call_op(c) == KC_TXN_INIT);
-    CHECK(kc_txn_call_wait(c, kc_txn_call_now_us() + 5000000));
+    CHECK(kc_txn_call_wait(c, kc_now_us() + 5000000));
     error = kc_txn_call_finish(c);
     CHECK_MSG(error != NULL && rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__TIMED_OUT, "%s",
               error ? rd_kafka_error_string(error) : "no error");
@@ -47,9 +48,9 @@ static void test_a_held_call_is_waited_for_with_a_bound_and_released_when_it_ret
     kc_txn_call_set_test_hold_ms(800);
     c = kc_txn_call_start(rk, KC_TXN_INIT, NULL, NULL, 100);
     kc_txn_call_set_test_hold_ms(0);
-    t0 = kc_txn_call_now_us();
+    t0 = kc_now_us();
     CHECK(!kc_txn_call_wait(c, t0 + 300000)); /* the caller's bound, not the call's 900 ms */
-    CHECK(kc_txn_call_now_us() - t0 < 700000);
+    CHECK(kc_now_us() - t0 < 700000);
     released = 0;
     kc_txn_call_release(c, release_producer, rk); /* returns at once; the helper thread releases */
     CHECK(released == 0);
@@ -61,7 +62,7 @@ static void test_a_held_call_is_waited_for_with_a_bound_and_released_when_it_ret
 static void test_release_of_a_returned_call_runs_at_once(void) {
     rd_kafka_t *rk = new_producer();
     kc_txn_call_t *c = kc_txn_call_start(rk, KC_TXN_INIT, NULL, NULL, 50);
-    CHECK(kc_txn_call_wait(c, kc_txn_call_now_us() + 5000000));
+    CHECK(kc_txn_call_wait(c, kc_now_us() + 5000000));
     released = 0;
     kc_txn_call_release(c, release_producer, rk);
     CHECK(released == 1);

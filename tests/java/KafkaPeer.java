@@ -31,6 +31,23 @@
 //   lag BOOTSTRAP TOPIC [--isolation L] [--max-poll-records N]  assign partition 0 from offset 0,
 //                                    poll once with records (at most N), then print
 //                                    {"position","lag"}: currentLag once known (within 10 s)
+//   poll-latency BOOTSTRAP TOPIC N   (bench/java_bench.py) time polls of up to 500 buffered records:
+//                                    10 rounds of a 1 s pause then K timed poll(1 s) calls (K from N as
+//                                    bench/workers.py's *-latency clients), after an untimed warm-up read
+//                                    of --warmup-records (default 20000) by another consumer and one
+//                                    untimed poll (Java fetches only inside poll()); prints
+//                                    (--rounds R and --pause-ms P change the 10 and the 1 s, for tests)
+//                                    buffered_p50_us/_p99_us/_max_us, first_p50_us/first_max_us
+//   fairness BOOTSTRAP TOPIC COUNTS  COUNTS = records per partition (a,b,c...): assign all from 0, sleep
+//       --max-poll-records N         --settle S, poll until all are read; prints {"timeline": one list of
+//       --settle S                   per-partition counts per poll that returned records}
+//   poll-gap BOOTSTRAP TOPIC GROUP TOTAL --gap-ms G [--max-poll-interval-ms M] [--max-poll-records N]
+//       [--session-timeout-ms S]
+//                                    subscribe, poll until records, commit, stop polling for G ms, then
+//                                    poll (committing) until TOTAL records; prints the listener's events
+//                                    (t from the gap's start), duplicates, seconds to records after the gap
+//   stall BOOTSTRAP TOPIC --stall S  assign all from 0, poll (500) until records, print "stall_start",
+//                                    sleep S s without polling, print "stall_end" (RSS sampled outside)
 //   consume-bench BOOTSTRAP TOPIC N  read N records (every partition from the beginning), then
 //                                    {"records","seconds","cpu_seconds"} (process CPU, all threads,
 //                                    from the first poll on: JVM start-up excluded) of the last of
@@ -92,6 +109,10 @@ public final class KafkaPeer {
             case "consume" -> System.exit(consume(o));
             case "group" -> group(o);
             case "lag" -> lag(o);
+            case "poll-latency" -> pollLatency(o);
+            case "fairness" -> fairness(o);
+            case "poll-gap" -> pollGap(o);
+            case "stall" -> stall(o);
             case "consume-bench" -> consumeBench(o);
             case "produce-bench" -> produceBench(o);
             default -> usage("unknown command " + cmd);
@@ -530,6 +551,213 @@ public final class KafkaPeer {
             }
             emit("{\"position\":" + c.position(tp) + ",\"lag\":" + (lag.isPresent() ? lag.getAsLong() : "null")
                     + "}");
+        }
+    }
+
+    // -- issue #26 rows of bench/java_bench.py: poll latency, fairness, KIP-62 gap, stalled memory --
+    private static KafkaConsumer<byte[], byte[]> assignedFromZero(String bootstrap, String topic, String maxPoll) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, maxPoll);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p);
+        List<TopicPartition> tps = new ArrayList<>();
+        for (PartitionInfo pi : c.partitionsFor(topic, Duration.ofSeconds(30))) {
+            tps.add(new TopicPartition(topic, pi.partition()));
+        }
+        tps.sort((a, b) -> Integer.compare(a.partition(), b.partition()));
+        c.assign(tps);
+        for (TopicPartition tp : tps) {
+            c.seek(tp, 0);
+        }
+        return c;
+    }
+
+    private static long touch(ConsumerRecords<byte[], byte[]> records) {
+        long n = 0;
+        for (ConsumerRecord<byte[], byte[]> r : records) {
+            byte[] v = r.value(); // touch every value, as the Python clients do
+            n += v == null ? 0 : 1;
+        }
+        return records.count() + (n < 0 ? 1 : 0);
+    }
+
+    private static double pct(List<Long> sortedNanos, double q) {
+        int i = Math.min(sortedNanos.size() - 1, (int) (sortedNanos.size() * q));
+        return sortedNanos.get(i) / 1e3;
+    }
+
+    private static void pollLatency(Opts o) throws Exception {
+        String bootstrap = o.pos(1, "BOOTSTRAP");
+        String topic = o.pos(2, "TOPIC");
+        long want = Long.parseLong(o.pos(3, "N"));
+        int rounds = Integer.parseInt(o.get("rounds", "10"));
+        long pauseMs = Long.parseLong(o.get("pause-ms", "1000"));
+        int perRound = (int) Math.max(1, Math.min(100, want / (rounds * 500L) - 1));
+        long warm = Math.min(want, Long.parseLong(o.get("warmup-records", "20000")));
+        try (KafkaConsumer<byte[], byte[]> c = assignedFromZero(bootstrap, topic, "500")) {
+            long n = 0; // untimed: loads the classes and warms the JIT up
+            long deadline = System.nanoTime() + 60_000_000_000L;
+            while (n < warm && System.nanoTime() < deadline) {
+                n += touch(c.poll(Duration.ofMillis(500)));
+            }
+        }
+        List<Long> lat = new ArrayList<>();
+        long got = 0;
+        try (KafkaConsumer<byte[], byte[]> c = assignedFromZero(bootstrap, topic, "500")) {
+            // Java's classic consumer fetches only inside poll(): one untimed poll starts its fetching
+            // (the Python clients' fetch threads start on assign), then it fetches ahead between polls.
+            got += touch(c.poll(Duration.ofSeconds(1)));
+            for (int round = 0; round < rounds; round++) {
+                Thread.sleep(pauseMs);
+                for (int k = 0; k < perRound; k++) {
+                    long s = System.nanoTime();
+                    ConsumerRecords<byte[], byte[]> records = c.poll(Duration.ofSeconds(1));
+                    lat.add(System.nanoTime() - s);
+                    got += touch(records);
+                }
+            }
+        }
+        List<Long> first = new ArrayList<>();
+        for (int i = 0; i < lat.size(); i += perRound) {
+            first.add(lat.get(i));
+        }
+        java.util.Collections.sort(lat);
+        java.util.Collections.sort(first);
+        emit("{\"records\":" + got + ",\"polls\":" + lat.size() + ",\"buffered_p50_us\":" + pct(lat, 0.5)
+                + ",\"buffered_p99_us\":" + pct(lat, 0.99) + ",\"buffered_max_us\":" + lat.get(lat.size() - 1) / 1e3
+                + ",\"first_p50_us\":" + pct(first, 0.5) + ",\"first_max_us\":" + first.get(first.size() - 1) / 1e3
+                + "}");
+    }
+
+    private static void fairness(Opts o) throws Exception {
+        String bootstrap = o.pos(1, "BOOTSTRAP");
+        String topic = o.pos(2, "TOPIC");
+        String[] parts = o.pos(3, "COUNTS").split(",");
+        long total = 0;
+        for (String x : parts) {
+            total += Long.parseLong(x);
+        }
+        StringBuilder timeline = new StringBuilder("[");
+        try (KafkaConsumer<byte[], byte[]> c = assignedFromZero(bootstrap, topic, o.get("max-poll-records", "500"))) {
+            Thread.sleep((long) (Double.parseDouble(o.get("settle", "1")) * 1000));
+            long got = 0;
+            boolean firstPoll = true;
+            long deadline = System.nanoTime() + 300_000_000_000L;
+            while (got < total && System.nanoTime() < deadline) {
+                ConsumerRecords<byte[], byte[]> records = c.poll(Duration.ofMillis(200));
+                if (records.isEmpty()) {
+                    continue;
+                }
+                timeline.append(firstPoll ? "[" : ",[");
+                firstPoll = false;
+                for (int i = 0; i < parts.length; i++) {
+                    int k = records.records(new TopicPartition(topic, i)).size();
+                    timeline.append(i == 0 ? "" : ",").append(k);
+                    got += k;
+                }
+                timeline.append(']');
+            }
+        }
+        emit("{\"timeline\":" + timeline.append(']') + "}");
+    }
+
+    private static void pollGap(Opts o) throws Exception {
+        String bootstrap = o.pos(1, "BOOTSTRAP");
+        String topic = o.pos(2, "TOPIC");
+        String groupId = o.pos(3, "GROUP");
+        long total = Long.parseLong(o.pos(4, "TOTAL"));
+        long gapMs = Long.parseLong(o.get("gap-ms", "5000"));
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, o.get("max-poll-records", "100"));
+        p.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, o.get("max-poll-interval-ms", "6000"));
+        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, o.get("session-timeout-ms", "6000"));
+        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        List<String> events = java.util.Collections.synchronizedList(new ArrayList<>());
+        long[] gapStart = {System.nanoTime()};
+        java.util.function.BiConsumer<String, Collection<TopicPartition>> event = (name, parts) -> events.add(
+                "{\"event\":" + str(name) + ",\"t\":" + (System.nanoTime() - gapStart[0]) / 1e9 + ",\"partitions\":"
+                        + tps(parts) + "}");
+        java.util.Set<String> seen = new java.util.HashSet<>();
+        long duplicates = 0;
+        long got = 0;
+        int commitFailures = 0;
+        double recordsAfter = -1;
+        String seenEvents;
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            c.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                @Override
+                public void onPartitionsRevoked(Collection<TopicPartition> parts) {
+                    event.accept("revoked", parts);
+                }
+
+                @Override
+                public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+                    event.accept("assigned", parts);
+                }
+
+                @Override
+                public void onPartitionsLost(Collection<TopicPartition> parts) {
+                    event.accept("lost", parts);
+                }
+            });
+            long deadline = System.nanoTime() + 60_000_000_000L;
+            boolean gapDone = false;
+            while (got < total && System.nanoTime() < deadline) {
+                ConsumerRecords<byte[], byte[]> records = c.poll(Duration.ofMillis(200));
+                if (records.isEmpty()) {
+                    continue;
+                }
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    if (!seen.add(r.partition() + ":" + r.offset())) {
+                        duplicates++;
+                    }
+                    got++;
+                }
+                if (gapDone && recordsAfter < 0) {
+                    recordsAfter = (System.nanoTime() - gapStart[0]) / 1e9 - gapMs / 1e3;
+                }
+                try {
+                    c.commitSync();
+                } catch (org.apache.kafka.common.KafkaException e) {
+                    commitFailures++;
+                }
+                if (!gapDone) { // the processing gap, after the first records and their commit
+                    gapStart[0] = System.nanoTime();
+                    events.clear();
+                    Thread.sleep(gapMs);
+                    gapDone = true;
+                    deadline = System.nanoTime() + 60_000_000_000L;
+                }
+            }
+            seenEvents = events.toString(); // before close(): its revoke is a wanted leave, not the gap's
+        }
+        emit("{\"gap_s\":" + gapMs / 1e3 + ",\"records\":" + got + ",\"duplicates\":" + duplicates
+                + ",\"records_after_gap_s\":" + (recordsAfter < 0 ? "null" : Double.toString(recordsAfter))
+                + ",\"commit_failures\":" + commitFailures + ",\"events\":" + seenEvents + "}");
+    }
+
+    private static void stall(Opts o) throws Exception {
+        String bootstrap = o.pos(1, "BOOTSTRAP");
+        String topic = o.pos(2, "TOPIC");
+        double seconds = Double.parseDouble(o.get("stall", "10"));
+        try (KafkaConsumer<byte[], byte[]> c = assignedFromZero(bootstrap, topic, "500")) {
+            long got = 0;
+            long deadline = System.nanoTime() + 60_000_000_000L;
+            while (got == 0 && System.nanoTime() < deadline) {
+                got = touch(c.poll(Duration.ofMillis(100)));
+            }
+            emit("{\"event\":\"stall_start\",\"records\":" + got + "}");
+            Thread.sleep((long) (seconds * 1000)); // the application stops polling
+            emit("{\"event\":\"stall_end\"}");
         }
     }
 
