@@ -360,6 +360,7 @@ cdef class NativeConsumer:
             kc_consumer_free(self.core)
             self.core = NULL
         if self.rk != NULL:
+            _oauth_stop(self.rk)
             self.rk = NULL
             # destroys rk now, or when the last batch holding its messages is freed
             self._handle = None

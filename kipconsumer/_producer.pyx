@@ -492,6 +492,7 @@ cdef class ProducerCore:
         self.ctx.transactional = bool(rdkafka.get("transactional.id"))
         r = kc_producer_start(self.p, _on_batch, self.ctx)
         if r != 0:
+            _oauth_stop(self.p.rk)
             with nogil:
                 kc_producer_destroy(self.p)
             self.p = NULL
@@ -519,6 +520,7 @@ cdef class ProducerCore:
         if p == NULL:
             return
         self.p = NULL
+        _oauth_stop(p.rk)
         for t in self._topics.values():
             rd_kafka_topic_destroy((<_Topic>t).rkt)
         self._topics.clear()
