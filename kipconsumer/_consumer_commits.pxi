@@ -129,6 +129,7 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
         raise RebalanceInProgressError(
             f"{what} failed: offset commit cannot be completed since the consumer group is "
             f"rebalancing. {hint}", code=_err_name(err))
+    _check_security(c, what)  # a commit that failed because the login or the group was refused
     if c._group_refused is not None and _err_name(err) == "_WAIT_COORD":
         # librdkafka found no coordinator because the group's ACLs refused it (poll() said so)
         raise GroupAuthorizationError(f"{what} failed: {c._group_refused}", code="GROUP_AUTHORIZATION_FAILED",

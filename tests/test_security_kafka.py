@@ -269,6 +269,65 @@ def test_commit_raises_group_authorization_error(secured: KafkaCluster) -> None:
         c.close(timeout=5)
 
 
+def test_calls_other_than_poll_raise_the_held_authentication_error(secured: KafkaCluster) -> None:
+    """An assign-only consumer with a wrong password that never polls: the first broker call that
+    fails says AuthenticationError (not a timeout), and then every call that talks to the broker
+    raises it at once, as poll() does (one check: _check_security in _consumer_poll.pxi)."""
+    topic = _topic(secured)
+    tp = TopicPartition(topic, 0)
+    c = KafkaConsumer(_consumer_conf(_sasl(secured, password=SECRET), unique_name("sec-g")))
+    try:
+        c.assign([tp])
+        t0 = time.monotonic()
+        with pytest.raises(AuthenticationError) as info:
+            while time.monotonic() - t0 < LIMIT_S + 5:
+                c.end_offsets([tp], timeout=1.0)  # each attempt fails within 1 s until the refusal is seen
+        assert time.monotonic() - t0 < LIMIT_S
+        assert SECRET not in str(info.value)
+        calls: dict[str, Any] = {
+            "commit_sync": lambda: c.commit_sync({tp: 0}, timeout=LIMIT_S),
+            "commit_async": lambda: c.commit_async({tp: 0}),
+            "committed": lambda: c.committed([tp], timeout=LIMIT_S),
+            "position": lambda: c.position(tp, timeout=LIMIT_S),
+            "beginning_offsets": lambda: c.beginning_offsets([tp], timeout=LIMIT_S),
+            "end_offsets": lambda: c.end_offsets([tp], timeout=LIMIT_S),
+            "offsets_for_times": lambda: c.offsets_for_times({tp: 0}, timeout=LIMIT_S),
+            "poll": lambda: c.poll(1.0),
+        }
+        for name, call in calls.items():
+            t1 = time.monotonic()
+            with pytest.raises(AuthenticationError):
+                call()
+            assert time.monotonic() - t1 < 0.5, name
+    finally:
+        c.close(timeout=5)
+
+
+@pytest.mark.parametrize("case", ["wrong password", "group without ACL"])
+def test_commit_sync_of_a_consumer_that_never_polled_raises_the_typed_error(
+        secured: KafkaCluster, case: str) -> None:
+    """assign() then commit_sync() with no poll(): the refusal librdkafka reported on the consumer
+    queue is served by the commit itself (it used to be a plain KafkaError after about 6 s)."""
+    topic = _topic(secured)
+    tp = TopicPartition(topic, 0)
+    if case == "wrong password":
+        group, conf, cls = unique_name("sec-g"), _sasl(secured, password=SECRET), AuthenticationError
+    else:
+        group, conf, cls = unique_name("forbidden"), _sasl(secured), GroupAuthorizationError
+    c = KafkaConsumer(_consumer_conf(conf, group))
+    try:
+        c.assign([tp])
+        t0 = time.monotonic()
+        with pytest.raises(cls) as info:
+            c.commit_sync({tp: 0}, timeout=LIMIT_S + 5)
+        assert time.monotonic() - t0 < LIMIT_S
+        if isinstance(info.value, GroupAuthorizationError):
+            assert info.value.group_id == group
+        assert SECRET not in str(info.value)
+    finally:
+        c.close(timeout=5)
+
+
 def test_send_to_a_topic_without_acl_raises_topic_authorization_error(secured: KafkaCluster) -> None:
     denied = _topic(secured, "denied")
     with KafkaProducer(_sasl(secured)) as p:
