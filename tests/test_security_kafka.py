@@ -310,6 +310,7 @@ def test_commit_sync_of_a_consumer_that_never_polled_raises_the_typed_error(
     queue is served by the commit itself (it used to be a plain KafkaError after about 6 s)."""
     topic = _topic(secured)
     tp = TopicPartition(topic, 0)
+    cls: type[KafkaError]
     if case == "wrong password":
         group, conf, cls = unique_name("sec-g"), _sasl(secured, password=SECRET), AuthenticationError
     else:
