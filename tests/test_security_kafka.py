@@ -27,6 +27,7 @@ from kipconsumer import KafkaConsumer, KafkaProducer, TopicPartition
 from kipconsumer.aio import AsyncKafkaConsumer, AsyncKafkaProducer
 from kipconsumer.errors import (
     AuthenticationError,
+    ClusterAuthorizationError,
     GroupAuthorizationError,
     KafkaError,
     TopicAuthorizationError,
@@ -348,6 +349,32 @@ def test_send_future_fails_with_topic_authorization_error_when_write_is_denied(s
             fut.result(LIMIT_S + 5)
         assert time.monotonic() - t0 < LIMIT_S
         assert info.value.topics == {topic}
+    low, high = _watermarks(secured, topic)
+    assert high - low == 0
+
+
+def test_idempotent_producer_without_any_write_acl_raises_cluster_authorization_error(
+        secured: KafkaCluster) -> None:
+    """Kafka (2.8+) gives an idempotent producer (kipconsumer's default) its producer id only with WRITE
+    on some topic or IDEMPOTENT_WRITE on the cluster: without either, InitProducerId is refused with
+    CLUSTER_AUTHORIZATION_FAILED, librdkafka's fatal error, which purges the queue. The record's future
+    and every later send() say ClusterAuthorizationError (they said _PURGE_QUEUE / _FATAL)."""
+    secured.create_scram_user("carol", "carol-pw", "SCRAM-SHA-256")
+    secured.grant("User:carol", "topic", "ro-", "DESCRIBE", prefixed=True)
+    topic = _topic(secured, "ro")
+    p = KafkaProducer(_sasl(secured, "carol", "carol-pw"))
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(ClusterAuthorizationError) as info:
+            p.send(topic, value=b"x").result(LIMIT_S + 5)
+        assert time.monotonic() - t0 < LIMIT_S
+        assert info.value.code == "CLUSTER_AUTHORIZATION_FAILED"
+        t1 = time.monotonic()
+        with pytest.raises(ClusterAuthorizationError):
+            p.send(topic, value=b"y").result(LIMIT_S)
+        assert time.monotonic() - t1 < 0.5
+    finally:
+        p.close(timeout=5)
     low, high = _watermarks(secured, topic)
     assert high - low == 0
 
