@@ -510,9 +510,9 @@ def _oauth_conf(cluster: KafkaCluster, provider: Any) -> dict[str, Any]:
 
 
 def test_oauth_cb_token_provider_is_called_and_refreshed_before_expiry(secured: KafkaCluster) -> None:
-    """librdkafka asks the provider again at 80 % of the token's lifetime. (Not covered: the session
-    re-authentication at the first token's expiry; against Kafka 4.2 librdkafka 2.16's re-authentication
-    was refused with ILLEGAL_SASL_STATE, so the test stays within the first token's lifetime.)"""
+    """librdkafka asks the provider again at 80 % of the token's lifetime. The test stays within the
+    first token's lifetime: with tokens this short, librdkafka's re-authentications may come less than a
+    second apart, which Kafka refuses with ILLEGAL_SASL_STATE (docs/security.md, KIP-368)."""
     secured.grant("User:oauth-cb", "topic", "sec-", prefixed=True)
     secured.grant("User:oauth-cb", "group", "sec-", prefixed=True)
     calls: list[float] = []
