@@ -158,6 +158,12 @@ static void serve_consumer_queue(kc_consumer_t *c) {
     }
 }
 
+void kc_consumer_serve(kc_consumer_t *c) {
+    kc_consumer_hold(c);
+    serve_consumer_queue(c);
+    kc_consumer_release(c);
+}
+
 void kc_consumer_seek_guard(kc_partition_t *p, int64_t offset) {
     p->seek_target = offset;
     p->seek_seen = KC_POSITION_UNKNOWN;

@@ -138,6 +138,11 @@ static inline void kc_consumer_release_all(kc_consumer_t *c) {
 
 /* Pops the oldest pending consumer error (caller destroys it), or NULL. */
 rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c);
+/* Serves the consumer queue once without waiting and without handing out records: error and
+ * rebalance callbacks run, errors are kept for kc_consumer_take_error(), fetched messages go into
+ * the buffer. For calls other than poll() on a consumer without a subscription (no rebalance
+ * callback can come), so that they learn of a refused login or group. */
+void kc_consumer_serve(kc_consumer_t *c);
 /* Makes a blocked or the next kc_consumer_poll() return KC_POLL_WAKEUP. Any thread. */
 void kc_consumer_wakeup(kc_consumer_t *c);
 

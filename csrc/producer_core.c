@@ -121,6 +121,18 @@ static size_t kc_producer_collect(kc_producer_t *p, rd_kafka_event_t *ev, size_t
             /* purged by kc_producer_latch_auth_failure(): auth_err is only written on this thread */
             it->err = p->auth_err;
             it->errstr = p->auth_error;
+        } else if (m->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE &&
+                   !__atomic_load_n(&p->closing, __ATOMIC_ACQUIRE)) {
+            /* purged by librdkafka's fatal error: an authorization refusal (an idempotent producer
+             * without WRITE on any topic nor IDEMPOTENT_WRITE: CLUSTER_AUTHORIZATION_FAILED) is the
+             * record's error. The fatal error never changes once set: rewriting its text is benign */
+            rd_kafka_resp_err_t fe = rd_kafka_fatal_error(p->rk, p->fatal_error, sizeof(p->fatal_error));
+            if (fe == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED ||
+                fe == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+                fe == RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED) {
+                it->err = fe;
+                it->errstr = p->fatal_error;
+            }
         }
         it->partition = m->partition;
         it->offset = m->offset;

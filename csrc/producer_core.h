@@ -85,6 +85,7 @@ typedef struct kc_producer_s {
     char last_error[512];
     int auth_err;             /* the latest authentication / TLS failure librdkafka reported (0: none) */
     char auth_error[512];     /* its text */
+    char fatal_error[512];    /* the text of librdkafka's fatal error (delivery thread only) */
     int64_t auth_at_us;       /* when (kc_now_us(), clock.h) */
     char *stats_json;         /* latest statistics JSON (statistics.interval.ms), not yet taken */
     volatile int stats_ready; /* stats_json is set: a cheap check before kc_producer_take_stats() */

@@ -367,6 +367,7 @@ cdef class NativeConsumer:
             kc_consumer_free(self.core)
             self.core = NULL
         if self.rk != NULL:
+            _oauth_stop(self.rk)
             self.rk = NULL
             # destroys rk now, or when the last batch holding its messages is freed
             self._handle = None
@@ -400,6 +401,7 @@ cdef class NativeConsumer:
                              group_id=self._group_id.decode(errors="replace") if self._group_id else None)
         if sec is not None:
             raise sec
+        _check_security(self, what)  # e.g. a timeout because the login was refused
         if err == RD_KAFKA_RESP_ERR__TIMED_OUT:
             raise KafkaTimeoutError(f"{what}: {_err_str(err)}", code=_err_name(err))
         raise KafkaError(f"{what}: {_err_str(err)}", code=_err_name(err))
@@ -580,6 +582,7 @@ cdef class NativeConsumer:
         _check_commit_allowed(self)
         if not offsets:
             return {}
+        _check_security(self, "commit_sync")
         cdef rd_kafka_topic_partition_list_t *lst = _offsets_list(offsets)
         cdef rd_kafka_event_t *ev = NULL
         cdef rd_kafka_resp_err_t err
@@ -612,6 +615,7 @@ cdef class NativeConsumer:
                         f"commit_sync() inside close() did not complete before close()'s deadline "
                         f"({tmo / 1000.0:.3f} s were left of its timeout); the commit is still sent and "
                         f"librdkafka's close waits for it in the background")
+                _check_security(self, "commit_sync")
                 raise KafkaTimeoutError(f"commit_sync() did not complete within {timeout:.3f} s")
             _commit_result(self, ev, "commit_sync")
             return offsets
@@ -628,6 +632,7 @@ cdef class NativeConsumer:
                 self._commit_seq += 1
                 self._commit_callbacks[-self._commit_seq] = (callback, {}, None)
             return
+        _check_security(self, "commit_async")
         cdef rd_kafka_topic_partition_list_t *lst = _offsets_list(offsets)
         cdef rd_kafka_resp_err_t err
         self._commit_seq += 1
@@ -650,6 +655,7 @@ cdef class NativeConsumer:
         out = dict.fromkeys(tps)
         if not unique:
             return out
+        _check_security(self, "committed")
         lst = _c_list(unique)
         try:
             err = _committed_lookup(self, lst, _deadline_ms(timeout), True)

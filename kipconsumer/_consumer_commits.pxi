@@ -38,21 +38,34 @@ cdef rd_kafka_topic_partition_list_t *_offsets_list(dict offsets) except NULL:
     return lst
 
 
+# how often a commit_sync() waiting for its result looks for a refused login or group
+cdef int64_t _SECURITY_CHECK_MS = 250
+
+
 cdef rd_kafka_resp_err_t _commit_and_wait(NativeConsumer c, rd_kafka_topic_partition_list_t *lst,
                                           int64_t deadline, bint interruptible,
                                           rd_kafka_event_t **result) except *:
     """Commits `lst` and waits until `deadline` (kc_now_ms clock) for the result event, stored in
     *result (NULL on timeout; the caller destroys it). Waits in slices, checking for signals between
     them when `interruptible` (the commit goes on if one interrupts). Returns the error of sending the
-    commit, if any."""
+    commit, if any. When `interruptible` (commit_sync), every _SECURITY_CHECK_MS a refused login or
+    group librdkafka reported meanwhile raises its typed error (_check_security) instead of the wait
+    going on until librdkafka gives up on the coordinator."""
     cdef rd_kafka_queue_t *q = rd_kafka_queue_new(c.rk)
     cdef rd_kafka_resp_err_t err
+    cdef int64_t step
     try:
         err = rd_kafka_commit_queue(c.rk, lst, q, NULL, NULL)
         if err:
             return err
-        result[0] = _await_event(q, deadline, interruptible)
-        return RD_KAFKA_RESP_ERR_NO_ERROR
+        while True:
+            step = deadline
+            if interruptible and deadline - kc_now_ms() > _SECURITY_CHECK_MS:
+                step = kc_now_ms() + _SECURITY_CHECK_MS
+            result[0] = _await_event(q, step, interruptible)
+            if result[0] != NULL or kc_now_ms() >= deadline:
+                return RD_KAFKA_RESP_ERR_NO_ERROR
+            _check_security(c, "commit_sync")
     finally:
         rd_kafka_queue_destroy(q)
 
@@ -129,6 +142,7 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
         raise RebalanceInProgressError(
             f"{what} failed: offset commit cannot be completed since the consumer group is "
             f"rebalancing. {hint}", code=_err_name(err))
+    _check_security(c, what)  # a commit that failed because the login or the group was refused
     if c._group_refused is not None and _err_name(err) == "_WAIT_COORD":
         # librdkafka found no coordinator because the group's ACLs refused it (poll() said so)
         raise GroupAuthorizationError(f"{what} failed: {c._group_refused}", code="GROUP_AUTHORIZATION_FAILED",

@@ -9,6 +9,7 @@ cdef tuple _watermarks(NativeConsumer c, str topic, int partition, double timeou
     cdef bytes t = c_string(topic, "topic")
     cdef const char *ct = t
     cdef int tmo = _ms(timeout)
+    _check_security(c, f"watermark offsets of {topic}-{partition}")
     with nogil:
         err = rd_kafka_query_watermark_offsets(c.rk, ct, partition, &low, &high, tmo)
     if err:
@@ -144,6 +145,7 @@ cdef dict _offsets_for_times(NativeConsumer c, list queries, double timeout):
     out = dict.fromkeys(asked)
     if not asked:
         return out
+    _check_security(c, "offsets_for_times")
     lst = _c_list(list(asked))
     try:
         for i in range(lst.cnt):

@@ -13,8 +13,7 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
     cdef size_t n = 0
     cdef int64_t deadline = _deadline_ms(timeout)
     cdef bint again = False
-    if c._auth_failure is not None and kc_now_ms() - c._auth_failure_ms < _AUTH_HOLD_MS:
-        raise AuthenticationError(str(c._auth_failure), code=c._auth_failure.code)
+    _raise_held_auth(c, None)
     if c._member == MEMBER_REJOINING:
         _member_rejoin(c)
     if c.auto_commit:
@@ -63,11 +62,36 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
         PyErr_CheckSignals()
 
 
-cdef _handle_errors(NativeConsumer c):
+cdef _raise_held_auth(NativeConsumer c, str what):
+    """Raises the held AuthenticationError (_raise_security) again, within _AUTH_HOLD_MS of it;
+    ``what`` (another call than poll()) prefixes it."""
+    if c._auth_failure is not None and kc_now_ms() - c._auth_failure_ms < _AUTH_HOLD_MS:
+        msg = str(c._auth_failure)
+        raise AuthenticationError(f"{what}: {msg}" if what else msg, code=c._auth_failure.code)
+
+
+cdef _check_security(NativeConsumer c, str what):
+    """The one place where calls other than poll() that talk to the broker (commits, committed(),
+    watermarks, offsets_for_times(), position()) learn of a refused login or group, before they start
+    and when they fail: raises the held AuthenticationError, or the first security error librdkafka
+    reported and poll() has not raised yet. A consumer without a subscription (assign() or nothing)
+    serves librdkafka's consumer queue for it first (kc_consumer_serve: no records handed out), so one
+    that never polled learns of it too; with a subscription, poll() serves it (a rebalance listener
+    must not run inside another call)."""
+    if (not c._subscription and not c._in_poll and not c._in_callback and not c._listener.running
+            and c._close_phase == CLOSE_OPEN and c.core != NULL):
+        kc_consumer_serve(c.core)
+        drain_logs()
+    _raise_held_auth(c, what)
+    if c._client_errors or c.core.n_errors:
+        _handle_errors(c, what)
+
+
+cdef _handle_errors(NativeConsumer c, str what="poll()"):
     cdef rd_kafka_message_t *m
     while c._client_errors:  # error_cb's: only authentication / TLS failures are kept
         err, detail = c._client_errors.pop(0)
-        _raise_security(c, err, "poll()", detail, ())
+        _raise_security(c, err, what, detail, ())
     while True:
         m = kc_consumer_take_error(c.core)
         if m == NULL:
@@ -87,7 +111,7 @@ cdef _handle_errors(NativeConsumer c):
             log.warning("consumer left the group: poll() was not called within "
                         "max.poll.interval.ms (%d ms); rejoining", c.max_poll_interval_ms)
         elif is_security_error(_err_name(err), detail):
-            _raise_security(c, err, f"poll(){where}", detail, topics)
+            _raise_security(c, err, f"{what}{where}", detail, topics)
         elif err == RD_KAFKA_RESP_ERR__FATAL:
             raise KafkaError(f"fatal consumer error: {detail}", code=_err_name(err))
         else:

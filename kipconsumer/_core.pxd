@@ -101,6 +101,7 @@ cdef extern from "consumer_core.h" nogil:
     kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
                                       size_t *n_out)
     rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c)
+    void kc_consumer_serve(kc_consumer_t *c)
     void kc_consumer_wakeup(kc_consumer_t *c)
     int kc_consumer_rebalance_pending(kc_consumer_t *c)
     void kc_consumer_hold(kc_consumer_t *c)

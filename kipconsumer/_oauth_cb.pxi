@@ -5,6 +5,7 @@
 from kipconsumer._oauth import failure_text as _oauth_failure_text
 from kipconsumer._oauth import register as _oauth_register
 from kipconsumer._oauth import token_for as _oauth_token_for
+from kipconsumer._oauth import unregister as _oauth_unregister
 
 
 cdef void _oauth_refresh_cb(rd_kafka_t *rk, const char *config, void *opaque) noexcept with gil:
@@ -51,5 +52,17 @@ cdef int _oauth_start(rd_kafka_t *rk, object oauth_cb) except -1:
     if error != NULL:
         msg = rd_kafka_error_string(error).decode(errors="replace")
         rd_kafka_error_destroy(error)
+        _oauth_unregister(<size_t>rk)
         raise KafkaError(f"oauth_cb: cannot serve token refreshes in the background: {msg}")
     return 0
+
+
+cdef void _oauth_stop(rd_kafka_t *rk) noexcept:
+    """Before rd_kafka_destroy(): forget the handle's provider (a refresh still served meanwhile gets
+    no token, which does not matter while the client closes). Harmless without one."""
+    if rk == NULL:
+        return
+    try:
+        _oauth_unregister(<size_t>rk)
+    except BaseException:
+        pass

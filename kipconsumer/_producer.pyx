@@ -39,7 +39,7 @@ from kipconsumer._rdk cimport (
     rd_kafka_commit_transaction, rd_kafka_abort_transaction,
     rd_kafka_conf_set_oauthbearer_token_refresh_cb, rd_kafka_conf_enable_sasl_queue,
     rd_kafka_sasl_background_callbacks_enable, rd_kafka_oauthbearer_set_token,
-    rd_kafka_oauthbearer_set_token_failure,
+    rd_kafka_oauthbearer_set_token_failure, rd_kafka_fatal_error,
 )
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 
@@ -492,6 +492,7 @@ cdef class ProducerCore:
         self.ctx.transactional = bool(rdkafka.get("transactional.id"))
         r = kc_producer_start(self.p, _on_batch, self.ctx)
         if r != 0:
+            _oauth_stop(self.p.rk)
             with nogil:
                 kc_producer_destroy(self.p)
             self.p = NULL
@@ -519,6 +520,7 @@ cdef class ProducerCore:
         if p == NULL:
             return
         self.p = NULL
+        _oauth_stop(p.rk)
         for t in self._topics.values():
             rd_kafka_topic_destroy((<_Topic>t).rkt)
         self._topics.clear()
@@ -793,6 +795,10 @@ cdef class ProducerCore:
         cdef char buf[512]
         cdef int latched = kc_producer_auth_error(self.p, buf, sizeof(buf))
         detail = buf.decode("utf-8", "replace") if latched == err and buf[0] else _errstr(err)
+        if _errname(err) == "_FATAL":  # librdkafka's fatal error: typed if it is a refusal
+            buf[0] = 0
+            err = rd_kafka_fatal_error(self.p.rk, buf, sizeof(buf))
+            detail = buf.decode("utf-8", "replace")
         return security_error(_errname(err), detail, what=what, topics=topics)
 
     cdef object _send_error(self, int err, str topic, int64_t start_us):

@@ -82,8 +82,9 @@ def security_error(
         )
     if code == "CLUSTER_AUTHORIZATION_FAILED":
         return ClusterAuthorizationError(
-            f"{prefix}cluster authorization failed ({detail}) (an idempotent or transactional producer needs "
-            "IDEMPOTENT_WRITE on the cluster with Kafka < 2.8 ACLs)",
+            f"{prefix}cluster authorization failed ({detail}). An idempotent producer (the default) needs "
+            "WRITE on at least one topic or IDEMPOTENT_WRITE on the cluster (Kafka < 2.8: IDEMPOTENT_WRITE); "
+            "the producer can only be closed",
             code=code,
         )
     return None

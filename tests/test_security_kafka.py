@@ -27,6 +27,7 @@ from kipconsumer import KafkaConsumer, KafkaProducer, TopicPartition
 from kipconsumer.aio import AsyncKafkaConsumer, AsyncKafkaProducer
 from kipconsumer.errors import (
     AuthenticationError,
+    ClusterAuthorizationError,
     GroupAuthorizationError,
     KafkaError,
     TopicAuthorizationError,
@@ -269,6 +270,67 @@ def test_commit_raises_group_authorization_error(secured: KafkaCluster) -> None:
         c.close(timeout=5)
 
 
+def test_calls_other_than_poll_raise_the_held_authentication_error(secured: KafkaCluster) -> None:
+    """An assign-only consumer with a wrong password that never polls: the first broker call that
+    fails says AuthenticationError (not a timeout), and then every call that talks to the broker
+    raises it at once, as poll() does (one check: _check_security in _consumer_poll.pxi)."""
+    topic = _topic(secured)
+    tp = TopicPartition(topic, 0)
+    c = KafkaConsumer(_consumer_conf(_sasl(secured, password=SECRET), unique_name("sec-g")))
+    try:
+        c.assign([tp])
+        t0 = time.monotonic()
+        with pytest.raises(AuthenticationError) as info:
+            while time.monotonic() - t0 < LIMIT_S + 5:
+                c.end_offsets([tp], timeout=1.0)  # each attempt fails within 1 s until the refusal is seen
+        assert time.monotonic() - t0 < LIMIT_S
+        assert SECRET not in str(info.value)
+        calls: dict[str, Any] = {
+            "commit_sync": lambda: c.commit_sync({tp: 0}, timeout=LIMIT_S),
+            "commit_async": lambda: c.commit_async({tp: 0}),
+            "committed": lambda: c.committed([tp], timeout=LIMIT_S),
+            "position": lambda: c.position(tp, timeout=LIMIT_S),
+            "beginning_offsets": lambda: c.beginning_offsets([tp], timeout=LIMIT_S),
+            "end_offsets": lambda: c.end_offsets([tp], timeout=LIMIT_S),
+            "offsets_for_times": lambda: c.offsets_for_times({tp: 0}, timeout=LIMIT_S),
+            "poll": lambda: c.poll(1.0),
+        }
+        for name, call in calls.items():
+            t1 = time.monotonic()
+            with pytest.raises(AuthenticationError):
+                call()
+            assert time.monotonic() - t1 < 0.5, name
+    finally:
+        c.close(timeout=5)
+
+
+@pytest.mark.parametrize("case", ["wrong password", "group without ACL"])
+def test_commit_sync_of_a_consumer_that_never_polled_raises_the_typed_error(
+        secured: KafkaCluster, case: str) -> None:
+    """assign() then commit_sync() with no poll(): the refusal librdkafka reported on the consumer
+    queue is served by the commit while it waits (it was a plain KafkaError '_WAIT_COORD' after about
+    6 s). close() then waits its timeout for the commit librdkafka still holds: a short one here."""
+    topic = _topic(secured)
+    tp = TopicPartition(topic, 0)
+    cls: type[KafkaError]
+    if case == "wrong password":
+        group, conf, cls = unique_name("sec-g"), _sasl(secured, password=SECRET), AuthenticationError
+    else:
+        group, conf, cls = unique_name("forbidden"), _sasl(secured), GroupAuthorizationError
+    c = KafkaConsumer(_consumer_conf(conf, group))
+    try:
+        c.assign([tp])
+        t0 = time.monotonic()
+        with pytest.raises(cls) as info:
+            c.commit_sync({tp: 0}, timeout=LIMIT_S + 5)
+        assert time.monotonic() - t0 < LIMIT_S
+        if isinstance(info.value, GroupAuthorizationError):
+            assert info.value.group_id == group
+        assert SECRET not in str(info.value)
+    finally:
+        c.close(timeout=1)
+
+
 def test_send_to_a_topic_without_acl_raises_topic_authorization_error(secured: KafkaCluster) -> None:
     denied = _topic(secured, "denied")
     with KafkaProducer(_sasl(secured)) as p:
@@ -288,6 +350,32 @@ def test_send_future_fails_with_topic_authorization_error_when_write_is_denied(s
             fut.result(LIMIT_S + 5)
         assert time.monotonic() - t0 < LIMIT_S
         assert info.value.topics == {topic}
+    low, high = _watermarks(secured, topic)
+    assert high - low == 0
+
+
+def test_idempotent_producer_without_any_write_acl_raises_cluster_authorization_error(
+        secured: KafkaCluster) -> None:
+    """Kafka (2.8+) gives an idempotent producer (kipconsumer's default) its producer id only with WRITE
+    on some topic or IDEMPOTENT_WRITE on the cluster: without either, InitProducerId is refused with
+    CLUSTER_AUTHORIZATION_FAILED, librdkafka's fatal error, which purges the queue. The record's future
+    and every later send() say ClusterAuthorizationError (they said _PURGE_QUEUE / _FATAL)."""
+    secured.create_scram_user("carol", "carol-pw", "SCRAM-SHA-256")
+    secured.grant("User:carol", "topic", "ro-", "DESCRIBE", prefixed=True)
+    topic = _topic(secured, "ro")
+    p = KafkaProducer(_sasl(secured, "carol", "carol-pw"))
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(ClusterAuthorizationError) as info:
+            p.send(topic, value=b"x").result(LIMIT_S + 5)
+        assert time.monotonic() - t0 < LIMIT_S
+        assert info.value.code == "CLUSTER_AUTHORIZATION_FAILED"
+        t1 = time.monotonic()
+        with pytest.raises(ClusterAuthorizationError):
+            p.send(topic, value=b"y").result(LIMIT_S)
+        assert time.monotonic() - t1 < 0.5
+    finally:
+        p.close(timeout=5)
     low, high = _watermarks(secured, topic)
     assert high - low == 0
 
@@ -423,9 +511,9 @@ def _oauth_conf(cluster: KafkaCluster, provider: Any) -> dict[str, Any]:
 
 
 def test_oauth_cb_token_provider_is_called_and_refreshed_before_expiry(secured: KafkaCluster) -> None:
-    """librdkafka asks the provider again at 80 % of the token's lifetime. (Not covered: the session
-    re-authentication at the first token's expiry; against Kafka 4.2 librdkafka 2.16's re-authentication
-    was refused with ILLEGAL_SASL_STATE, so the test stays within the first token's lifetime.)"""
+    """librdkafka asks the provider again at 80 % of the token's lifetime. The test stays within the
+    first token's lifetime: with tokens this short, librdkafka's re-authentications may come less than a
+    second apart, which Kafka refuses with ILLEGAL_SASL_STATE (docs/security.md, KIP-368)."""
     secured.grant("User:oauth-cb", "topic", "sec-", prefixed=True)
     secured.grant("User:oauth-cb", "group", "sec-", prefixed=True)
     calls: list[float] = []

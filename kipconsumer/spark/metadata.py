@@ -87,6 +87,8 @@ class Metadata:
                     raise
 
     def partitions(self, strict: bool) -> list[TP]:
+        from kipconsumer._security_errors import security_error
+
         o = self.opts
         if o.assign:
             return list(o.assign)
@@ -102,6 +104,12 @@ class Metadata:
         for topic in o.subscribe:
             md = self._list_topics(topic, timeout)
             t = md.topics.get(topic)
+            if t is not None and t.error is not None:
+                # a topic the ACLs refuse is no missing topic: its typed error, also when not strict
+                sec = security_error(t.error.name(), t.error.str(), what="kipkafka: partition metadata",
+                                     topics=(topic,))
+                if sec is not None:
+                    raise sec
             if t is None or t.error is not None or not t.partitions:
                 if strict:
                     err = t.error if t is not None else "not in metadata"
