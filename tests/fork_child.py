@@ -34,7 +34,8 @@ def consumer_config() -> dict[str, Any]:
 
 
 def share_config() -> dict[str, Any]:
-    return {"bootstrap.servers": BOOTSTRAP, "group.id": "fork-share", "share.acknowledgement.mode": "explicit"}
+    return {"bootstrap.servers": BOOTSTRAP, "group.id": "fork-share",
+            "share.acknowledgement.mode": "explicit"}
 
 
 def produce_one(value: bytes) -> None:

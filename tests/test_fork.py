@@ -56,8 +56,8 @@ def test_forked_share_consumer_is_foreign_in_the_child(kind: str, exit_how: str)
                 p.send("fork-share", b"before-%d" % i, partition=0).result(10)
         root = str(SCRIPT.parents[1])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-        proc = subprocess.run([sys.executable, str(SCRIPT), kind, exit_how, b.bootstrap_servers, "fork-share"],
-                              env=env, capture_output=True, text=True, timeout=90)
+        cmd = [sys.executable, str(SCRIPT), kind, exit_how, b.bootstrap_servers, "fork-share"]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=90)
     out = proc.stdout
     assert "CHILD-OK" in out, (out, proc.stderr[-3000:])
     assert "CHILD-STATUS 0" in out, (out, proc.stderr[-3000:])
