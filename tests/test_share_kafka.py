@@ -210,3 +210,54 @@ def test_explicit_acknowledgements_are_sent_by_close(kafka_cluster: KafkaCluster
     with consumer(kafka_cluster, group) as c2:
         c2.subscribe([topic])
         assert poll_until(c2, lambda g: False, timeout=LOCK_MS / 1000 + 2) == []
+
+
+def test_commit_async_callback_outcomes_and_metrics(kafka_cluster: KafkaCluster) -> None:
+    """Issue #30: the acknowledgement commit callback gets each partition's acknowledged offsets (None:
+    done) on the polling thread, and an error for acknowledgements of records whose lock had expired;
+    metrics() counts both and the records returned per partition."""
+    from kipconsumer import TopicPartition
+    from kipconsumer.errors import KafkaError
+
+    topic = _topic(kafka_cluster, 2)
+    produced = produce(kafka_cluster, topic, 2, 20)
+    group = share_group(kafka_cluster)
+    outcomes: list[tuple[dict[TopicPartition, set[int]], KafkaError | None, int]] = []
+
+    def cb(offsets: dict[TopicPartition, set[int]], exc: KafkaError | None) -> None:
+        outcomes.append((offsets, exc, threading.get_ident()))
+
+    def accepted() -> set[tuple[int, int]]:
+        return {(tp.partition, o)
+                for d, e, _ in outcomes if e is None for tp, offs in d.items() for o in offs}
+
+    with consumer(kafka_cluster, group, "explicit") as c:
+        # set first: acknowledgements also travel with the polls, whose outcomes come before the commit's
+        c.set_acknowledgement_commit_callback(cb)
+        c.subscribe([topic])
+        got = poll_until(c, lambda g: len(g) >= 20,
+                         on_batch=lambda b: [c.acknowledge(r, AcknowledgeType.ACCEPT) for r in b])
+        assert {(r.partition, r.offset) for r in got} == produced
+        c.commit_async(cb)
+        deadline = time.monotonic() + 20
+        while accepted() != produced and time.monotonic() < deadline:
+            c.poll(0.2)  # outcomes are served by later calls
+        assert accepted() == produced, outcomes
+        assert {tid for _, _, tid in outcomes} == {threading.get_ident()}
+        m = c.metrics()
+        assert m["acknowledgement_commits"] >= 2 and m["acknowledgement_commit_errors"] == 0
+        assert m["partition_records_returned"] == {TopicPartition(topic, p): 10 for p in (0, 1)}
+        # a record held past its lock: the broker refuses its acknowledgement
+        late = produce(kafka_cluster, topic, 2, 1)
+        batch = poll_until(c, lambda g: len(g) >= 1)
+        assert {(r.partition, r.offset) for r in batch} == late
+        time.sleep(LOCK_MS / 1000 + 1.5)
+        for r in batch:
+            c.acknowledge(r, AcknowledgeType.ACCEPT)
+        c.commit_async()
+        deadline = time.monotonic() + 20
+        while not any(e is not None for _, e, _ in outcomes) and time.monotonic() < deadline:
+            c.poll(0.2)
+        errors = [(d, e) for d, e, _ in outcomes if e is not None]
+        assert errors and all(isinstance(e, KafkaError) for _, e in errors), outcomes
+        assert c.metrics()["acknowledgement_commit_errors"] >= 1
