@@ -14,6 +14,7 @@ import pytest
 from share_support import LOCK_MS, consumer, poll_until, produce, share_group, unique_name
 
 from kipconsumer import AcknowledgeType
+from kipconsumer._records import ConsumerRecord
 from kipconsumer.errors import IllegalStateError
 from kipconsumer.testing import KafkaCluster
 
@@ -95,7 +96,7 @@ def test_reject_never_returns_and_max_deliveries_archive(kafka_cluster: KafkaClu
     produce(kafka_cluster, topic, 1, 2)  # offset 0: rejected; offset 1: released until archived
     counts: list[int] = []
 
-    def ack(batch: list) -> None:
+    def ack(batch: list[ConsumerRecord]) -> None:
         for r in batch:
             if r.offset == 0:
                 c.acknowledge(r, AcknowledgeType.REJECT)
@@ -235,8 +236,11 @@ def test_commit_async_callback_outcomes_and_metrics(kafka_cluster: KafkaCluster)
         # set first: acknowledgements also travel with the polls, whose outcomes come before the commit's
         c.set_acknowledgement_commit_callback(cb)
         c.subscribe([topic])
-        got = poll_until(c, lambda g: len(g) >= 20,
-                         on_batch=lambda b: [c.acknowledge(r, AcknowledgeType.ACCEPT) for r in b])
+        def accept(batch: list[ConsumerRecord]) -> None:
+            for r in batch:
+                c.acknowledge(r, AcknowledgeType.ACCEPT)
+
+        got = poll_until(c, lambda g: len(g) >= 20, on_batch=accept)
         assert {(r.partition, r.offset) for r in got} == produced
         c.commit_async(cb)
         deadline = time.monotonic() + 20
