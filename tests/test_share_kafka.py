@@ -94,7 +94,7 @@ def test_release_redelivers_with_higher_delivery_count(kafka_cluster: KafkaClust
 def test_reject_never_returns_and_max_deliveries_archive(kafka_cluster: KafkaCluster) -> None:
     topic = _topic(kafka_cluster)
     produce(kafka_cluster, topic, 1, 2)  # offset 0: rejected; offset 1: released until archived
-    counts: list[int] = []
+    counts: list[int | None] = []
 
     def ack(batch: list[ConsumerRecord]) -> None:
         for r in batch:
