@@ -175,11 +175,30 @@ cdef void _ack_commit_cb(rd_kafka_share_t *rks, rd_kafka_share_partition_offsets
         logging.getLogger("kipconsumer.share").exception("acknowledgement commit result dropped")
 
 
+cdef class _Stats:
+    """The last statistics document (statistics.interval.ms), the stats callback's opaque. The handle
+    holds it until after rd_kafka_share_destroy() returns, so it outlives every callback."""
+    cdef public object doc             # str or None
+    cdef public long long docs
+
+
+cdef int _stats_cb(rd_kafka_t *rk, char *json_buf, size_t json_len, void *opaque) noexcept with gil:
+    """Served by rd_kafka_share_poll() on the polling thread; metrics() summarises the last one."""
+    cdef _Stats st = <_Stats>opaque
+    try:
+        st.doc = json_buf[:json_len].decode(errors="replace")
+        st.docs += 1
+    except BaseException:  # never into librdkafka
+        pass
+    return 0
+
+
 cdef class _Handle:
     """Owns the rd_kafka_share_t; destroyed when the consumer and every batch are gone (librdkafka
     waits for every message to be released)."""
     cdef rd_kafka_share_t *rks
     cdef list acks                     # acknowledgement commit results not yet taken (_ack_commit_cb)
+    cdef _Stats stats                  # the stats callback's opaque (released after the destroy)
 
     def __dealloc__(self):
         cdef rd_kafka_error_t *error
@@ -221,6 +240,7 @@ cdef class NativeShareConsumer:
     cdef _Batch _buffered              # the batch the buffered messages belong to
     cdef _Batch _returned              # the batch of the records in `out`
     cdef object _key_deser, _value_deser
+    cdef _Stats _stats
     cdef public long long records_returned
     cdef public long long batches_fetched
     cdef public long long record_errors
@@ -242,6 +262,11 @@ cdef class NativeShareConsumer:
             raise MemoryError()
         conf = conf_from_dict(rdkafka)
         rd_kafka_conf_set_log_cb(conf, kc_log_cb)
+        stats = _Stats.__new__(_Stats)
+        self._stats = stats
+        if int(rdkafka.get("statistics.interval.ms", "0") or 0) > 0:
+            rd_kafka_conf_set_opaque(conf, <void *>stats)
+            rd_kafka_conf_set_stats_cb(conf, _stats_cb)
         self.rks = rd_kafka_share_consumer_new(conf, errstr, sizeof(errstr))
         if self.rks == NULL:
             rd_kafka_conf_destroy(conf)
@@ -250,6 +275,7 @@ cdef class NativeShareConsumer:
         self._handle = _Handle.__new__(_Handle)
         self._handle.rks = self.rks
         self._handle.acks = []
+        self._handle.stats = stats
         drain_logs()
 
     def __dealloc__(self):
@@ -467,6 +493,10 @@ cdef class NativeShareConsumer:
             drain_logs()
         if error != NULL:
             raise _error(error, "close")
+
+    def statistics(self):
+        """The last statistics document librdkafka reported (statistics.interval.ms), or None."""
+        return self._stats.doc
 
     def metrics(self):
         return {

@@ -424,7 +424,9 @@ class KafkaShareConsumer:
         ``acknowledgement_commits`` / ``acknowledgement_commit_errors`` (per-partition outcomes the
         broker reported and the owner thread has taken, in a poll, commit or close),
         ``time_since_last_poll_ms``, ``partition_records_returned`` (``{TopicPartition: int}``: records
-        returned per partition). Thread-safe."""
+        returned per partition), ``statistics`` (the summary of librdkafka's last statistics document
+        with ``statistics.interval.ms`` > 0, as ``KafkaConsumer``'s: bytes and requests sent and
+        received, brokers up, ...; None without). Thread-safe."""
         m: dict[str, Any] = dict(self._native.metrics())
         m["unacknowledged"] = len(self._unacked)
         m["time_since_last_poll_ms"] = int((time.monotonic() - self._last_poll) * 1000)
@@ -433,7 +435,22 @@ class KafkaShareConsumer:
         m["acknowledgement_commit_errors"] = self._ack_commit_errors
         m["partition_records_returned"] = {
             TopicPartition(t, p): n for (t, p), n in list(self._partition_returned.items())}
+        m["statistics"] = self._statistics()
         return m
+
+    def _statistics(self) -> dict[str, Any] | None:
+        """The summary of librdkafka's last statistics document (``statistics.interval.ms`` > 0, served
+        by ``poll()``), as ``KafkaConsumer.metrics()["statistics"]``; None before the first one."""
+        doc = self._native.statistics()
+        if doc is None:
+            return None
+        from kipconsumer._stats import summary
+
+        try:
+            return summary(doc)
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.debug("librdkafka statistics not understood: %s", exc)
+            return None
 
     def __enter__(self) -> KafkaShareConsumer:
         return self

@@ -136,3 +136,17 @@ def test_callback_type_checked(mock: EmbeddedBroker) -> None:
     with _consumer(mock) as c:
         with pytest.raises(TypeError):
             c.commit_async(callback=42)  # type: ignore[arg-type]
+
+
+def test_metrics_statistics_summary(mock: EmbeddedBroker) -> None:
+    """statistics.interval.ms > 0: metrics()["statistics"] summarises librdkafka's last statistics
+    document (served by poll()), as KafkaConsumer's; None without."""
+    with KafkaShareConsumer({"bootstrap.servers": mock.bootstrap_servers, "group.id": "sg",
+                             "statistics.interval.ms": 200}) as c, _consumer(mock) as plain:
+        c.subscribe(["jobs"])
+        deadline = time.monotonic() + 15
+        while c.metrics()["statistics"] is None and time.monotonic() < deadline:
+            c.poll(0.2)
+        stats = c.metrics()["statistics"]
+        assert stats is not None and stats["brokers_up"] >= 1 and stats["rx"] > 0 and stats["tx"] > 0
+        assert plain.metrics()["statistics"] is None
