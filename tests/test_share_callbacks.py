@@ -150,3 +150,33 @@ def test_metrics_statistics_summary(mock: EmbeddedBroker) -> None:
         stats = c.metrics()["statistics"]
         assert stats is not None and stats["brokers_up"] >= 1 and stats["rx"] > 0 and stats["tx"] > 0
         assert plain.metrics()["statistics"] is None
+
+
+def test_async_commit_async_callback_runs_on_the_loop(mock: EmbeddedBroker) -> None:
+    import asyncio
+
+    from kipconsumer.aio import AsyncKafkaShareConsumer
+
+    async def main() -> tuple[set[int], set[int]]:
+        loop_thread = threading.get_ident()
+        threads: set[int] = set()
+        offsets: set[int] = set()
+
+        def cb(done: dict[TopicPartition, set[int]], exc: KafkaError | None) -> None:
+            threads.add(threading.get_ident())
+            for offs in done.values():
+                offsets.update(offs)
+
+        conf = {"bootstrap.servers": mock.bootstrap_servers, "group.id": "sg"}
+        async with AsyncKafkaShareConsumer(conf) as c:
+            await c.subscribe(["jobs"])
+            await c.commit_async(cb)
+            n = 0
+            deadline = time.monotonic() + 30
+            while (n < 20 or len(offsets) < 10) and time.monotonic() < deadline:
+                n += len(await c.poll(0.3))
+            assert n == 20
+        return threads, {loop_thread}
+
+    threads, loop_thread = asyncio.run(main())
+    assert threads == loop_thread
