@@ -241,6 +241,7 @@ cdef class NativeShareConsumer:
     cdef _Batch _returned              # the batch of the records in `out`
     cdef object _key_deser, _value_deser
     cdef _Stats _stats
+    cdef dict _returned_by_partition
     cdef public long long records_returned
     cdef public long long batches_fetched
     cdef public long long record_errors
@@ -251,6 +252,7 @@ cdef class NativeShareConsumer:
         cdef char errstr[512]
         cdef rd_kafka_conf_t *conf
         kc_fb_init(&self.fb)
+        self._returned_by_partition = {}
         self.mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
         self.max_records = max_poll_records
         self.implicit = implicit
@@ -398,8 +400,14 @@ cdef class NativeShareConsumer:
             return records_borrow(self.out, self.dcount, 0, None)
         batch = self._buffered
         n = kc_fb_drain(&self.fb, self.max_records, self.mode, self.out)
+        run = 0
         for i in range(n):
             self.dcount[i] = rd_kafka_message_delivery_count(self.out[i])
+            if i and (self.out[i].rkt != self.out[i - 1].rkt or self.out[i].partition != self.out[i - 1].partition):
+                self._count_returned(self.out[i - 1], i - run)
+                run = i
+        if n:
+            self._count_returned(self.out[n - 1], n - run)
         records = records_borrow(self.out, self.dcount, n, batch)
         if self._key_deser is not None or self._value_deser is not None:
             records_set_deserializers(records, self._key_deser, self._value_deser)
@@ -410,6 +418,15 @@ cdef class NativeShareConsumer:
         if self.fb.records == 0:
             self._buffered = None
         return records
+
+    cdef _count_returned(self, rd_kafka_message_t *m, size_t count):
+        """Adds `count` records returned for m's partition (a run of the drain's partition-ordered output)."""
+        key = (rd_kafka_topic_name(m.rkt).decode(errors="replace"), m.partition)
+        self._returned_by_partition[key] = self._returned_by_partition.get(key, 0) + count
+
+    def returned_by_partition(self):
+        """{(topic, partition): records returned by poll()} (a copy)."""
+        return dict(self._returned_by_partition)
 
     def acknowledge(self, str topic, int partition, long long offset, int ack_type):
         """Explicit mode: acknowledges one record returned by poll()."""

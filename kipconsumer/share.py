@@ -130,7 +130,6 @@ class KafkaShareConsumer:
         self._ack_commits = 0
         self._ack_commit_errors = 0
         self._polls = 0
-        self._partition_returned: dict[tuple[str, int], int] = {}
         # acknowledgement commit outcomes are always collected (metrics(); the callback when set)
         self._native.enable_commit_results()
         _fork.register(self)
@@ -261,11 +260,6 @@ class KafkaShareConsumer:
             for r in records:
                 self._unacked[(r.topic, r.partition, r.offset)] = None
         self._polls += 1
-        if records:
-            counts = self._partition_returned
-            for tp in records.partitions():
-                key = (tp.topic, tp.partition)
-                counts[key] = counts.get(key, 0) + len(records.records(tp))
         self._last_poll = time.monotonic()
         # results that came during this poll: a callback's exception must not lose these records
         self._serve_callbacks(keep=True)
@@ -321,7 +315,7 @@ class KafkaShareConsumer:
         acknowledgement commit outcome from now on (acknowledgements sent with a ``poll()``, by
         ``commit_async()``, ``commit_sync()`` or ``close()``), once per partition and outcome:
         ``offsets`` is ``{TopicPartition: {offset, ...}}``, ``exception`` ``None`` (acknowledged) or the
-        ``KafkaError`` (e.g. ``InvalidRecordStateError``: the lock had expired). It runs on the calling
+        ``KafkaError`` (e.g. the record's lock had expired: it is redelivered). It runs on the calling
         thread inside a later ``poll()``, ``commit_sync()``, ``commit_async()`` or ``close()`` (never
         inside librdkafka) and may call ``acknowledge()``, ``commit_*()`` and ``metrics()``; ``poll()``,
         ``subscribe()``, ``unsubscribe()`` and ``close()`` raise ``IllegalStateError`` there. An
@@ -434,7 +428,7 @@ class KafkaShareConsumer:
         m["acknowledgement_commits"] = self._ack_commits
         m["acknowledgement_commit_errors"] = self._ack_commit_errors
         m["partition_records_returned"] = {
-            TopicPartition(t, p): n for (t, p), n in list(self._partition_returned.items())}
+            TopicPartition(t, p): n for (t, p), n in self._native.returned_by_partition().items()}
         m["statistics"] = self._statistics()
         return m
 
