@@ -420,7 +420,9 @@ class KafkaShareConsumer:
         ``time_since_last_poll_ms``, ``partition_records_returned`` (``{TopicPartition: int}``: records
         returned per partition), ``statistics`` (the summary of librdkafka's last statistics document
         with ``statistics.interval.ms`` > 0, as ``KafkaConsumer``'s: bytes and requests sent and
-        received, brokers up, ...; None without). Thread-safe."""
+        received, brokers up, ...; plus ``partitions``, ``{TopicPartition: {"fetched_records",
+        "fetched_bytes"}}``, and ``group``, ``{"state", "join_state", "rebalances",
+        "assigned_partitions"}``; None without). Thread-safe."""
         m: dict[str, Any] = dict(self._native.metrics())
         m["unacknowledged"] = len(self._unacked)
         m["time_since_last_poll_ms"] = int((time.monotonic() - self._last_poll) * 1000)
@@ -438,10 +440,10 @@ class KafkaShareConsumer:
         doc = self._native.statistics()
         if doc is None:
             return None
-        from kipconsumer._stats import summary
+        from kipconsumer._stats import share_summary
 
         try:
-            return summary(doc)
+            return share_summary(doc)
         except (ValueError, TypeError, AttributeError) as exc:
             log.debug("librdkafka statistics not understood: %s", exc)
             return None

@@ -149,6 +149,15 @@ def test_metrics_statistics_summary(mock: EmbeddedBroker) -> None:
             c.poll(0.2)
         stats = c.metrics()["statistics"]
         assert stats is not None and stats["brokers_up"] >= 1 and stats["rx"] > 0 and stats["tx"] > 0
+        assert stats["group"]["state"] == "up" and stats["group"]["assigned_partitions"] == 2
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:  # the 20 records fetched, then a document after it
+            c.poll(0.2)
+            parts = c.metrics()["statistics"]["partitions"]
+            if sum(p["fetched_records"] for p in parts.values()) == 20:
+                break
+        want = {"fetched_records": 10, "fetched_bytes": 15}  # values b"0".."19", 10 per partition
+        assert parts == {TopicPartition("jobs", p): want for p in (0, 1)}
         assert plain.metrics()["statistics"] is None
 
 
