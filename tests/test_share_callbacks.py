@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -189,3 +190,30 @@ def test_async_commit_async_callback_runs_on_the_loop(mock: EmbeddedBroker) -> N
 
     threads, loop_thread = asyncio.run(main())
     assert threads == loop_thread
+
+
+def test_callback_exception_inside_close_is_raised_after_the_close(mock: EmbeddedBroker) -> None:
+    """Outcomes of the acknowledgements close() sends reach the callback inside close(); its exception
+    is raised once the consumer is closed (as KafkaConsumer's close() does with a callback's)."""
+    seen: list[int] = []
+
+    def cb(offsets: dict[TopicPartition, set[int]], exc: KafkaError | None) -> None:
+        seen.append(len(offsets))
+        raise RuntimeError("from the callback in close")
+
+    c = _consumer(mock)
+    c.subscribe(["jobs"])
+    batch: list[Any] = []
+    deadline = time.monotonic() + 30
+    while not batch and time.monotonic() < deadline:
+        batch = list(c.poll(0.3))
+    assert batch
+    c.set_acknowledgement_commit_callback(cb)
+    for r in batch:
+        c.acknowledge(r, AcknowledgeType.ACCEPT)
+    with pytest.raises(RuntimeError, match="in close"):
+        c.close()
+    assert seen
+    with pytest.raises(IllegalStateError):
+        c.poll(0)
+    c.close()  # closed: does nothing
