@@ -1,16 +1,19 @@
 """Share group consumption (KIP-932): kipconsumer's KafkaShareConsumer against confluent-kafka's
-ShareConsumer on the same broker.
+ShareConsumer and the Java client's KafkaShareConsumer, on the same broker in one run.
 
     python bench/share_bench.py [--records 200000] [--partitions 6] [--value-size 100] [--repeat 3]
-                                [--broker kafka|mock] [--max-poll-records 500]
+                                [--broker kafka|mock] [--max-poll-records 500] [--java-passes 2]
 
 One topic is filled once. Each run is one client in its own process, in a fresh share group
 (share.auto.offset.reset=earliest), implicit acknowledgement, reading RECORDS records and touching each
-value; the clock (wall and CPU) starts at the first batch, so joining the group does not count, and
-stops after close(). Clients alternate over ``--repeat`` runs. Prints records/s (median), CPU per
-record (all threads of the client's process) and kipconsumer's ratios to confluent-kafka; writes
-bench/results/<date>-share.json. Run it on a quiet machine for figures; ``--records 2000 --repeat 1``
-checks that it works.
+value; the clock (wall and process CPU, all threads) starts at the first non-empty poll, so joining the
+group does not count, and stops after close() (which sends the last acknowledgements). The Java client
+(tests/java/KafkaPeer.java ``share-bench``, kafka-clients of the broker's release) reads the topic
+``--java-passes`` times in one JVM, each pass in a fresh group, and reports the last (the first warms
+the JIT up; JVM start-up is not counted); it runs on ``--broker kafka`` only. Clients alternate over
+``--repeat`` runs. Prints records/s (median), CPU per record and the ratios of kipconsumer to
+confluent-kafka and to Java; writes bench/results/<date>-share.json. Run it on a quiet machine for
+figures; ``--records 2000 --repeat 1`` checks that it works.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import HERE, fill_partitions, run_json, start_broker  # noqa: E402
 
 TOPIC = "share"
-CLIENTS = ["kipconsumer", "confluent"]
+CLIENTS = ["kipconsumer", "confluent", "java"]
+PY_CLIENTS = ["kipconsumer", "confluent"]
 
 
 def _consume_kipconsumer(bootstrap: str, group: str, records: int, max_poll: int) -> tuple[int, float, float]:
@@ -69,6 +73,14 @@ def _consume_confluent(bootstrap: str, group: str, records: int, max_poll: int) 
     return n, *start
 
 
+def _java_command(bootstrap: str, records: str, *extra: str) -> list[str]:
+    """The Java peer's share-bench command (tests/java_peer.py compiles it once, cached)."""
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    import java_peer
+
+    return java_peer.command("share-bench", bootstrap, TOPIC, records, *extra)
+
+
 def worker(args: argparse.Namespace) -> None:
     fn = _consume_kipconsumer if args.worker == "kipconsumer" else _consume_confluent
     n, t0, cpu0 = fn(args.bootstrap, args.group, args.records, args.max_poll_records)
@@ -93,7 +105,8 @@ def main() -> None:
     ap.add_argument("--max-poll-records", type=int, default=500)
     ap.add_argument("--broker", choices=["kafka", "mock"], default="kafka")
     ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("--worker", choices=CLIENTS, help=argparse.SUPPRESS)
+    ap.add_argument("--java-passes", type=int, default=2)
+    ap.add_argument("--worker", choices=PY_CLIENTS, help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
     ap.add_argument("--group", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=None)
@@ -101,7 +114,8 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
-    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CLIENTS}
+    clients = CLIENTS if args.broker == "kafka" else PY_CLIENTS
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
     with start_broker(args.broker) as broker:
         if args.broker == "mock":
             broker.broker.configure_share_groups(auto_offset_reset="earliest")
@@ -110,10 +124,15 @@ def main() -> None:
                for p in range(args.partitions)]
         fill_partitions(broker.bootstrap, TOPIC, per, args.value_size)
         for i in range(args.repeat):
-            for client in CLIENTS:
-                cmd = [sys.executable, __file__, "--worker", client, "--bootstrap", broker.bootstrap,
-                       "--group", _new_group(broker), "--records", str(args.records),
-                       "--max-poll-records", str(args.max_poll_records)]
+            for client in clients:
+                if client == "java":
+                    groups = ",".join(_new_group(broker) for _ in range(max(1, args.java_passes)))
+                    cmd = _java_command(broker.bootstrap, str(args.records), "--groups", groups,
+                                        "--max-poll-records", str(args.max_poll_records))
+                else:
+                    cmd = [sys.executable, __file__, "--worker", client, "--bootstrap", broker.bootstrap,
+                           "--group", _new_group(broker), "--records", str(args.records),
+                           "--max-poll-records", str(args.max_poll_records)]
                 out, err = run_json(cmd, args.timeout)
                 if out is None:
                     print(f"run {i + 1} {client}: failed: {err}")
@@ -128,13 +147,23 @@ def main() -> None:
                 "records_per_s": statistics.median(r["records"] / r["seconds"] for r in rs),
                 "cpu_us_per_record": statistics.median(r["cpu_seconds"] / r["records"] * 1e6 for r in rs),
             }
-    if len(summary) == 2:
-        k, c = summary["kipconsumer"], summary["confluent"]
-        summary["ratio"] = {"throughput": k["records_per_s"] / c["records_per_s"],
-                            "cpu_per_record": k["cpu_us_per_record"] / c["cpu_us_per_record"]}
-        ratio = summary["ratio"]
-        print(f"kipconsumer / confluent-kafka ShareConsumer: throughput x{ratio['throughput']:.2f}, "
-              f"CPU per record x{ratio['cpu_per_record']:.2f}")
+    for client, rs in runs.items():
+        if client in summary:
+            print(f"{client:<12} {summary[client]['records_per_s']:>12,.0f} rec/s "
+                  f"{summary[client]['cpu_us_per_record']:>8.2f} us CPU/record (median of {len(rs)})")
+    ratios: dict[str, dict[str, float]] = {}
+    for ref, label in (("confluent", "confluent-kafka ShareConsumer"), ("java", "Java KafkaShareConsumer")):
+        if "kipconsumer" in summary and ref in summary:
+            k, c = summary["kipconsumer"], summary[ref]
+            ratios[ref] = {"throughput": k["records_per_s"] / c["records_per_s"],
+                           "cpu_per_record": k["cpu_us_per_record"] / c["cpu_us_per_record"]}
+            print(f"kipconsumer / {label}: throughput x{ratios[ref]['throughput']:.2f}, "
+                  f"CPU per record x{ratios[ref]['cpu_per_record']:.2f}")
+    if "confluent" in summary and "java" in summary:
+        c, j = summary["confluent"], summary["java"]
+        ratios["confluent_to_java"] = {"throughput": c["records_per_s"] / j["records_per_s"],
+                                       "cpu_per_record": c["cpu_us_per_record"] / j["cpu_us_per_record"]}
+    summary["ratio"] = ratios  # type: ignore[assignment]
     out_path = args.out or HERE / "results" / f"{dt.date.today().isoformat()}-share.json"
     out_path.write_text(json.dumps({"args": {k: v for k, v in vars(args).items() if k != "out"},
                                     "broker": args.broker, "runs": runs, "summary": summary},

@@ -49,6 +49,25 @@ rd_kafka_error_t *rd_kafka_share_consumer_close(rd_kafka_share_t *rkshare);
 rd_kafka_error_t *rd_kafka_share_destroy(rd_kafka_share_t *rkshare);
 rd_kafka_error_t *rd_kafka_share_destroy_flags(rd_kafka_share_t *rkshare, int flags);
 
+/* acknowledgement commit results (the callback runs on the thread in rd_kafka_share_poll(),
+ * commit_sync() or consumer_close(); the list is librdkafka's, valid during the callback only; the
+ * counts are declared int: librdkafka releases have returned int or size_t, and an int read of
+ * either is right for any count below 2^31) */
+typedef struct rd_kafka_share_partition_offsets_list_s rd_kafka_share_partition_offsets_list_t;
+typedef struct rd_kafka_share_partition_offsets_s rd_kafka_share_partition_offsets_t;
+int rd_kafka_share_partition_offsets_list_count(const rd_kafka_share_partition_offsets_list_t *list);
+const rd_kafka_share_partition_offsets_t *
+rd_kafka_share_partition_offsets_list_get(const rd_kafka_share_partition_offsets_list_t *list, size_t idx);
+const rd_kafka_topic_partition_t *
+rd_kafka_share_partition_offsets_partition(const rd_kafka_share_partition_offsets_t *entry);
+const int64_t *rd_kafka_share_partition_offsets_offsets(const rd_kafka_share_partition_offsets_t *entry);
+int rd_kafka_share_partition_offsets_offsets_cnt(const rd_kafka_share_partition_offsets_t *entry);
+rd_kafka_error_t *rd_kafka_share_set_acknowledgement_commit_cb(
+    rd_kafka_share_t *rkshare,
+    void (*cb)(rd_kafka_share_t *rkshare, rd_kafka_share_partition_offsets_list_t *partitions,
+               rd_kafka_resp_err_t err, void *opaque),
+    void *opaque);
+
 /* the mock cluster's share groups (rdkafka_mock.h); settings apply to every share group */
 void rd_kafka_mock_sharegroup_set_session_timeout(rd_kafka_mock_cluster_t *mcluster, int session_timeout_ms);
 void rd_kafka_mock_sharegroup_set_heartbeat_interval(rd_kafka_mock_cluster_t *mcluster,

@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
+from kipconsumer import _fork
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer.errors import KafkaError
-from kipconsumer.share import AcknowledgeType, KafkaShareConsumer
+from kipconsumer.share import AcknowledgementCommitCallback, AcknowledgeType, KafkaShareConsumer
 from kipconsumer.structs import TopicPartition
 
 
@@ -27,6 +28,16 @@ class AsyncKafkaShareConsumer:
         self._sync = KafkaShareConsumer(config)
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kipconsumer-share")
         self._pending: asyncio.Future[ConsumerRecords] | None = None
+        self._foreign_pid: int | None = None  # set in a child made by fork()
+        _fork.register(self)
+
+    def _mark_foreign(self, pid: int) -> None:
+        """In a child made by ``fork()``: every later call raises ``IllegalStateError`` (the sync consumer
+        is foreign too). The worker thread did not survive the fork: its executor (whose locks a
+        parent's thread may have held) is left alone and replaced, so that nothing waits on it."""
+        self._foreign_pid = pid
+        self._pending = None
+        self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kipconsumer-share")
 
     @property
     def consumer(self) -> KafkaShareConsumer:
@@ -34,6 +45,8 @@ class AsyncKafkaShareConsumer:
         return self._sync
 
     async def _call(self, fn: Any, *args: Any) -> Any:
+        if self._foreign_pid is not None:
+            raise _fork.foreign_error("AsyncKafkaShareConsumer", self._foreign_pid)
         return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
 
     async def subscribe(self, topics: Iterable[str]) -> None:
@@ -66,9 +79,21 @@ class AsyncKafkaShareConsumer:
 
     commit = commit_sync
 
-    async def commit_async(self) -> None:
-        """See ``KafkaShareConsumer.commit_async``."""
-        await self._call(self._sync.commit_async)
+    async def commit_async(self, callback: AcknowledgementCommitCallback | None = None) -> None:
+        """See ``KafkaShareConsumer.commit_async``. ``callback`` runs on the event loop (scheduled with
+        ``call_soon_threadsafe`` from the consumer's worker thread, which serves the outcomes in a later
+        call); an exception it raises goes to the loop's exception handler."""
+        if callback is not None:
+            if not callable(callback):
+                raise TypeError("callback must be callable(offsets, exception)")
+            loop = asyncio.get_running_loop()
+
+            def on_loop(offsets: dict[TopicPartition, set[int]], exc: KafkaError | None) -> None:
+                loop.call_soon_threadsafe(callback, offsets, exc)
+
+            await self._call(self._sync.commit_async, on_loop)
+        else:
+            await self._call(self._sync.commit_async)
 
     def wakeup(self) -> None:
         """Makes a pending or the next ``poll()`` raise ``WakeupError``."""
@@ -79,6 +104,8 @@ class AsyncKafkaShareConsumer:
 
     async def close(self, timeout: float | None = None) -> None:
         """See ``KafkaShareConsumer.close``; a pending ``poll()`` returns first."""
+        if self._foreign_pid is not None:
+            raise _fork.foreign_error("AsyncKafkaShareConsumer", self._foreign_pid)
         try:
             await asyncio.get_running_loop().run_in_executor(None, self._sync.close, timeout)
         finally:

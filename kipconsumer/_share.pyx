@@ -64,6 +64,21 @@ cdef extern from "rdk_share.h" nogil:
                                                  rd_kafka_topic_partition_list_t **partitions)
     rd_kafka_error_t *rd_kafka_share_consumer_close(rd_kafka_share_t *rkshare)
     rd_kafka_error_t *rd_kafka_share_destroy(rd_kafka_share_t *rkshare)
+    ctypedef struct rd_kafka_share_partition_offsets_list_t:
+        pass
+    ctypedef struct rd_kafka_share_partition_offsets_t:
+        pass
+    int rd_kafka_share_partition_offsets_list_count(const rd_kafka_share_partition_offsets_list_t *lst)
+    const rd_kafka_share_partition_offsets_t *rd_kafka_share_partition_offsets_list_get(
+        const rd_kafka_share_partition_offsets_list_t *lst, size_t idx)
+    const rd_kafka_topic_partition_t *rd_kafka_share_partition_offsets_partition(
+        const rd_kafka_share_partition_offsets_t *entry)
+    const int64_t *rd_kafka_share_partition_offsets_offsets(const rd_kafka_share_partition_offsets_t *entry)
+    int rd_kafka_share_partition_offsets_offsets_cnt(const rd_kafka_share_partition_offsets_t *entry)
+    ctypedef void (*kc_share_ack_cb)(rd_kafka_share_t *rkshare, rd_kafka_share_partition_offsets_list_t *parts,
+                                     rd_kafka_resp_err_t err, void *opaque)
+    rd_kafka_error_t *rd_kafka_share_set_acknowledgement_commit_cb(rd_kafka_share_t *rkshare,
+                                                                   kc_share_ack_cb cb, void *opaque)
     void rd_kafka_mock_sharegroup_set_session_timeout(rd_kafka_mock_cluster_t *mcluster, int ms)
     void rd_kafka_mock_sharegroup_set_heartbeat_interval(rd_kafka_mock_cluster_t *mcluster, int ms)
     void rd_kafka_mock_sharegroup_set_max_delivery_attempts(rd_kafka_mock_cluster_t *mcluster, int n)
@@ -128,14 +143,70 @@ cdef object _err(rd_kafka_resp_err_t code, str what):
                        f"{what} failed: {rd_kafka_err2str(code).decode(errors='replace')}")
 
 
+cdef void _ack_commit_cb(rd_kafka_share_t *rks, rd_kafka_share_partition_offsets_list_t *parts,
+                         rd_kafka_resp_err_t err, void *opaque) noexcept with gil:
+    """librdkafka's acknowledgement commit callback (on the thread inside rd_kafka_share_poll(),
+    commit_sync() or close()): records (topic, partition, offsets, error name or None) per partition
+    in the handle's `acks`; the application's callback runs later, outside librdkafka
+    (kipconsumer.share.KafkaShareConsumer)."""
+    cdef _Handle h = <_Handle>opaque
+    cdef const rd_kafka_share_partition_offsets_t *entry
+    cdef const rd_kafka_topic_partition_t *tp
+    cdef const int64_t *offs
+    cdef int i, j, n, cnt
+    cdef rd_kafka_resp_err_t e
+    try:
+        n = rd_kafka_share_partition_offsets_list_count(parts) if parts != NULL else 0
+        for i in range(n):
+            entry = rd_kafka_share_partition_offsets_list_get(parts, i)
+            if entry == NULL:
+                continue
+            tp = rd_kafka_share_partition_offsets_partition(entry)
+            if tp == NULL or tp.topic == NULL:
+                continue
+            offs = rd_kafka_share_partition_offsets_offsets(entry)
+            cnt = rd_kafka_share_partition_offsets_offsets_cnt(entry)
+            e = err if err != RD_KAFKA_RESP_ERR_NO_ERROR else tp.err
+            h.acks.append((tp.topic.decode(errors="replace"), tp.partition,
+                           [offs[j] for j in range(cnt)] if offs != NULL else [],
+                           None if e == RD_KAFKA_RESP_ERR_NO_ERROR else <int>e))
+    except BaseException:  # never into librdkafka; an entry lost here is logged
+        import logging
+        logging.getLogger("kipconsumer.share").exception("acknowledgement commit result dropped")
+
+
+cdef class _Stats:
+    """The last statistics document (statistics.interval.ms), the stats callback's opaque. The handle
+    holds it until after rd_kafka_share_destroy() returns, so it outlives every callback."""
+    cdef public object doc             # str or None
+    cdef public long long docs
+
+
+cdef int _stats_cb(rd_kafka_t *rk, char *json_buf, size_t json_len, void *opaque) noexcept with gil:
+    """Served by rd_kafka_share_poll() on the polling thread; metrics() summarises the last one."""
+    cdef _Stats st = <_Stats>opaque
+    try:
+        st.doc = json_buf[:json_len].decode(errors="replace")
+        st.docs += 1
+    except BaseException:  # never into librdkafka
+        pass
+    return 0
+
+
 cdef class _Handle:
     """Owns the rd_kafka_share_t; destroyed when the consumer and every batch are gone (librdkafka
     waits for every message to be released)."""
     cdef rd_kafka_share_t *rks
+    cdef list acks                     # acknowledgement commit results not yet taken (_ack_commit_cb)
+    cdef _Stats stats                  # the stats callback's opaque (released after the destroy)
 
     def __dealloc__(self):
         cdef rd_kafka_error_t *error
         if self.rks != NULL:
+            # no callback into an object being freed
+            error = rd_kafka_share_set_acknowledgement_commit_cb(self.rks, NULL, NULL)
+            if error != NULL:
+                rd_kafka_error_destroy(error)
             with nogil:
                 error = rd_kafka_share_destroy(self.rks)
             if error != NULL:
@@ -169,6 +240,8 @@ cdef class NativeShareConsumer:
     cdef _Batch _buffered              # the batch the buffered messages belong to
     cdef _Batch _returned              # the batch of the records in `out`
     cdef object _key_deser, _value_deser
+    cdef _Stats _stats
+    cdef dict _returned_by_partition
     cdef public long long records_returned
     cdef public long long batches_fetched
     cdef public long long record_errors
@@ -179,6 +252,7 @@ cdef class NativeShareConsumer:
         cdef char errstr[512]
         cdef rd_kafka_conf_t *conf
         kc_fb_init(&self.fb)
+        self._returned_by_partition = {}
         self.mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
         self.max_records = max_poll_records
         self.implicit = implicit
@@ -190,6 +264,11 @@ cdef class NativeShareConsumer:
             raise MemoryError()
         conf = conf_from_dict(rdkafka)
         rd_kafka_conf_set_log_cb(conf, kc_log_cb)
+        stats = _Stats.__new__(_Stats)
+        self._stats = stats
+        if int(rdkafka.get("statistics.interval.ms", "0") or 0) > 0:
+            rd_kafka_conf_set_opaque(conf, <void *>stats)
+            rd_kafka_conf_set_stats_cb(conf, _stats_cb)
         self.rks = rd_kafka_share_consumer_new(conf, errstr, sizeof(errstr))
         if self.rks == NULL:
             rd_kafka_conf_destroy(conf)
@@ -197,6 +276,8 @@ cdef class NativeShareConsumer:
             raise ConfigError(errstr.decode(errors="replace"))
         self._handle = _Handle.__new__(_Handle)
         self._handle.rks = self.rks
+        self._handle.acks = []
+        self._handle.stats = stats
         drain_logs()
 
     def __dealloc__(self):
@@ -319,8 +400,14 @@ cdef class NativeShareConsumer:
             return records_borrow(self.out, self.dcount, 0, None)
         batch = self._buffered
         n = kc_fb_drain(&self.fb, self.max_records, self.mode, self.out)
+        run = 0
         for i in range(n):
             self.dcount[i] = rd_kafka_message_delivery_count(self.out[i])
+            if i and (self.out[i].rkt != self.out[i - 1].rkt or self.out[i].partition != self.out[i - 1].partition):
+                self._count_returned(self.out[i - 1], i - run)
+                run = i
+        if n:
+            self._count_returned(self.out[n - 1], n - run)
         records = records_borrow(self.out, self.dcount, n, batch)
         if self._key_deser is not None or self._value_deser is not None:
             records_set_deserializers(records, self._key_deser, self._value_deser)
@@ -332,6 +419,15 @@ cdef class NativeShareConsumer:
             self._buffered = None
         return records
 
+    cdef _count_returned(self, rd_kafka_message_t *m, size_t count):
+        """Adds `count` records returned for m's partition (a run of the drain's partition-ordered output)."""
+        key = (rd_kafka_topic_name(m.rkt).decode(errors="replace"), m.partition)
+        self._returned_by_partition[key] = self._returned_by_partition.get(key, 0) + count
+
+    def returned_by_partition(self):
+        """{(topic, partition): records returned by poll()} (a copy)."""
+        return dict(self._returned_by_partition)
+
     def acknowledge(self, str topic, int partition, long long offset, int ack_type):
         """Explicit mode: acknowledges one record returned by poll()."""
         self._check_open("acknowledge")
@@ -341,6 +437,25 @@ cdef class NativeShareConsumer:
         if err != RD_KAFKA_RESP_ERR_NO_ERROR:
             raise _err(err, f"acknowledge({topic}-{partition}@{offset})")
         self.acknowledged += 1
+
+    def enable_commit_results(self):
+        """Registers the acknowledgement commit callback: from now on the outcome of every
+        acknowledgement commit (with a poll, commit_sync, commit_async or close) is kept for
+        take_commit_results()."""
+        self._check_open("commit_async")
+        cdef rd_kafka_error_t *error = rd_kafka_share_set_acknowledgement_commit_cb(
+            self.rks, _ack_commit_cb, <void *>self._handle)
+        if error != NULL:
+            raise _error(error, "setting the acknowledgement commit callback")
+
+    def take_commit_results(self):
+        """[(topic, partition, [offsets], error or None)] reported since the last call."""
+        acks = self._handle.acks
+        if not acks:
+            return []
+        self._handle.acks = []
+        return [(t, p, offs, None if e is None else _err(<rd_kafka_resp_err_t>e, f"acknowledging {t}-{p}"))
+                for t, p, offs, e in acks]
 
     def commit_sync(self, int timeout_ms):
         """Sends the pending acknowledgements and waits for the broker: {TopicPartition: error|None}."""
@@ -396,10 +511,15 @@ cdef class NativeShareConsumer:
         if error != NULL:
             raise _error(error, "close")
 
+    def statistics(self):
+        """The last statistics document librdkafka reported (statistics.interval.ms), or None."""
+        return self._stats.doc
+
     def metrics(self):
         return {
             "buffered_records": self.fb.records,
             "buffered_bytes": self.fb.bytes,
+            "partitions_fetched": self.fb.n,  # partitions records ever came from
             "records_returned": self.records_returned,
             "batches_fetched": self.batches_fetched,
             "record_errors": self.record_errors,

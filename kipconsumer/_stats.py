@@ -28,3 +28,27 @@ def summary(doc: str) -> dict[str, Any]:
         "brokers_up": sum(1 for b in d.get("brokers", {}).values() if b.get("state") == "UP"),
         "consumer_lag": lag,
     }
+
+
+def share_summary(doc: str) -> dict[str, Any]:
+    """:func:`summary` plus what a share consumer's statistics carry (librdkafka 2.16, measured):
+    per-partition fetch counts (``rxmsgs``, ``rxbytes``: value bytes) and the share group's state from
+    ``cgrp`` (its partition assignment and rebalance count). Offsets, lag and high watermarks are not
+    given for share partitions (librdkafka reports -1 / -1001) and are left out."""
+    from kipconsumer.structs import TopicPartition
+
+    out = summary(doc)
+    d = json.loads(doc)
+    parts: dict[TopicPartition, dict[str, int]] = {}
+    for name, t in d.get("topics", {}).items():
+        for part, pd in t.get("partitions", {}).items():
+            if part != "-1" and (pd.get("rxmsgs", 0) or pd.get("desired")):
+                parts[TopicPartition(name, int(part))] = {"fetched_records": pd.get("rxmsgs", 0),
+                                                          "fetched_bytes": pd.get("rxbytes", 0)}
+    out["partitions"] = parts
+    cg = d.get("cgrp")
+    out["group"] = None if not isinstance(cg, dict) else {
+        "state": cg.get("state"), "join_state": cg.get("join_state"),
+        "rebalances": cg.get("rebalance_cnt", 0), "assigned_partitions": cg.get("assignment_size", 0)}
+    del out["consumer_lag"]  # no lag for share partitions
+    return out

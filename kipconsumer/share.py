@@ -17,6 +17,12 @@ The contract (docs/share-groups.md, API.md "Share groups"):
   slices of at most 50 ms, so Ctrl+C, ``wakeup()`` (``WakeupError``) and ``close()`` end it.
 - ``ShareGroupsUnsupportedError`` when the loaded librdkafka (< 2.15) or the broker lacks share
   groups.
+- ``commit_async(callback)`` / ``set_acknowledgement_commit_callback(callback)`` (Java's
+  ``AcknowledgementCommitCallback``): ``callback({TopicPartition: {offsets}}, exception_or_None)`` for
+  every acknowledgement commit outcome from then on (sent with a poll, a commit or close), on the
+  owner thread in a later ``poll()``, ``commit_sync()``, ``commit_async()`` or ``close()``.
+- Not inherited through ``os.fork()``: in a child every call (``close()`` included) raises
+  ``IllegalStateError`` naming the process that created the consumer; the child leaves it alone.
 """
 
 from __future__ import annotations
@@ -26,9 +32,10 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kipconsumer import _fork
 from kipconsumer._owned import owned
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
@@ -44,6 +51,9 @@ from kipconsumer.errors import (
 from kipconsumer.structs import TopicPartition
 
 log = logging.getLogger("kipconsumer.share")
+
+#: callback({TopicPartition: {offset, ...}}, exception_or_None) of acknowledgement commits
+AcknowledgementCommitCallback = Callable[[dict[TopicPartition, set[int]], "KafkaError | None"], object]
 
 #: poll() waits in slices of at most this, checking wakeup(), close() and signals between them
 _SLICE_S = 0.05
@@ -79,6 +89,9 @@ def _native_module() -> Any:
 
 _owned = owned  # runs a method as the consumer's one owner thread (KafkaShareConsumer._enter)
 
+#: what an acknowledgement commit callback may not call (it runs inside one of them)
+_NOT_IN_CALLBACK = frozenset({"poll", "subscribe", "unsubscribe", "close"})
+
 
 class KafkaShareConsumer:
     """A share group member (KIP-932): records of the subscribed topics are shared among the group's
@@ -111,12 +124,43 @@ class KafkaShareConsumer:
         # explicit mode: (topic, partition, offset) of the records returned and not yet acknowledged
         self._unacked: dict[tuple[str, int, int], None] = {}
         self._last_poll = time.monotonic()
+        self._ack_callback: AcknowledgementCommitCallback | None = None
+        self._in_callback = 0
+        self._callback_exc: BaseException | None = None  # raised by the next call (see _serve_callbacks)
+        self._ack_commits = 0
+        self._ack_commit_errors = 0
+        self._polls = 0
+        # acknowledgement commit outcomes are always collected (metrics(); the callback when set)
+        self._native.enable_commit_results()
+        _fork.register(self)
+
+    def _mark_foreign(self, pid: int) -> None:
+        """In a child made by ``fork()``: every later call raises ``IllegalStateError``; the inherited
+        librdkafka handle is leaked, never closed or destroyed here (kipconsumer._fork)."""
+        native = self._native
+        self._native = _fork.ForeignHandle("KafkaShareConsumer", pid)
+        _fork.leak(native)
+        self._foreign_pid = pid
+        # the locks may have been held by a thread of the parent, which does not exist here
+        self._lock = threading.RLock()
+        self._guard = threading.Condition(self._lock)
+        self._owner, self._depth, self._method = None, 0, ""
+        self._in_callback = 0
+        self._callback_exc = None
+
+    _foreign_pid: int | None = None
 
     # -- thread contract -------------------------------------------------------------------
     def _enter(self, method: str) -> None:
+        if self._foreign_pid is not None:
+            raise _fork.foreign_error("KafkaShareConsumer", self._foreign_pid)
         me = threading.get_ident()
         with self._lock:
             if self._owner == me:
+                if self._in_callback and method in _NOT_IN_CALLBACK:
+                    raise IllegalStateError(
+                        f"{method}() called from an acknowledgement commit callback: the callback runs "
+                        f"inside {self._method}() of this consumer; call {method}() after it returns")
                 self._depth += 1
                 return
             if self._owner is not None:
@@ -194,6 +238,7 @@ class KafkaShareConsumer:
         records first. Explicit mode: raises ``IllegalStateError`` while a record of the previous
         polls is unacknowledged. Raises ``WakeupError`` after ``wakeup()``."""
         seconds = self._api_timeout(timeout)
+        self._serve_callbacks()
         if self._unacked:
             tp_offset = next(iter(self._unacked))
             raise IllegalStateError(
@@ -214,7 +259,10 @@ class KafkaShareConsumer:
         if self._explicit:
             for r in records:
                 self._unacked[(r.topic, r.partition, r.offset)] = None
+        self._polls += 1
         self._last_poll = time.monotonic()
+        # results that came during this poll: a callback's exception must not lose these records
+        self._serve_callbacks(keep=True)
         return records
 
     def wakeup(self) -> None:
@@ -245,13 +293,65 @@ class KafkaShareConsumer:
         acknowledged; else the error, e.g. a record whose lock had expired)."""
         seconds = self._api_timeout(timeout)
         ms = 2**31 - 2 if math.isinf(seconds) else int(math.ceil(seconds * 1000))
+        self._serve_callbacks()
         result: dict[TopicPartition, KafkaError | None] = self._native.commit_sync(ms)
+        self._serve_callbacks()
         return result
 
     @_owned
-    def commit_async(self) -> None:
-        """Sends the pending acknowledgements without waiting for the broker."""
+    def commit_async(self, callback: AcknowledgementCommitCallback | None = None) -> None:
+        """Sends the pending acknowledgements without waiting for the broker. ``callback`` (optional)
+        becomes the acknowledgement commit callback, as ``set_acknowledgement_commit_callback()``: it
+        gets this commit's outcome and every later one, in a later ``poll()``, ``commit_sync()``,
+        ``commit_async()`` or ``close()`` of this thread."""
+        if callback is not None:
+            self.set_acknowledgement_commit_callback(callback)
+        self._serve_callbacks()
         self._native.commit_async()
+
+    @_owned
+    def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None) -> None:
+        """Java's ``setAcknowledgementCommitCallback``: ``callback(offsets, exception)`` runs for every
+        acknowledgement commit outcome from now on (acknowledgements sent with a ``poll()``, by
+        ``commit_async()``, ``commit_sync()`` or ``close()``), once per partition and outcome:
+        ``offsets`` is ``{TopicPartition: {offset, ...}}``, ``exception`` ``None`` (acknowledged) or the
+        ``KafkaError`` (e.g. the record's lock had expired: it is redelivered). It runs on the calling
+        thread inside a later ``poll()``, ``commit_sync()``, ``commit_async()`` or ``close()`` (never
+        inside librdkafka) and may call ``acknowledge()``, ``commit_*()`` and ``metrics()``; ``poll()``,
+        ``subscribe()``, ``unsubscribe()`` and ``close()`` raise ``IllegalStateError`` there. An
+        exception it raises propagates from the call running it; from the callbacks run at the end of
+        a ``poll()`` (which would lose that poll's records) or inside ``close()`` it is raised by the
+        next call, or at the end of ``close()``. ``None`` removes the callback."""
+        if callback is not None and not callable(callback):
+            raise TypeError("callback must be callable(offsets, exception)")
+        self._ack_callback = callback
+
+    def _serve_callbacks(self, keep: bool = False) -> None:
+        """Runs the acknowledgement commit callback for the results librdkafka reported. ``keep``:
+        the first exception is kept for the next call instead of raised (else a kept one is raised
+        first)."""
+        if not keep and self._callback_exc is not None:
+            exc, self._callback_exc = self._callback_exc, None
+            raise exc
+        if self._in_callback:
+            return
+        for topic, partition, offsets, exc in self._native.take_commit_results():
+            self._ack_commits += 1
+            if exc is not None:
+                self._ack_commit_errors += 1
+            cb = self._ack_callback
+            if cb is None:
+                continue
+            self._in_callback += 1
+            try:
+                cb({TopicPartition(topic, partition): set(offsets)}, exc)
+            except BaseException as e:
+                if not keep:
+                    raise
+                if self._callback_exc is None:
+                    self._callback_exc = e
+            finally:
+                self._in_callback -= 1
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self, timeout: float | None = None) -> None:
@@ -260,9 +360,15 @@ class KafkaShareConsumer:
         to the group. Any thread may call it: a ``poll()`` of another thread returns first. Waits at most
         ``timeout`` seconds (``None``: ``default.api.timeout.ms``); librdkafka finishes in the
         background past it. A second call does nothing."""
+        if self._foreign_pid is not None:
+            raise _fork.foreign_error("KafkaShareConsumer", self._foreign_pid)
+        me = threading.get_ident()
+        if self._owner == me and self._in_callback:
+            raise IllegalStateError(
+                "close() called from an acknowledgement commit callback: the callback runs inside "
+                f"{self._method}() of this consumer; call close() after it returns")
         seconds = self._api_timeout(timeout)
         deadline = time.monotonic() + seconds
-        me = threading.get_ident()
         with self._guard:
             if self._closed or self._closing:
                 return
@@ -296,17 +402,51 @@ class KafkaShareConsumer:
             with self._guard:
                 self._closed = True
                 self._unacked.clear()
+        if not closer.is_alive() and self._foreign_pid is None:
+            self._serve_callbacks(keep=True)
         if errors:
             raise errors[0]
+        if self._callback_exc is not None:
+            exc, self._callback_exc = self._callback_exc, None
+            raise exc
 
     def metrics(self) -> dict[str, Any]:
-        """Counters: ``buffered_records``, ``buffered_bytes``, ``records_returned``, ``batches_fetched``,
-        ``record_errors``, ``acknowledged``, ``unacknowledged`` (explicit mode),
-        ``time_since_last_poll_ms``. Thread-safe."""
+        """Counters and gauges: ``buffered_records``, ``buffered_bytes``, ``partitions_fetched`` (partitions
+        records ever came from),
+        ``records_returned``, ``polls``, ``batches_fetched``, ``record_errors``, ``acknowledged``
+        (records acknowledged by this client, sent or not), ``unacknowledged`` (explicit mode),
+        ``acknowledgement_commits`` / ``acknowledgement_commit_errors`` (per-partition outcomes the
+        broker reported and the owner thread has taken, in a poll, commit or close),
+        ``time_since_last_poll_ms``, ``partition_records_returned`` (``{TopicPartition: int}``: records
+        returned per partition), ``statistics`` (the summary of librdkafka's last statistics document
+        with ``statistics.interval.ms`` > 0, as ``KafkaConsumer``'s: bytes and requests sent and
+        received, brokers up, ...; plus ``partitions``, ``{TopicPartition: {"fetched_records",
+        "fetched_bytes"}}``, and ``group``, ``{"state", "join_state", "rebalances",
+        "assigned_partitions"}``; None without). Thread-safe."""
         m: dict[str, Any] = dict(self._native.metrics())
         m["unacknowledged"] = len(self._unacked)
         m["time_since_last_poll_ms"] = int((time.monotonic() - self._last_poll) * 1000)
+        m["polls"] = self._polls
+        m["acknowledgement_commits"] = self._ack_commits
+        m["acknowledgement_commit_errors"] = self._ack_commit_errors
+        m["partition_records_returned"] = {
+            TopicPartition(t, p): n for (t, p), n in self._native.returned_by_partition().items()}
+        m["statistics"] = self._statistics()
         return m
+
+    def _statistics(self) -> dict[str, Any] | None:
+        """The summary of librdkafka's last statistics document (``statistics.interval.ms`` > 0, served
+        by ``poll()``), as ``KafkaConsumer.metrics()["statistics"]``; None before the first one."""
+        doc = self._native.statistics()
+        if doc is None:
+            return None
+        from kipconsumer._stats import share_summary
+
+        try:
+            return share_summary(doc)
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.debug("librdkafka statistics not understood: %s", exc)
+            return None
 
     def __enter__(self) -> KafkaShareConsumer:
         return self

@@ -24,6 +24,7 @@ SCRIPTS = [
     "eos_bench.py",
     "queue_layout.py",
     "java_bench.py",
+    "share_bench.py",
 ]
 
 
@@ -101,3 +102,39 @@ def test_queue_layout_tiny_reads_every_record_in_both_layouts() -> None:
     rows = [ln.split() for ln in proc.stdout.splitlines() if ln.startswith(("shared ", "partition "))]
     assert [r[0] for r in rows] == ["shared", "partition", "partition"]
     assert all(r[-1] == "-" and r[1] != "-" for r in rows)  # records/s measured, pause figures not run
+
+
+def test_share_bench_tiny_on_the_embedded_broker(tmp_path: Path) -> None:
+    """bench/share_bench.py end to end on the embedded broker (the two Python clients; Java runs on
+    ``--broker kafka`` only): every client read every record and the ratio was computed."""
+    out = tmp_path / "share.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "share_bench.py"), "--broker", "mock", "--records", "2000",
+         "--partitions", "2", "--repeat", "1", "--out", str(out)],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out.read_text())
+    assert set(doc["runs"]) == {"kipconsumer", "confluent"}
+    assert all(len(rs) == 1 and rs[0]["records"] == 2000 for rs in doc["runs"].values()), doc["runs"]
+    assert "confluent" in doc["summary"]["ratio"]
+
+
+@pytest.mark.kafka
+def test_java_peer_share_bench_reads_every_record(kafka_cluster) -> None:  # type: ignore[no-untyped-def]
+    """The Java peer's share-bench mode (bench/share_bench.py's Java client): two passes, each in a
+    fresh share group reading from the earliest offset, the last one reported."""
+    import uuid
+
+    import java_peer
+    from share_support import produce
+
+    topic = f"share-bench-{uuid.uuid4().hex[:8]}"
+    kafka_cluster.create_topic(topic, 2)
+    produce(kafka_cluster, topic, 2, 40)
+    groups = [f"sb-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    for g in groups:
+        kafka_cluster.set_group_config(g, {"share.auto.offset.reset": "earliest"})
+    (doc,) = java_peer.run("share-bench", kafka_cluster.bootstrap_servers, topic, "40",
+                           "--groups", ",".join(groups), timeout=120)
+    assert doc["records"] == 40 and doc["seconds"] > 0 and doc["cpu_seconds"] > 0

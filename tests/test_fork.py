@@ -40,3 +40,25 @@ def test_forked_child_gets_illegal_state_and_exits_cleanly(
     assert "CHILD-OK" in out, (out, proc.stderr[-3000:])
     assert "CHILD-STATUS 0" in out, (out, proc.stderr[-3000:])  # no SIGSEGV, no hang
     assert "PARENT-OK" in out and proc.returncode == 0, (out, proc.stderr[-3000:])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.parametrize("exit_how", ["exit", "close"])
+@pytest.mark.parametrize("kind", ["share", "async-share"])
+def test_forked_share_consumer_is_foreign_in_the_child(kind: str, exit_how: str) -> None:
+    """Issue #30: KafkaShareConsumer / AsyncKafkaShareConsumer under the same contract, on a broker of
+    its own (share group settings are cluster-wide on the embedded broker)."""
+    with EmbeddedBroker(num_brokers=1) as b:
+        b.configure_share_groups(auto_offset_reset="earliest", heartbeat_interval_ms=500)
+        b.create_topic("fork-share", 1)
+        with KafkaProducer({"bootstrap.servers": b.bootstrap_servers}) as p:
+            for i in range(3):
+                p.send("fork-share", b"before-%d" % i, partition=0).result(10)
+        root = str(SCRIPT.parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+        cmd = [sys.executable, str(SCRIPT), kind, exit_how, b.bootstrap_servers, "fork-share"]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=90)
+    out = proc.stdout
+    assert "CHILD-OK" in out, (out, proc.stderr[-3000:])
+    assert "CHILD-STATUS 0" in out, (out, proc.stderr[-3000:])
+    assert "PARENT-OK" in out and proc.returncode == 0, (out, proc.stderr[-3000:])

@@ -14,6 +14,7 @@ import pytest
 from share_support import LOCK_MS, consumer, poll_until, produce, share_group, unique_name
 
 from kipconsumer import AcknowledgeType
+from kipconsumer._records import ConsumerRecord
 from kipconsumer.errors import IllegalStateError
 from kipconsumer.testing import KafkaCluster
 
@@ -93,9 +94,9 @@ def test_release_redelivers_with_higher_delivery_count(kafka_cluster: KafkaClust
 def test_reject_never_returns_and_max_deliveries_archive(kafka_cluster: KafkaCluster) -> None:
     topic = _topic(kafka_cluster)
     produce(kafka_cluster, topic, 1, 2)  # offset 0: rejected; offset 1: released until archived
-    counts: list[int] = []
+    counts: list[int | None] = []
 
-    def ack(batch: list) -> None:
+    def ack(batch: list[ConsumerRecord]) -> None:
         for r in batch:
             if r.offset == 0:
                 c.acknowledge(r, AcknowledgeType.REJECT)
@@ -210,3 +211,62 @@ def test_explicit_acknowledgements_are_sent_by_close(kafka_cluster: KafkaCluster
     with consumer(kafka_cluster, group) as c2:
         c2.subscribe([topic])
         assert poll_until(c2, lambda g: False, timeout=LOCK_MS / 1000 + 2) == []
+
+
+def test_commit_async_callback_outcomes_and_metrics(kafka_cluster: KafkaCluster) -> None:
+    """Issue #30: the acknowledgement commit callback gets each partition's acknowledged offsets (None:
+    done) on the polling thread, and an error for acknowledgements of records whose lock had expired;
+    metrics() counts both and the records returned per partition."""
+    from kipconsumer import TopicPartition
+    from kipconsumer.errors import KafkaError
+
+    topic = _topic(kafka_cluster, 2)
+    produced = produce(kafka_cluster, topic, 2, 20)
+    group = share_group(kafka_cluster)
+    outcomes: list[tuple[dict[TopicPartition, set[int]], KafkaError | None, int]] = []
+
+    def cb(offsets: dict[TopicPartition, set[int]], exc: KafkaError | None) -> None:
+        outcomes.append((offsets, exc, threading.get_ident()))
+
+    def accepted() -> set[tuple[int, int]]:
+        return {(tp.partition, o)
+                for d, e, _ in outcomes if e is None for tp, offs in d.items() for o in offs}
+
+    with consumer(kafka_cluster, group, "explicit") as c:
+        # set first: acknowledgements also travel with the polls, whose outcomes come before the commit's
+        c.set_acknowledgement_commit_callback(cb)
+        c.subscribe([topic])
+        def accept(batch: list[ConsumerRecord]) -> None:
+            for r in batch:
+                c.acknowledge(r, AcknowledgeType.ACCEPT)
+
+        got = poll_until(c, lambda g: len(g) >= 20, on_batch=accept)
+        assert {(r.partition, r.offset) for r in got} == produced
+        c.commit_async(cb)
+        deadline = time.monotonic() + 20
+        while accepted() != produced and time.monotonic() < deadline:
+            c.poll(0.2)  # outcomes are served by later calls
+        assert accepted() == produced, outcomes
+        assert {tid for _, _, tid in outcomes} == {threading.get_ident()}
+        m = c.metrics()
+        assert m["acknowledgement_commits"] >= 2 and m["acknowledgement_commit_errors"] == 0
+        assert m["partition_records_returned"] == {TopicPartition(topic, p): 10 for p in (0, 1)}
+        # a record held past its lock: the broker refuses its acknowledgement
+        late = produce(kafka_cluster, topic, 2, 1)
+        batch = poll_until(c, lambda g: len(g) >= 1)
+        assert {(r.partition, r.offset) for r in batch} == late
+        time.sleep(LOCK_MS / 1000 + 1.5)
+        for r in batch:
+            c.acknowledge(r, AcknowledgeType.ACCEPT)
+        c.commit_async()
+        deadline = time.monotonic() + 20
+        while not any(e is not None for _, e, _ in outcomes) and time.monotonic() < deadline:
+            accept(list(c.poll(0.2)))  # the expired record comes back (delivery count 2)
+        errors = [(d, e) for d, e, _ in outcomes if e is not None]
+        assert errors and all(isinstance(e, KafkaError) for _, e in errors), outcomes
+        assert c.metrics()["acknowledgement_commit_errors"] >= 1
+        # acknowledgements sent by close(): their outcome comes to the callback inside close()
+        last = produce(kafka_cluster, topic, 2, 1)
+        outcomes.clear()
+        poll_until(c, lambda g: last <= {(r.partition, r.offset) for r in g}, on_batch=accept)
+    assert last <= accepted(), outcomes

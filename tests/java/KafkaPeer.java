@@ -54,6 +54,11 @@
 //                                    --passes P reads (default 2: the first warms the JIT up)
 //   produce-bench BOOTSTRAP TOPIC N [--value-size B] [--acks A] [--passes P]  send N keyed records
 //                                    and flush, P times (the topic gets P x N), the last one reported
+//   share-bench BOOTSTRAP TOPIC N --groups G1,G2,..  one KafkaShareConsumer per group in turn (each
+//                                    group set to share.auto.offset.reset=earliest beforehand), implicit
+//                                    acknowledgement, reads N records; {"records","seconds","cpu_seconds"}
+//                                    of the last group's pass, from its first non-empty poll to the end
+//                                    of close() (the earlier passes warm the JIT up)
 //
 // Written for kipconsumer; uses only the public kafka-clients API, plus
 // BuiltInPartitioner.partitionForKey (the producer's own function for keyed records).
@@ -115,6 +120,7 @@ public final class KafkaPeer {
             case "stall" -> stall(o);
             case "consume-bench" -> consumeBench(o);
             case "produce-bench" -> produceBench(o);
+            case "share-bench" -> shareBench(o);
             default -> usage("unknown command " + cmd);
         }
         OUT.flush();
@@ -841,6 +847,52 @@ public final class KafkaPeer {
                 if (pass == passes) {
                     benchResult(n, t0, c0);
                 }
+            }
+        }
+    }
+
+    // -- share-bench (bench/share_bench.py, issue #30) ---------------------------------------------
+    private static void shareBench(Opts o) {
+        String bootstrap = o.pos(1, "BOOTSTRAP");
+        String topic = o.pos(2, "TOPIC");
+        long want = Long.parseLong(o.pos(3, "N"));
+        String[] groups = o.get("groups", "share-bench").split(",");
+        for (int pass = 0; pass < groups.length; pass++) {
+            Properties p = new Properties();
+            p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, groups[pass]);
+            p.put("share.acknowledgement.mode", "implicit");
+            p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, o.get("max-poll-records", "500"));
+            p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+            p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+            long t0 = 0;
+            long c0 = 0;
+            long n = 0;
+            long bytes = 0;
+            org.apache.kafka.clients.consumer.KafkaShareConsumer<byte[], byte[]> c =
+                    new org.apache.kafka.clients.consumer.KafkaShareConsumer<>(p);
+            try {
+                c.subscribe(List.of(topic));
+                while (n < want) {
+                    ConsumerRecords<byte[], byte[]> batch = c.poll(Duration.ofMillis(1000));
+                    if (n == 0 && !batch.isEmpty()) { // joining the group is not the client's speed
+                        t0 = System.nanoTime();
+                        c0 = cpuNanos();
+                    }
+                    for (ConsumerRecord<byte[], byte[]> r : batch) {
+                        byte[] v = r.value(); // touch every value, as the Python clients do
+                        bytes += v == null ? 0 : v.length;
+                        n++;
+                    }
+                }
+            } finally {
+                c.close(); // sends the last poll's acknowledgements, as the Python clients' close()
+            }
+            if (pass == groups.length - 1) {
+                benchResult(n, t0, c0);
+            }
+            if (bytes < 0) {
+                System.err.println(bytes);
             }
         }
     }
