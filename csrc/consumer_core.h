@@ -27,6 +27,7 @@
 #include "fetch_buffer.h"
 #include "poll_timer.h"
 #include "heartbeat_monitor.h"
+#include "owner_lock.h"
 #include "prefetch_thread.h"
 
 #define KC_MAX_PENDING_ERRORS 64
@@ -73,7 +74,7 @@ typedef struct kc_consumer {
     uint64_t batch_seq;            /* counts the batches taken from librdkafka's queues */
     uint64_t poll_moved;           /* records the polling thread moved from the fetch queue itself */
     _Atomic int poll_waiting;      /* poll() waits for records (the owner lock released) */
-    kc_owner_lock_t lock;          /* guards the above when the prefetch thread runs */
+    kc_owner_lock_t lock;          /* guards the above when the prefetch thread runs (owner_lock.h) */
     kc_prefetch_thread_t prefetch; /* see prefetch_thread.h */
 } kc_consumer_t;
 
@@ -122,7 +123,7 @@ int kc_consumer_rebalance_pending(kc_consumer_t *c);
 /* Starts the seek guard of p after the application sought p to `offset` (>= 0): the next
  * records taken for p must start there (see seek_guard in consumer_core.c). */
 void kc_consumer_seek_guard(kc_partition_t *p, int64_t offset);
-/* The owner lock (prefetch_thread.h): the application's thread holds it during consumer calls,
+/* The owner lock (owner_lock.h): the application's thread holds it during consumer calls,
  * once a prefetch thread was started (without one nothing else touches the buffer). */
 static inline void kc_consumer_hold(kc_consumer_t *c) {
     if (c->prefetch.locking)

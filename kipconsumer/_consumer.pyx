@@ -495,7 +495,7 @@ cdef class NativeConsumer:
         return st
 
     def hold(self):
-        """Takes the owner lock (csrc/prefetch_thread.h) for a consumer call; nests on one thread.
+        """Takes the owner lock (csrc/owner_lock.h) for a consumer call; nests on one thread.
         Waits without the GIL (the prefetch thread holds it for one chunk at most). Nothing to take
         without a prefetch thread."""
         if self.core != NULL and self.core.prefetch.locking:
