@@ -13,17 +13,10 @@
 #include "rdk.h"
 #include "consumer_core.h"
 #include "heartbeat_monitor.h"
+#include "rebalance.h"
 
 /* How long the reaper serves librdkafka's close before it gives up and destroys the handle. */
 #define KC_REAPER_GIVE_UP_MS 600000
-
-/* The *assign() call that answers a rebalance event `err` (ASSIGN_PARTITIONS or
- * REVOKE_PARTITIONS) naming `parts`, for the group's protocol: incremental (un)assign when
- * `cooperative`, else assign(parts) or assign(NULL). Returns librdkafka's error object of an
- * incremental call (the caller destroys or reports it), else NULL. Once the group handle is
- * terminating, librdkafka treats any such call as a full unassign, whatever it names. */
-rd_kafka_error_t *kc_answer_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                                      const rd_kafka_topic_partition_list_t *parts, int cooperative);
 
 /* Destroys every event already on the close queue `q`; returns how many were rebalance events.
  * Called right after close's full unassign: those events were queued before it and name
@@ -35,7 +28,7 @@ typedef struct kc_reaper {
     rd_kafka_queue_t *q;        /* the close queue; NULL: librdkafka's close is not started yet */
     kc_consumer_t *core;        /* freed once librdkafka is closed, before rd_kafka_destroy; may be NULL */
     kc_heartbeat_monitor_t *hb; /* freed after rd_kafka_destroy (librdkafka's threads write to it) */
-    int cooperative;            /* the group's protocol, for kc_answer_rebalance */
+    int cooperative;            /* the group's protocol, for kc_answer_rebalance (rebalance.h) */
     int unassigned;             /* close's full unassign was made */
     int64_t give_up_ms;         /* kc_now_ms() after which the reaper stops serving the close */
 } kc_reaper_t;

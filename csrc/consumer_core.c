@@ -12,11 +12,6 @@
  * within max.poll.interval.ms, and wakeups through the fd are immediate anyway. */
 #define KC_MAX_WAIT_MS  200
 #define KC_REFILL_CHUNK 1024
-/* Seeks re-issued for one seek() before the guard takes whatever arrives (seek_guard), and how
- * long after the seek it watches (a pending start-offset lookup of librdkafka's lands within a
- * request's round trip; retried requests take longer) */
-#define KC_SEEK_RETRIES  4
-#define KC_SEEK_GUARD_MS 30000
 
 static const uint64_t kc_one = 1;
 
@@ -41,7 +36,7 @@ kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, k
     c->prefetch_floor = 64;
     c->ring_max_records = 100000;
     c->ring_max_bytes = (size_t)65536 * 1024;
-    c->rebalance_barrier = 1;
+    kc_rebalance_barrier_init(&c->barrier);
     c->scratch_cap = max_poll_records > KC_REFILL_CHUNK ? max_poll_records : KC_REFILL_CHUNK;
     c->scratch = malloc(c->scratch_cap * sizeof(*c->scratch));
     if (!c->scratch) {
@@ -164,66 +159,6 @@ void kc_consumer_serve(kc_consumer_t *c) {
     kc_consumer_release(c);
 }
 
-void kc_consumer_seek_guard(kc_partition_t *p, int64_t offset) {
-    p->seek_target = offset;
-    p->seek_seen = KC_POSITION_UNKNOWN;
-    p->seek_retries = 0;
-    p->seek_batch = 0;
-    p->seek_until_ms = kc_now_ms() + KC_SEEK_GUARD_MS;
-}
-
-static void seek_guard_done(kc_partition_t *p) {
-    p->seek_target = KC_POSITION_UNKNOWN;
-    p->seek_seen = KC_POSITION_UNKNOWN;
-    p->seek_retries = 0;
-}
-
-/* The seek guard: after the application's seek to T, p's records must continue from T without
- * a jump. librdkafka's seek does not always win: right after assign() the partition's start
- * offset is still being resolved (committed offset, then auto.offset.reset's ListOffsets), and
- * when that lookup's answer lands after the seek, librdkafka moves the fetch position there
- * (before the first record of the seek, or after some), with no version barrier that would stop
- * the records (seen against Tansu: assign() + seek_to_beginning() returned only the last batch of
- * a partition; on the embedded broker with a live producer, a partition jumped from the middle to
- * its end). For KC_SEEK_GUARD_MS after the seek, a record past the next expected offset E makes
- * the guard seek to E again (asynchronously: the version barrier drops what is still queued of
- * that fetch) and drop the records of the batch it came in (they are of that fetch too). If the
- * fetch after the re-seek jumps to the same offset again, E..offset-1 is a gap in the log
- * (compacted, a transaction marker, aborted records) and the records are taken. After
- * KC_SEEK_RETRIES re-seeks, or once the window is over, records are taken as they come.
- * `expect` is E (kc_fb_next_offset, as route_run advances it). Returns 1 if m is to be taken;
- * records below E are left to the refetch filter. */
-static int seek_guard(kc_consumer_t *c, kc_partition_t *p, const rd_kafka_message_t *m, int64_t expect) {
-    if (expect == KC_POSITION_UNKNOWN)
-        expect = p->seek_target;
-    if (p->seek_batch == c->batch_seq && p->seek_retries)
-        return 0; /* the rest of the batch that made the guard seek again */
-    if (m->offset <= expect)
-        return 1;
-    if (p->seek_seen == m->offset || p->seek_retries >= KC_SEEK_RETRIES || kc_now_ms() > p->seek_until_ms) {
-        seek_guard_done(p);
-        return 1;
-    }
-    rd_kafka_topic_partition_list_t *one = rd_kafka_topic_partition_list_new(1);
-    if (!one) {
-        seek_guard_done(p);
-        return 1;
-    }
-    rd_kafka_topic_partition_list_add(one, p->topic, p->partition)->offset = expect;
-    rd_kafka_error_t *err = rd_kafka_seek_partitions(c->rk, one, 0);
-    rd_kafka_topic_partition_list_destroy(one);
-    if (err) {
-        rd_kafka_error_destroy(err);
-        seek_guard_done(p);
-        return 1;
-    }
-    p->seek_seen = m->offset;
-    p->seek_retries++;
-    p->seek_batch = c->batch_seq;
-    c->seek_retries++;
-    return 0;
-}
-
 size_t kc_consumer_budget(const kc_consumer_t *c) {
     size_t unpaused = 0;
     for (size_t i = 0; i < c->fb.n; i++)
@@ -233,29 +168,10 @@ size_t kc_consumer_budget(const kc_consumer_t *c) {
     return unpaused * kc_fb_target(&c->fb, c->max_poll_records, c->prefetch_floor) + c->max_poll_records;
 }
 
-/* True if m, below p's floor (the committed offset when p was assigned), must not be taken:
- * a fetch that started below the committed offset (seen under chaos faults: a newly assigned
- * partition's first records came from offset 0 although its committed offset was in the
- * thousands, and the fetch restarted at the committed offset later). Java starts a newly
- * assigned partition at its committed offset and discards fetched data of other positions.
- * The floor is given up if the log no longer reaches it (the high watermark is below it:
- * the commit points past a truncated or recreated log, or past its end): librdkafka then
- * resets the position by auto.offset.reset, and those records are the ones to read. */
-static int below_committed(kc_consumer_t *c, kc_partition_t *p) {
-    int64_t lo = -1, hi = -1;
-    if (rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) ==
-            RD_KAFKA_RESP_ERR_NO_ERROR &&
-        hi >= 0 && hi < p->floor) {
-        p->floor = KC_POSITION_UNKNOWN;
-        return 0;
-    }
-    return 1;
-}
-
 /* Buffers one run of messages of the same partition (in offset order), dropping those of
- * partitions no longer assigned, copies of offsets already returned or buffered
- * (kc_fb_next_offset) and records below the committed offset the partition was assigned
- * at (below_committed). */
+ * partitions no longer assigned and those the record filters (record_filters.h) turn away: the
+ * seek guard's, copies of offsets already returned or buffered (kc_fb_next_offset) and records
+ * below the committed offset the partition was assigned at. */
 static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
     kc_partition_t *p = kc_fb_find(&c->fb, rd_kafka_topic_name(msgs[0]->rkt), msgs[0]->partition);
     if (!p) {
@@ -268,18 +184,24 @@ static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
     size_t kept = 0;
     int reseeked = 0;
     for (size_t i = 0; i < n; i++) {
-        if (p->seek_target != KC_POSITION_UNKNOWN && !seek_guard(c, p, msgs[i], next)) {
-            rd_kafka_message_destroy(msgs[i]);
-            c->dropped_before_seek++;
-            reseeked = 1;
-            continue;
+        if (kc_seek_guard_active(&p->filters)) {
+            kc_seek_guard_verdict_t v = kc_seek_guard_check(&p->filters, c->rk, p->topic, p->partition,
+                                                            msgs[i]->offset, next, c->batch_seq);
+            if (v != KC_SEEK_GUARD_TAKE) {
+                rd_kafka_message_destroy(msgs[i]);
+                c->dropped_before_seek++;
+                if (v == KC_SEEK_GUARD_RESEEK)
+                    c->seek_retries++;
+                reseeked = 1;
+                continue;
+            }
         }
-        if (next != KC_POSITION_UNKNOWN && msgs[i]->offset < next) {
+        if (kc_refetched(msgs[i]->offset, next)) {
             rd_kafka_message_destroy(msgs[i]);
             c->dropped_refetched++;
             continue;
         }
-        if (p->floor != KC_POSITION_UNKNOWN && msgs[i]->offset < p->floor && below_committed(c, p)) {
+        if (kc_below_floor(&p->filters, c->rk, p->topic, p->partition, msgs[i]->offset)) {
             rd_kafka_message_destroy(msgs[i]);
             c->dropped_below_committed++;
             continue;
@@ -391,16 +313,7 @@ size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded) {
 }
 
 int kc_consumer_rebalance_pending(kc_consumer_t *c) {
-    if (!c->rebalance_barrier)
-        return 0;
-    int64_t last_any = atomic_load(&c->heartbeat->last_any_ms);
-    int64_t last_ok = atomic_load(&c->heartbeat->last_ok_ms);
-    int64_t since = last_ok > c->last_rebalance_ms ? last_ok : c->last_rebalance_ms;
-    /* a heartbeat learned that the group is joining */
-    if (last_any > since && atomic_load(&c->heartbeat->last_error) == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS)
-        return 1;
-    /* a commit learned it first (heartbeats are seconds apart; commits often are not) */
-    return c->commit_refused_ms > since;
+    return kc_rebalance_barrier_holds(&c->barrier, c->heartbeat);
 }
 
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out, size_t *n_out) {
@@ -427,7 +340,7 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
         size_t n = 0;
         if (c->hold_records)
             ;
-        else if (kc_consumer_rebalance_pending(c))
+        else if (kc_rebalance_barrier_holds(&c->barrier, c->heartbeat))
             c->barrier_polls++;
         else
             n = kc_fb_drain(&c->fb, c->max_poll_records, c->fairness, out);

@@ -4,11 +4,13 @@
  * which on the calling thread:
  *   1. serves librdkafka's consumer queue (rebalance callbacks, consumer errors, and
  *      messages of partitions not yet forwarded), so librdkafka sees the application poll;
- *   2. refills the fetch buffer from the shared fetch queue, into which every assigned
- *      partition's librdkafka queue is forwarded, until the unpaused partitions hold the
- *      prefetch budget (KIP-41 share rule, see kc_consumer_budget()); with the prefetch thread
- *      (prefetch_thread.h), which does this between polls, at most one poll's worth;
- *   3. drains at most max.poll.records into `out` with the configured fairness;
+ *   2. refills the fetch buffer, through the record filters (record_filters.h), from the shared
+ *      fetch queue, into which every assigned partition's librdkafka queue is forwarded, until the
+ *      unpaused partitions hold the prefetch budget (KIP-41 share rule, see kc_consumer_budget());
+ *      with the prefetch thread (prefetch_thread.h), which does this between polls, at most one
+ *      poll's worth;
+ *   3. drains at most max.poll.records into `out` with the configured fairness, unless the rebalance
+ *      barrier (record_filters.h) holds;
  *   4. otherwise waits on an eventfd that librdkafka signals when the fetch queue (or the
  *      prefetch thread, when the buffer gets records) or the consumer queue becomes non-empty,
  *      or that wakeup() signals, until the timeout; the owner lock is released meanwhile.
@@ -25,8 +27,10 @@
 #include <stdatomic.h>
 #include "rdk.h"
 #include "fetch_buffer.h"
+#include "record_filters.h"
 #include "poll_timer.h"
 #include "heartbeat_monitor.h"
+#include "owner_lock.h"
 #include "prefetch_thread.h"
 
 #define KC_MAX_PENDING_ERRORS 64
@@ -61,19 +65,16 @@ typedef struct kc_consumer {
     uint64_t dropped_refetched;       /* copies of offsets already returned or buffered */
     uint64_t dropped_below_committed; /* records below the committed offset a partition started from */
     uint64_t dropped_before_seek;     /* records of a fetch the application's seek() replaced */
-    uint64_t seek_retries;            /* seeks re-issued because librdkafka fetched elsewhere (seek_guard) */
-    int64_t last_rebalance_ms;        /* monotonic ms of the last assign/revoke callback */
-    int rebalance_barrier;            /* hold records back while the group rebalances (Java's rule) */
+    uint64_t seek_retries;            /* seeks re-issued because librdkafka fetched elsewhere (seek guard) */
+    kc_rebalance_barrier_t barrier;   /* record_filters.h: no records while the group rebalances */
     uint64_t barrier_polls;           /* polls that returned nothing because of the barrier */
     int hold_records;                 /* poll serves events but hands out no records (close/unsubscribe) */
-    int64_t commit_refused_ms;        /* monotonic ms a commit was last refused because the group is
-                                         rebalancing or moved on (kc_consumer_rebalance_pending) */
     rd_kafka_message_t **scratch;
     size_t scratch_cap;
     uint64_t batch_seq;            /* counts the batches taken from librdkafka's queues */
     uint64_t poll_moved;           /* records the polling thread moved from the fetch queue itself */
     _Atomic int poll_waiting;      /* poll() waits for records (the owner lock released) */
-    kc_owner_lock_t lock;          /* guards the above when the prefetch thread runs */
+    kc_owner_lock_t lock;          /* guards the above when the prefetch thread runs (owner_lock.h) */
     kc_prefetch_thread_t prefetch; /* see prefetch_thread.h */
 } kc_consumer_t;
 
@@ -114,15 +115,9 @@ size_t kc_consumer_budget(const kc_consumer_t *c);
 int kc_consumer_step_over_markers(kc_consumer_t *c, kc_partition_t *p);
 
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out, size_t *n_out);
-/* True while a Heartbeat answered REBALANCE_IN_PROGRESS, or a commit was refused because the
- * group is rebalancing or has moved on (commit_refused_ms), after the last rebalance callback
- * and no successful Heartbeat followed: the member must rejoin before it processes more, as
- * the Java consumer does, so records of partitions about to move are not handed out. */
+/* The rebalance barrier of c holds (kc_rebalance_barrier_holds in record_filters.h). */
 int kc_consumer_rebalance_pending(kc_consumer_t *c);
-/* Starts the seek guard of p after the application sought p to `offset` (>= 0): the next
- * records taken for p must start there (see seek_guard in consumer_core.c). */
-void kc_consumer_seek_guard(kc_partition_t *p, int64_t offset);
-/* The owner lock (prefetch_thread.h): the application's thread holds it during consumer calls,
+/* The owner lock (owner_lock.h): the application's thread holds it during consumer calls,
  * once a prefetch thread was started (without one nothing else touches the buffer). */
 static inline void kc_consumer_hold(kc_consumer_t *c) {
     if (c->prefetch.locking)

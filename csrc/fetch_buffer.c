@@ -64,9 +64,7 @@ kc_partition_t *kc_fb_add(kc_fetch_buffer_t *fb, const char *topic, int32_t part
     p->partition = partition;
     p->position = KC_POSITION_UNKNOWN;
     p->stored = KC_POSITION_UNKNOWN;
-    p->floor = KC_POSITION_UNKNOWN;
-    p->seek_target = KC_POSITION_UNKNOWN;
-    p->seek_seen = KC_POSITION_UNKNOWN;
+    kc_filters_init(&p->filters);
     fb->parts[fb->n++] = p;
     return p;
 }

@@ -16,10 +16,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "rdk.h"
+#include "record_filters.h"
 
 typedef enum { KC_FAIRNESS_PROPORTIONAL = 0, KC_FAIRNESS_GREEDY = 1 } kc_fairness_t;
 
-#define KC_POSITION_UNKNOWN INT64_MIN
+#ifndef KC_POSITION_UNKNOWN
+#define KC_POSITION_UNKNOWN INT64_MIN /* no offset (also defined by record_filters.h) */
+#endif
 
 typedef struct kc_partition {
     char *topic;
@@ -33,21 +36,15 @@ typedef struct kc_partition {
     int paused;
     int64_t position;        /* next offset poll() will return; KC_POSITION_UNKNOWN if none returned */
     int64_t stored;          /* last position handed to offset storage */
-    int64_t floor;           /* committed offset when the partition was assigned (Java's starting
-                                position): records below it are not taken (kc_consumer's route_run);
-                                KC_POSITION_UNKNOWN if none was committed or it no longer applies */
-    int64_t seek_target;     /* offset of the last seek() while kc_consumer's seek_guard watches
-                                p; KC_POSITION_UNKNOWN otherwise */
-    int64_t seek_seen;       /* offset of the last jump that made the guard seek again */
-    int64_t seek_until_ms;   /* the guard watches p until then (kc_now_ms clock) */
-    int seek_retries;        /* seeks re-issued since the application's seek */
-    uint64_t seek_batch;     /* kc_consumer's batch_seq when the seek was last re-issued */
     int app_pos_trusted;     /* librdkafka's application position of p counts only records that
                                 were buffered here or that librdkafka skipped (control records,
                                 aborted ones): set when records are buffered, cleared by a purge
                                 and by a record the seek guard drops (kc_consumer_step_over_markers) */
     rd_kafka_queue_t *queue; /* librdkafka partition queue (forwarded to the consumer's fetch queue) */
     size_t take;             /* scratch: records to take in the current drain */
+    /* Not the queue's: the state of the record filters (record_filters.h) that decide what is
+     * pushed here; the buffer only initialises it. */
+    kc_partition_filters_t filters;
 } kc_partition_t;
 
 typedef struct kc_fetch_buffer {

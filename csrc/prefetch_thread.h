@@ -7,9 +7,9 @@
  * itself, the first poll after a pause took 4 ms; done here, poll() only drains the buffer.
  *
  * The fetch buffer, the pending errors and the seek guard are then shared by two threads. The
- * owner lock (kc_owner_lock_t) guards them: the application's thread holds it for the whole of
- * each consumer call (KafkaConsumer's thread contract takes it when a call starts and releases it
- * when the outermost call returns; calls made from callbacks on that thread nest), and
+ * consumer's owner lock (owner_lock.h) guards them: the application's thread holds it for the
+ * whole of each consumer call (KafkaConsumer's thread contract takes it when a call starts and
+ * releases it when the outermost call returns; calls made from callbacks on that thread nest), and
  * kc_consumer_poll() releases it only while it waits. The prefetch thread only tries the lock
  * (never waits for it), takes it for one chunk of at most KC_PREFETCH_CHUNK records at a time and
  * steps back while the owner wants it, so a call waits at most one chunk (~50 us) for the thread.
@@ -33,27 +33,6 @@
 #include <stdint.h>
 
 #define KC_PREFETCH_CHUNK 1024
-
-/* A mutex that one thread may hold several levels deep and release completely while it waits. */
-typedef struct kc_owner_lock {
-    pthread_mutex_t m;
-    _Atomic unsigned long owner; /* pthread_self() of the holder, 0 if none */
-    int depth;                   /* levels held by the owner (touched by the holder only) */
-    _Atomic int wanted;          /* threads waiting in kc_owner_hold(): the prefetch thread yields */
-} kc_owner_lock_t;
-
-void kc_owner_lock_init(kc_owner_lock_t *l);
-void kc_owner_lock_destroy(kc_owner_lock_t *l);
-/* Takes one level (waits for another holder). */
-void kc_owner_hold(kc_owner_lock_t *l);
-/* Releases one level; the lock is free when the last level is released. */
-void kc_owner_release(kc_owner_lock_t *l);
-/* 1 if the calling thread holds the lock. */
-int kc_owner_held(kc_owner_lock_t *l);
-/* Releases every level the calling thread holds and returns how many (0: it held none). */
-int kc_owner_release_all(kc_owner_lock_t *l);
-/* Takes the lock again `depth` levels deep (after kc_owner_release_all; nothing if 0). */
-void kc_owner_reacquire(kc_owner_lock_t *l, int depth);
 
 struct kc_consumer;
 

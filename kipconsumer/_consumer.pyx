@@ -208,9 +208,12 @@ cdef extern from "rdk.h" nogil:
     rd_kafka_error_t *rd_kafka_consumer_close_queue(rd_kafka_t *rk, rd_kafka_queue_t *rkqu)
     int rd_kafka_consumer_closed(rd_kafka_t *rk)
 
-cdef extern from "consumer_close.h" nogil:
+# The *assign() answer to a rebalance event, for poll(), close() and the reaper (csrc/rebalance.h).
+cdef extern from "rebalance.h" nogil:
     rd_kafka_error_t *kc_answer_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                                           const rd_kafka_topic_partition_list_t *parts, int cooperative)
+
+cdef extern from "consumer_close.h" nogil:
     int kc_close_drain_stale(rd_kafka_queue_t *q)
     kc_reaper_t *kc_reaper_new(rd_kafka_t *rk, rd_kafka_queue_t *q, kc_consumer_t *core, int cooperative,
                                int unassigned)
@@ -497,7 +500,7 @@ cdef class NativeConsumer:
         return st
 
     def hold(self):
-        """Takes the owner lock (csrc/prefetch_thread.h) for a consumer call; nests on one thread.
+        """Takes the owner lock (csrc/owner_lock.h) for a consumer call; nests on one thread.
         Waits without the GIL (the prefetch thread holds it for one chunk at most). Nothing to take
         without a prefetch thread."""
         if self.core != NULL and self.core.prefetch.locking:

@@ -161,7 +161,7 @@ cdef bint _rejoining(NativeConsumer c) noexcept:
     """librdkafka's heartbeat has been answered REBALANCE_IN_PROGRESS since the last rebalance this
     member served: it is rejoining the group (it does so by itself, without the application)."""
     cdef kc_heartbeat_monitor_t *hb = c.core.heartbeat
-    cdef int64_t since = max(hb.last_ok_ms, c.core.last_rebalance_ms)
+    cdef int64_t since = max(hb.last_ok_ms, c.core.barrier.last_rebalance_ms)
     return hb.last_any_ms > since and hb.last_error == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS
 
 
@@ -201,7 +201,7 @@ cdef bint _probe_rebalance(NativeConsumer c, int64_t until) except -1:
         rd_kafka_topic_partition_list_destroy(mine)
         rd_kafka_topic_partition_list_destroy(held)
     if err in (RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION):
-        c.core.commit_refused_ms = kc_now_ms()
+        c.core.barrier.commit_refused_ms = kc_now_ms()
         log.debug("close(): the group is rebalancing (%s); completing it before the final revoke",
                   _err_name(err))
         return True

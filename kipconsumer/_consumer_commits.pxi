@@ -117,7 +117,7 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
             and c._subscription and not c._closing()):
         # The group is rebalancing, or has moved on without this member: hold records back until the
         # rebalance is served (kc_consumer_rebalance_pending), as when a heartbeat learns it.
-        c.core.commit_refused_ms = kc_now_ms()
+        c.core.barrier.commit_refused_ms = kc_now_ms()
     if (err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION and c._subscription and c._member != MEMBER_LEFT
             and c._cooperative() and not rd_kafka_assignment_lost(c.rk)):
         # Cooperative: the commit carried the generation before a rebalance this member takes part in

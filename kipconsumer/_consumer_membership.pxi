@@ -108,7 +108,7 @@ cdef void _on_rebalance(NativeConsumer c, rd_kafka_resp_err_t err,
         return
     cdef bint cooperative = c._cooperative()
     tps = _tp_list(parts)
-    c.core.last_rebalance_ms = kc_now_ms()
+    c.core.barrier.last_rebalance_ms = kc_now_ms()
     if err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS and c._subscription and _left_before_assign(c):
         _discard_stale_assignment(c, parts, tps, cooperative)
     elif err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
@@ -236,7 +236,7 @@ cdef int _start_at_committed(NativeConsumer c, const rd_kafka_topic_partition_li
                 continue
             p = kc_fb_find(&c.core.fb, q.elems[i].topic, q.elems[i].partition)
             if p != NULL and p.position == KC_POSITION_UNKNOWN and p.len == 0:
-                p.floor = q.elems[i].offset
+                p.filters.floor = q.elems[i].offset
     finally:
         rd_kafka_topic_partition_list_destroy(q)
     return 0

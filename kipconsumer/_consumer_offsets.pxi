@@ -202,9 +202,9 @@ cdef _seek(NativeConsumer c, tp, int64_t offset, double timeout, bint _fetcher_o
     if not _fetcher_only:
         kc_fb_purge(&c.core.fb, p)
         p.position = offset if offset >= 0 else KC_POSITION_UNKNOWN
-        p.floor = KC_POSITION_UNKNOWN  # the application chose where to read from
+        p.filters.floor = KC_POSITION_UNKNOWN  # the application chose where to read from
         if offset >= 0:
-            kc_consumer_seek_guard(p, offset)  # the seek wins over a fetch librdkafka started
+            kc_seek_guard_start(&p.filters, offset)  # the seek wins over a fetch librdkafka started
     cdef int64_t seek_deadline = kc_now_ms() + tmo
     while True:
         with nogil:

@@ -1,9 +1,21 @@
-# Declarations of the C core in csrc/ (fetch buffer, poll timer, heartbeat monitor, poll loop).
+# Declarations of the C core in csrc/ (record filters, fetch buffer, poll timer, heartbeat monitor, poll
+# loop).
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from kipconsumer._clock cimport kc_now_ms, kc_now_us
 from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_message_t, rd_kafka_queue_t,
                                rd_kafka_t)
+
+
+cdef extern from "record_filters.h" nogil:
+    ctypedef struct kc_partition_filters_t:
+        int64_t floor
+        int64_t seek_target
+    ctypedef struct kc_rebalance_barrier_t:
+        int enabled
+        int64_t last_rebalance_ms
+        int64_t commit_refused_ms
+    void kc_seek_guard_start(kc_partition_filters_t *f, int64_t offset)
 
 
 cdef extern from "fetch_buffer.h" nogil:
@@ -19,9 +31,8 @@ cdef extern from "fetch_buffer.h" nogil:
         int paused
         int64_t position
         int64_t stored
-        int64_t floor
-        int64_t seek_target
         rd_kafka_queue_t *queue
+        kc_partition_filters_t filters
     ctypedef struct kc_fetch_buffer_t:
         kc_partition_t **parts
         size_t n
@@ -82,10 +93,8 @@ cdef extern from "consumer_core.h" nogil:
         uint64_t dropped_below_committed
         uint64_t dropped_before_seek
         uint64_t seek_retries
-        int64_t last_rebalance_ms
-        int rebalance_barrier
+        kc_rebalance_barrier_t barrier
         uint64_t barrier_polls
-        int64_t commit_refused_ms
         int hold_records
         size_t n_errors
         uint64_t poll_moved
@@ -96,7 +105,6 @@ cdef extern from "consumer_core.h" nogil:
     int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk)
     void kc_consumer_free(kc_consumer_t *c)
     kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, int32_t partition)
-    void kc_consumer_seek_guard(kc_partition_t *p, int64_t offset)
     int kc_consumer_step_over_markers(kc_consumer_t *c, kc_partition_t *p)
     kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
                                       size_t *n_out)

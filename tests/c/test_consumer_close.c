@@ -1,5 +1,6 @@
-/* Unit tests of csrc/consumer_close.c: the *assign() answer to rebalance events and the reaper
- * that finishes a consumer's close without Python, against librdkafka's in-process mock cluster.
+/* Unit tests of csrc/rebalance.c (the *assign() answer to rebalance events) and
+ * csrc/consumer_close.c (the reaper that finishes a consumer's close without Python), against
+ * librdkafka's in-process mock cluster.
  * Output: one line per failed check, then "N passed, M failed". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "consumer_close.h"
 #include "poll_timer.h"
+#include "rebalance.h"
 
 #include "kc_test.h"
 
