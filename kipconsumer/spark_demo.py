@@ -65,7 +65,8 @@ def produce(servers: str, records: int, partitions: int) -> tuple[dict[int, int]
     return counts, sizes, time.perf_counter() - t0
 
 
-def cluster_spark(stack: contextlib.ExitStack, executor_python: str | None, workdir: Path) -> Any:
+def cluster_spark(stack: contextlib.ExitStack, executor_python: str | None, workdir: Path,
+                  extra: dict[str, str] | None = None) -> Any:
     """A session on a standalone cluster (master + 2 workers) that ``stack`` stops on exit."""
     from kipconsumer.spark_cluster import StandaloneCluster, cluster_session
 
@@ -80,7 +81,7 @@ def cluster_spark(stack: contextlib.ExitStack, executor_python: str | None, work
     print(f"standalone cluster {cluster.master_url}: master + 2 workers registered in "
           f"{cluster.start_seconds:.1f} s")
     t0 = time.perf_counter()
-    spark = cluster_session(cluster, "kipkafka-demo")
+    spark = cluster_session(cluster, "kipkafka-demo", extra=extra)
     stack.callback(spark.stop)
     print(f"spark {spark.version} on the cluster with 2 executors up in {time.perf_counter() - t0:.1f} s")
     return spark
@@ -161,9 +162,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--kafka", action="store_true",
                     help="run on a real Apache Kafka cluster of 3 nodes (kipconsumer.testing.KafkaCluster) "
                          "instead of the embedded broker")
+    ap.add_argument("--source", choices=("kipkafka", "kafka"), default="kipkafka",
+                    help="the data source: kipkafka (ours), or kafka (Spark's own JVM connector "
+                         "spark-sql-kafka-0-10, fetched by kipconsumer.testing.spark_connector; needs "
+                         "--kafka): the same job, for comparison")
     args = ap.parse_args(argv)
     if args.executor_python and not args.cluster:
         ap.error("--executor-python needs --cluster")
+    jars: dict[str, str] = {}
+    if args.source == "kafka":
+        if not args.kafka:
+            # Spark's connector cannot use the embedded broker (its AdminClient's listNodes times out)
+            ap.error("--source kafka needs --kafka (Spark's connector cannot use the embedded broker)")
+        from kipconsumer.testing.spark_connector import connector_jars_conf
+
+        jars = connector_jars_conf()  # before the brokers start: a missing connector fails fast
 
     from pyspark.sql import functions as F
 
@@ -181,7 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             servers = broker.bootstrap_servers
             broker.create_topic(TOPIC, partitions=args.partitions)
             kind = f"Apache Kafka {broker.version}" if isinstance(broker, KafkaCluster) else "embedded broker"
-            print(f"{kind}: {servers}; topic {TOPIC!r} x {args.partitions} partitions")
+            print(f"{kind}: {servers}; topic {TOPIC!r} x {args.partitions} partitions; "
+                  f"source format({args.source!r})")
             counts, sizes, secs = produce(servers, args.records, args.partitions)
             rows_in = sum(counts.values())
             print(f"produced {rows_in} records ({sum(sizes.values())} value bytes) in {secs:.2f} s "
@@ -189,9 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             t_spark = time.perf_counter()
             if args.cluster:
-                spark = cluster_spark(stack, args.executor_python, workdir)
+                spark = cluster_spark(stack, args.executor_python, workdir, jars)
             else:
-                spark = local_session("kipkafka-demo", cores=2, shuffle_partitions=2)
+                spark = local_session("kipkafka-demo", cores=2, shuffle_partitions=2, extra=jars)
                 print(f"spark {spark.version} local[2] up in {time.perf_counter() - t_spark:.1f} s")
 
             def sink(batch: Any, batch_id: int) -> None:
@@ -204,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 batch.unpersist()
 
             def start(**trigger: Any) -> Any:
-                df = (spark.readStream.format("kipkafka")
+                df = (spark.readStream.format(args.source)
                       .option("kafka.bootstrap.servers", servers)
                       .option("subscribe", TOPIC)
                       .option("startingOffsets", "earliest")

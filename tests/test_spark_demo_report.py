@@ -29,3 +29,16 @@ def test_steady_state_leaves_out_each_runs_first_micro_batch() -> None:
 def test_steady_state_without_a_second_micro_batch() -> None:
     steady, lines = steady_state([[_p(5, 900)]], 60_000, "AvailableNow")
     assert steady == 0.0 and "no micro-batch after" in lines[0]
+
+
+def test_the_jvm_connector_source_needs_real_kafka(capsys: Any) -> None:
+    """``--source kafka`` (Spark's own connector, for comparison) is refused on the embedded broker,
+    before anything starts, saying why."""
+    import pytest
+
+    from kipconsumer.spark_demo import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--source", "kafka"])
+    assert e.value.code == 2
+    assert "--source kafka needs --kafka" in capsys.readouterr().err
