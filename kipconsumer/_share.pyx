@@ -18,6 +18,7 @@ handed out, is never accepted (librdkafka's own implicit mode would accept a who
 Not thread-safe: kipconsumer.share.KafkaShareConsumer serialises the calls.
 """
 
+cimport cython
 from libc.stdint cimport int16_t, int32_t, int64_t
 from libc.stdlib cimport free, malloc
 
@@ -214,6 +215,11 @@ cdef class _Handle:
             self.rks = NULL
 
 
+# no_gc_clear: a batch caught in a reference cycle (a record in a stored exception's traceback) must
+# destroy its messages before it lets go of the handle: the GC's tp_clear would drop the handle first,
+# and rd_kafka_share_destroy() then waits for ever for broker threads those messages keep alive
+# (seen: an interpreter hung at exit after a close() that raised a callback's exception).
+@cython.no_gc_clear
 cdef class _Batch:
     """Owns one rd_kafka_messages_t (every message in it); keeps the handle alive."""
     cdef rd_kafka_messages_t *msgs

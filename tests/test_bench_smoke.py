@@ -118,7 +118,8 @@ def test_share_bench_tiny_on_the_embedded_broker(tmp_path: Path) -> None:
     assert set(doc["runs"]) == {"kipconsumer", "confluent"}
     assert all(len(rs) == 1 and rs[0]["records"] == 2000 for rs in doc["runs"].values()), doc["runs"]
     assert "confluent" in doc["summary"]["ratio"]
-    assert "warm-up kipconsumer: done" in proc.stdout and "warm-up confluent: done" in proc.stdout, proc.stdout
+    out = proc.stdout
+    assert "warm-up kipconsumer: done" in out and "warm-up confluent: done" in out, out
 
 
 @pytest.mark.kafka
