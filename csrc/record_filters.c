@@ -24,7 +24,7 @@ static int seek_rdk(rd_kafka_t *rk, const char *topic, int32_t partition, int64_
 int64_t (*kc_filters_now_ms)(void) = now_ms;
 int (*kc_filters_seek)(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t offset) = seek_rdk;
 rd_kafka_resp_err_t (*kc_filters_watermarks)(rd_kafka_t *rk, const char *topic, int32_t partition,
-                                            int64_t *low, int64_t *high) = rd_kafka_get_watermark_offsets;
+                                             int64_t *low, int64_t *high) = rd_kafka_get_watermark_offsets;
 
 void kc_seek_guard_start(kc_partition_filters_t *f, int64_t offset) {
     f->seek_target = offset;

@@ -63,7 +63,7 @@ extern int64_t (*kc_filters_now_ms)(void);
 extern int (*kc_filters_seek)(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t offset);
 /* The cached watermarks (rd_kafka_get_watermark_offsets; tests substitute their own). */
 extern rd_kafka_resp_err_t (*kc_filters_watermarks)(rd_kafka_t *rk, const char *topic, int32_t partition,
-                                                   int64_t *low, int64_t *high);
+                                                    int64_t *low, int64_t *high);
 
 static inline void kc_filters_init(kc_partition_filters_t *f) {
     f->floor = KC_POSITION_UNKNOWN;

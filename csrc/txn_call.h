@@ -41,5 +41,4 @@ void kc_txn_call_release(kc_txn_call_t *c, void (*release)(void *), void *arg);
  * for `ms` more milliseconds after librdkafka returned, as the blocked call did. 0: off. */
 void kc_txn_call_set_test_hold_ms(int ms);
 
-
 #endif
