@@ -30,6 +30,9 @@ from kipconsumer.structs import TopicPartition
 # `result(**kw)` prints the outcome.
 _PRELUDE = textwrap.dedent("""
     import json, math, os, signal, sys, threading, time
+    # a shell that starts a job in the background without job control makes its children ignore
+    # SIGINT, and Python then installs no KeyboardInterrupt handler: restore it
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from confluent_kafka import Producer
     from kipconsumer import KafkaConsumer, TopicPartition
     from kipconsumer.broker import EmbeddedBroker
