@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -16,6 +17,12 @@ from kc_testing import RealKafka, Tansu, tansu_binary
 
 from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.testing import KafkaCluster
+
+# A job started in the background by a shell without job control (`cmd &` in a script, nohup) runs
+# with SIGINT ignored, and Python then installs no KeyboardInterrupt handler; the tests of Ctrl+C
+# behaviour (in this process and in the children it starts, which inherit "ignored") need it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _counter = itertools.count()
 
