@@ -1,19 +1,35 @@
-"""Helpers of the share group tests (KIP-932) on real Kafka: a share group with test-friendly group
-configs, producing numbered records, polling until a count."""
+"""Helpers of the share group tests (KIP-932): on real Kafka a share group with test-friendly group
+configs, producing numbered records, polling until a count; on the embedded broker a topic of jobs."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from kipconsumer import KafkaProducer, KafkaShareConsumer
 from kipconsumer._records import ConsumerRecord
+from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.testing import KafkaCluster
 
 _counter = itertools.count()
+
+
+@contextlib.contextmanager
+def embedded_jobs() -> Iterator[EmbeddedBroker]:
+    """An embedded broker serving share groups (earliest, 1 s record locks), with topic ``jobs`` of 2
+    partitions holding 20 records ``b"0"``..``b"19"`` (record i on partition i % 2)."""
+    with EmbeddedBroker(num_brokers=1) as b:
+        b.configure_share_groups(auto_offset_reset="earliest", record_lock_duration_ms=1000,
+                                 heartbeat_interval_ms=500)
+        b.create_topic("jobs", 2)
+        with KafkaProducer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0}) as p:
+            for i in range(20):
+                p.send("jobs", value=b"%d" % i, partition=i % 2).result(10)
+        yield b
 
 
 def unique_name(prefix: str) -> str:

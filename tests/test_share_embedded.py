@@ -9,21 +9,16 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from share_support import embedded_jobs
 
-from kipconsumer import AcknowledgeType, KafkaProducer, KafkaShareConsumer
+from kipconsumer import AcknowledgeType, KafkaShareConsumer
 from kipconsumer.aio import AsyncKafkaShareConsumer
 from kipconsumer.broker import EmbeddedBroker
 
 
 @pytest.fixture
 def mock() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(num_brokers=1) as b:
-        b.configure_share_groups(auto_offset_reset="earliest", record_lock_duration_ms=1000,
-                                 heartbeat_interval_ms=500)
-        b.create_topic("jobs", 2)
-        with KafkaProducer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0}) as p:
-            for i in range(20):
-                p.send("jobs", value=b"%d" % i, partition=i % 2).result(10)
+    with embedded_jobs() as b:
         yield b
 
 
