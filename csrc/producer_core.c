@@ -1,6 +1,7 @@
 /* Native core of kipconsumer's KafkaProducer: see producer_core.h. */
 #include "producer_core.h"
 #include "clock.h"
+#include "security_markers.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -40,24 +41,9 @@ kc_producer_t *kc_producer_new(rd_kafka_conf_t *conf, char *errstr, size_t errst
 }
 
 int kc_producer_is_auth_failure(int err, const char *reason) {
-    /* the same markers as kipconsumer/_security_errors.py (not "SASL authentication" alone: librdkafka
-     * adds "broker might require SASL authentication" to any early drop of a PLAINTEXT connection) */
-    static const char *const markers[] = {"SSL handshake",
-                                          "SSL_HANDSHAKE",
-                                          "SSL alert number",
-                                          "SASL authentication error",
-                                          "Failed to initialize SASL authentication",
-                                          "AUTH_HANDSHAKE",
-                                          "AUTH_REQ"};
-    size_t i;
     if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL)
         return 1;
-    if (err != RD_KAFKA_RESP_ERR__TRANSPORT || !reason)
-        return 0;
-    for (i = 0; i < sizeof(markers) / sizeof(markers[0]); i++)
-        if (strstr(reason, markers[i]))
-            return 1;
-    return 0;
+    return err == RD_KAFKA_RESP_ERR__TRANSPORT && kc_is_handshake_failure_text(reason);
 }
 
 /* Call with p->lock held. */

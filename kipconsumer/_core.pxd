@@ -1,48 +1,20 @@
-# Declarations of the C core in csrc/ (record filters, fetch buffer, poll timer, heartbeat monitor, poll
+# Declarations of the C core in csrc/ (record filters, the fetch buffer via _fetch_buffer.pxd, poll timer, heartbeat monitor, poll
 # loop).
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from kipconsumer._clock cimport kc_now_ms, kc_now_us
+# the fetch buffer's declarations, visible to every `from kipconsumer._core cimport *`
+from kipconsumer._fetch_buffer cimport *
 from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_message_t, rd_kafka_queue_t,
                                rd_kafka_t)
 
 
 cdef extern from "record_filters.h" nogil:
-    ctypedef struct kc_partition_filters_t:
-        int64_t floor
-        int64_t seek_target
     ctypedef struct kc_rebalance_barrier_t:
         int enabled
         int64_t last_rebalance_ms
         int64_t commit_refused_ms
     void kc_seek_guard_start(kc_partition_filters_t *f, int64_t offset)
-
-
-cdef extern from "fetch_buffer.h" nogil:
-    ctypedef enum kc_fairness_t:
-        KC_FAIRNESS_PROPORTIONAL
-        KC_FAIRNESS_GREEDY
-    int64_t KC_POSITION_UNKNOWN
-    ctypedef struct kc_partition_t:
-        char *topic
-        int32_t partition
-        size_t len
-        size_t bytes
-        int paused
-        int64_t position
-        int64_t stored
-        rd_kafka_queue_t *queue
-        kc_partition_filters_t filters
-    ctypedef struct kc_fetch_buffer_t:
-        kc_partition_t **parts
-        size_t n
-        size_t records
-        size_t bytes
-    kc_partition_t *kc_fb_find(const kc_fetch_buffer_t *fb, const char *topic, int32_t partition)
-    int kc_fb_remove(kc_fetch_buffer_t *fb, const char *topic, int32_t partition)
-    void kc_fb_purge(kc_fetch_buffer_t *fb, kc_partition_t *p)
-    void kc_fb_purge_all(kc_fetch_buffer_t *fb)
-    int64_t kc_fb_first_offset(const kc_partition_t *p)
 
 
 cdef extern from "poll_timer.h" nogil:

@@ -7,6 +7,10 @@ from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_conf_new, rd_kafka_conf
                                rd_kafka_version_str)
 
 
+cdef extern from "security_markers.h" nogil:
+    int kc_is_handshake_failure_text(const char *reason)
+
+
 def librdkafka_version() -> tuple:
     """Return ``(version_string, version_int)`` of the librdkafka that is actually loaded."""
     return (rd_kafka_version_str().decode(), rd_kafka_version())
@@ -43,3 +47,10 @@ def librdkafka_property_error(str name, str value):
         return None
     message = errstr.decode(errors="replace")
     return message or f"error {rc}"
+
+
+def is_handshake_failure_text(str detail) -> bool:
+    """Whether librdkafka's transport-error text ``detail`` says the connection died inside a TLS or
+    SASL handshake (csrc/security_markers.h: the one list, shared with the producer core)."""
+    cdef bytes b = detail.encode("utf-8", "replace")
+    return kc_is_handshake_failure_text(b) != 0

@@ -12,6 +12,8 @@ from libc.stdint cimport int16_t, int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
+from kipconsumer._arrow cimport (ArrowArray, ArrowSchema, KC_ARROW_WITH_TIMESTAMP_TYPE, kc_arrow_build,
+                                 kc_arrow_build_headers)
 from kipconsumer._rdk cimport (rd_kafka_header_cnt, rd_kafka_header_get_all, rd_kafka_headers_t,
                                rd_kafka_message_destroy, rd_kafka_message_headers,
                                rd_kafka_message_t, rd_kafka_message_timestamp,
@@ -20,22 +22,6 @@ from kipconsumer._rdk cimport (rd_kafka_header_cnt, rd_kafka_header_get_all, rd_
 
 from kipconsumer.errors import RecordDeserializationError
 from kipconsumer.structs import TopicPartition
-
-
-cdef extern from "arrow_batch.h" nogil:
-    struct ArrowSchema:
-        void (*release)(ArrowSchema *)
-    struct ArrowArray:
-        void (*release)(ArrowArray *)
-    int KC_ARROW_WITH_TIMESTAMP_TYPE
-    int kc_arrow_build(rd_kafka_message_t *const *msgs, size_t n, int flags,
-                       ArrowSchema *schema_out, ArrowArray *array_out,
-                       char *errbuf, size_t errlen)
-
-
-cdef extern from "arrow_headers.h" nogil:
-    int kc_arrow_build_headers(rd_kafka_message_t *const *msgs, size_t n, ArrowSchema *schema_out,
-                               ArrowArray *array_out, char *errbuf, size_t errlen)
 
 
 _pyarrow_module = None

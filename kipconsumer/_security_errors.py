@@ -12,6 +12,7 @@ in the text. Authorization failures are Kafka's error codes 29, 30, 31 and 53.
 
 from __future__ import annotations
 
+from kipconsumer._native import is_handshake_failure_text
 from kipconsumer.errors import (
     AuthenticationError,
     ClusterAuthorizationError,
@@ -32,19 +33,12 @@ AUTHORIZATION_CODES = frozenset(
     ("TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
      "CLUSTER_AUTHORIZATION_FAILED")
 )
-# a transport error whose text says the connection died inside a TLS or SASL handshake. Not "SASL
-# authentication" alone: librdkafka appends "broker might require SASL authentication" to any drop of
-# a PLAINTEXT/SSL connection within 2 s of its start, e.g. a broker killed or restarting
-_HANDSHAKE_MARKERS = ("SSL handshake", "SSL_HANDSHAKE", "SSL alert number", "SASL authentication error",
-                      "Failed to initialize SASL authentication", "AUTH_HANDSHAKE", "AUTH_REQ")
-
-
 def is_authentication_failure(code: str, detail: str) -> bool:
     """Whether librdkafka's error ``code`` (its name) with text ``detail`` is an authentication or
     TLS handshake failure."""
     if code in AUTHENTICATION_CODES:
         return True
-    return code == "_TRANSPORT" and any(m in detail for m in _HANDSHAKE_MARKERS)
+    return code == "_TRANSPORT" and is_handshake_failure_text(detail)
 
 
 def is_security_error(code: str, detail: str) -> bool:

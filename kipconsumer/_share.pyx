@@ -22,88 +22,27 @@ cimport cython
 from libc.stdint cimport int16_t, int32_t, int64_t
 from libc.stdlib cimport free, malloc
 
+from kipconsumer._clock cimport kc_now_ms
 from kipconsumer._conf cimport conf_from_dict
+from kipconsumer._fetch_buffer cimport (KC_FAIRNESS_GREEDY, KC_FAIRNESS_PROPORTIONAL, kc_fairness_t, kc_fb_add,
+                                        kc_fb_destroy, kc_fb_drain, kc_fb_find, kc_fb_init, kc_fb_push,
+                                        kc_fetch_buffer_t, kc_partition_t)
 from kipconsumer._cstr cimport c_string
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._mock cimport MockCluster
 from kipconsumer._rdk cimport *
+from kipconsumer._rdk_share cimport *
 from kipconsumer._records cimport ConsumerRecords, records_borrow, records_set_deserializers
 
+from kipconsumer._rdklog import emit as rdklog_emit
+from kipconsumer._security_errors import is_security_error, security_error
 from kipconsumer._share_errors import share_error
-from kipconsumer.errors import ConfigError, KafkaError
+from kipconsumer.errors import AuthenticationError, ConfigError, KafkaError
 from kipconsumer.structs import TopicPartition
 
 
-cdef extern from "rdk_share.h" nogil:
-    int KC_RDK_SHARE_MIN_VERSION
-    ctypedef struct rd_kafka_share_t:
-        pass
-    ctypedef struct rd_kafka_messages_t:
-        pass
-    ctypedef enum rd_kafka_share_AcknowledgeType_t:
-        RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_ACCEPT
-        RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_RELEASE
-        RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_REJECT
-    size_t rd_kafka_messages_count(const rd_kafka_messages_t *messages)
-    rd_kafka_message_t *rd_kafka_messages_get(const rd_kafka_messages_t *messages, size_t index)
-    void rd_kafka_messages_destroy(rd_kafka_messages_t *messages)
-    int16_t rd_kafka_message_delivery_count(const rd_kafka_message_t *rkmessage)
-    rd_kafka_share_t *rd_kafka_share_consumer_new(rd_kafka_conf_t *conf, char *errstr, size_t errstr_size)
-    rd_kafka_resp_err_t rd_kafka_share_subscribe(rd_kafka_share_t *rkshare,
-                                                 const rd_kafka_topic_partition_list_t *topics)
-    rd_kafka_resp_err_t rd_kafka_share_unsubscribe(rd_kafka_share_t *rkshare)
-    rd_kafka_error_t *rd_kafka_share_poll(rd_kafka_share_t *rkshare, int timeout_ms,
-                                          rd_kafka_messages_t **rkmessages)
-    rd_kafka_resp_err_t rd_kafka_share_acknowledge_type(rd_kafka_share_t *rkshare,
-                                                        const rd_kafka_message_t *rkmessage,
-                                                        rd_kafka_share_AcknowledgeType_t type)
-    rd_kafka_resp_err_t rd_kafka_share_acknowledge_offset(rd_kafka_share_t *rkshare, const char *topic,
-                                                          int32_t partition, int64_t offset,
-                                                          rd_kafka_share_AcknowledgeType_t type)
-    rd_kafka_error_t *rd_kafka_share_commit_async(rd_kafka_share_t *rkshare)
-    rd_kafka_error_t *rd_kafka_share_commit_sync(rd_kafka_share_t *rkshare, int timeout_ms,
-                                                 rd_kafka_topic_partition_list_t **partitions)
-    rd_kafka_error_t *rd_kafka_share_consumer_close(rd_kafka_share_t *rkshare)
-    rd_kafka_error_t *rd_kafka_share_destroy(rd_kafka_share_t *rkshare)
-    ctypedef struct rd_kafka_share_partition_offsets_list_t:
-        pass
-    ctypedef struct rd_kafka_share_partition_offsets_t:
-        pass
-    int rd_kafka_share_partition_offsets_list_count(const rd_kafka_share_partition_offsets_list_t *lst)
-    const rd_kafka_share_partition_offsets_t *rd_kafka_share_partition_offsets_list_get(
-        const rd_kafka_share_partition_offsets_list_t *lst, size_t idx)
-    const rd_kafka_topic_partition_t *rd_kafka_share_partition_offsets_partition(
-        const rd_kafka_share_partition_offsets_t *entry)
-    const int64_t *rd_kafka_share_partition_offsets_offsets(const rd_kafka_share_partition_offsets_t *entry)
-    int rd_kafka_share_partition_offsets_offsets_cnt(const rd_kafka_share_partition_offsets_t *entry)
-    ctypedef void (*kc_share_ack_cb)(rd_kafka_share_t *rkshare, rd_kafka_share_partition_offsets_list_t *parts,
-                                     rd_kafka_resp_err_t err, void *opaque)
-    rd_kafka_error_t *rd_kafka_share_set_acknowledgement_commit_cb(rd_kafka_share_t *rkshare,
-                                                                   kc_share_ack_cb cb, void *opaque)
-    void rd_kafka_mock_sharegroup_set_session_timeout(rd_kafka_mock_cluster_t *mcluster, int ms)
-    void rd_kafka_mock_sharegroup_set_heartbeat_interval(rd_kafka_mock_cluster_t *mcluster, int ms)
-    void rd_kafka_mock_sharegroup_set_max_delivery_attempts(rd_kafka_mock_cluster_t *mcluster, int n)
-    void rd_kafka_mock_sharegroup_set_record_lock_duration(rd_kafka_mock_cluster_t *mcluster, int ms)
-    void rd_kafka_mock_sharegroup_set_auto_offset_reset(rd_kafka_mock_cluster_t *mcluster, int earliest)
-
-
-cdef extern from "fetch_buffer.h" nogil:
-    ctypedef enum kc_fairness_t:
-        KC_FAIRNESS_PROPORTIONAL
-        KC_FAIRNESS_GREEDY
-    ctypedef struct kc_partition_t:
-        size_t len
-    ctypedef struct kc_fetch_buffer_t:
-        size_t n
-        size_t records
-        size_t bytes
-    void kc_fb_init(kc_fetch_buffer_t *fb)
-    void kc_fb_destroy(kc_fetch_buffer_t *fb)
-    kc_partition_t *kc_fb_find(const kc_fetch_buffer_t *fb, const char *topic, int32_t partition)
-    kc_partition_t *kc_fb_add(kc_fetch_buffer_t *fb, const char *topic, int32_t partition)
-    int kc_fb_push(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_message_t **msgs, size_t n)
-    size_t kc_fb_drain(kc_fetch_buffer_t *fb, size_t max, kc_fairness_t mode, rd_kafka_message_t **out)
-
+# how long an AuthenticationError is raised again by every call (as the regular consumer's hold)
+cdef int64_t _AUTH_HOLD_MS = 10000
 
 #: RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_* by kipconsumer.share.AcknowledgeType's value
 ACCEPT = RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_ACCEPT
@@ -176,22 +115,45 @@ cdef void _ack_commit_cb(rd_kafka_share_t *rks, rd_kafka_share_partition_offsets
         logging.getLogger("kipconsumer.share").exception("acknowledgement commit result dropped")
 
 
-cdef class _Stats:
-    """The last statistics document (statistics.interval.ms), the stats callback's opaque. The handle
-    holds it until after rd_kafka_share_destroy() returns, so it outlives every callback."""
+cdef class _Reports:
+    """What librdkafka's client callbacks report, their opaque: the last statistics document
+    (statistics.interval.ms) and the security errors error_cb saw. The handle holds it until after
+    rd_kafka_share_destroy() returns, so it outlives every callback."""
     cdef public object doc             # str or None
     cdef public long long docs
+    cdef public list client_errors     # (err, reason) of authentication/TLS/ACL errors, for poll()
+    cdef public object pending         # an exception raised inside a callback (a signal handler's,
+                                       # e.g. KeyboardInterrupt), raised when librdkafka's call returns
 
 
 cdef int _stats_cb(rd_kafka_t *rk, char *json_buf, size_t json_len, void *opaque) noexcept with gil:
     """Served by rd_kafka_share_poll() on the polling thread; metrics() summarises the last one."""
-    cdef _Stats st = <_Stats>opaque
+    cdef _Reports st = <_Reports>opaque
     try:
         st.doc = json_buf[:json_len].decode(errors="replace")
         st.docs += 1
-    except BaseException:  # never into librdkafka
-        pass
+    except BaseException as exc:  # never into librdkafka
+        if st.pending is None:
+            st.pending = exc
     return 0
+
+
+cdef void _error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) noexcept with gil:
+    """librdkafka's client-level errors, served by rd_kafka_share_poll() on the polling thread.
+    Without it librdkafka only logs them and a share consumer with a refused login polls empty for
+    ever: security errors (kipconsumer._security_errors) are kept for poll() and the commits to
+    raise. Every error is still logged as librdkafka logs it (facility ERROR)."""
+    cdef _Reports st = <_Reports>opaque
+    try:
+        name = rd_kafka_name(rk).decode(errors="replace")
+        text = reason.decode(errors="replace") if reason != NULL else ""
+        rdklog_emit(3, name, "ERROR", f"{name}: {text}")
+        code = rd_kafka_err2name(<rd_kafka_resp_err_t>err).decode()
+        if len(st.client_errors) < 16 and is_security_error(code, text):
+            st.client_errors.append((code, text))
+    except BaseException as exc:  # nothing may propagate into librdkafka
+        if st.pending is None:
+            st.pending = exc
 
 
 cdef class _Handle:
@@ -199,7 +161,7 @@ cdef class _Handle:
     waits for every message to be released)."""
     cdef rd_kafka_share_t *rks
     cdef list acks                     # acknowledgement commit results not yet taken (_ack_commit_cb)
-    cdef _Stats stats                  # the stats callback's opaque (released after the destroy)
+    cdef _Reports reports              # the client callbacks' opaque (released after the destroy)
 
     def __dealloc__(self):
         cdef rd_kafka_error_t *error
@@ -246,7 +208,9 @@ cdef class NativeShareConsumer:
     cdef _Batch _buffered              # the batch the buffered messages belong to
     cdef _Batch _returned              # the batch of the records in `out`
     cdef object _key_deser, _value_deser
-    cdef _Stats _stats
+    cdef _Reports _reports
+    cdef object _auth_failure          # the AuthenticationError last raised, raised again until
+    cdef int64_t _auth_failure_ms      # _AUTH_HOLD_MS after this (kc_now_ms)
     cdef dict _returned_by_partition
     cdef public long long records_returned
     cdef public long long batches_fetched
@@ -270,10 +234,12 @@ cdef class NativeShareConsumer:
             raise MemoryError()
         conf = conf_from_dict(rdkafka)
         rd_kafka_conf_set_log_cb(conf, kc_log_cb)
-        stats = _Stats.__new__(_Stats)
-        self._stats = stats
+        reports = _Reports.__new__(_Reports)
+        reports.client_errors = []
+        self._reports = reports
+        rd_kafka_conf_set_opaque(conf, <void *>reports)
+        rd_kafka_conf_set_error_cb(conf, _error_cb)
         if int(rdkafka.get("statistics.interval.ms", "0") or 0) > 0:
-            rd_kafka_conf_set_opaque(conf, <void *>stats)
             rd_kafka_conf_set_stats_cb(conf, _stats_cb)
         self.rks = rd_kafka_share_consumer_new(conf, errstr, sizeof(errstr))
         if self.rks == NULL:
@@ -283,7 +249,7 @@ cdef class NativeShareConsumer:
         self._handle = _Handle.__new__(_Handle)
         self._handle.rks = self.rks
         self._handle.acks = []
-        self._handle.stats = stats
+        self._handle.reports = reports
         drain_logs()
 
     def __dealloc__(self):
@@ -305,6 +271,25 @@ cdef class NativeShareConsumer:
             from kipconsumer.errors import IllegalStateError
             raise IllegalStateError(f"{what}() called on a closed KafkaShareConsumer")
         return 0
+
+    cdef int _check_security(self, str what) except -1:
+        """Raises the typed error of a refused login, TLS handshake or ACL that librdkafka reported
+        (error_cb), the first one not raised yet; an AuthenticationError is raised again by every call
+        for _AUTH_HOLD_MS, as librdkafka reports a refusal only when it reconnects."""
+        if self._auth_failure is not None and kc_now_ms() - self._auth_failure_ms < _AUTH_HOLD_MS:
+            raise AuthenticationError(f"{what}: {self._auth_failure}", code=self._auth_failure.code)
+        errors = self._reports.client_errors
+        if not errors:
+            return 0
+        code, text = errors[0]
+        errors.clear()
+        exc = security_error(code, text, what=f"{what} failed")
+        if exc is None:
+            return 0
+        if isinstance(exc, AuthenticationError):
+            self._auth_failure = exc
+            self._auth_failure_ms = kc_now_ms()
+        raise exc
 
     def subscribe(self, list topics):
         self._check_open("subscribe")
@@ -365,6 +350,13 @@ cdef class NativeShareConsumer:
         with nogil:
             error = rd_kafka_share_poll(self.rks, timeout_ms, &msgs)
         drain_logs()
+        if self._reports.pending is not None:
+            exc, self._reports.pending = self._reports.pending, None
+            if error != NULL:
+                rd_kafka_error_destroy(error)
+            if msgs != NULL:
+                rd_kafka_messages_destroy(msgs)  # not acknowledged: the broker hands them out again
+            raise exc
         if error != NULL:
             if msgs != NULL:
                 rd_kafka_messages_destroy(msgs)
@@ -398,10 +390,12 @@ cdef class NativeShareConsumer:
         cdef size_t n, i
         cdef ConsumerRecords records
         self._check_open("poll")
+        self._check_security("poll")
         self._accept_returned()
         if self.fb.records == 0:
             self._buffered = None
             self._fetch(timeout_ms)
+            self._check_security("poll")
         if self.fb.records == 0:
             return records_borrow(self.out, self.dcount, 0, None)
         batch = self._buffered
@@ -469,6 +463,7 @@ cdef class NativeShareConsumer:
         cdef rd_kafka_error_t *error
         cdef int i
         self._check_open("commit_sync")
+        self._check_security("commit_sync")
         self._accept_returned()
         with nogil:
             error = rd_kafka_share_commit_sync(self.rks, timeout_ms, &parts)
@@ -476,6 +471,7 @@ cdef class NativeShareConsumer:
         if error != NULL:
             if parts != NULL:
                 rd_kafka_topic_partition_list_destroy(parts)
+            self._check_security("commit_sync")  # a commit that failed because the login was refused
             raise _error(error, "commit_sync")
         result = {}
         if parts == NULL:
@@ -492,6 +488,7 @@ cdef class NativeShareConsumer:
     def commit_async(self):
         cdef rd_kafka_error_t *error
         self._check_open("commit_async")
+        self._check_security("commit_async")
         self._accept_returned()
         error = rd_kafka_share_commit_async(self.rks)
         drain_logs()
@@ -519,7 +516,7 @@ cdef class NativeShareConsumer:
 
     def statistics(self):
         """The last statistics document librdkafka reported (statistics.interval.ms), or None."""
-        return self._stats.doc
+        return self._reports.doc
 
     def metrics(self):
         return {

@@ -33,6 +33,7 @@ from kipconsumer.errors import (
     TopicAuthorizationError,
     TransactionalIdAuthorizationError,
 )
+from kipconsumer.share import KafkaShareConsumer
 from kipconsumer.testing import KafkaCluster
 
 pytestmark = pytest.mark.kafka
@@ -329,6 +330,45 @@ def test_commit_sync_of_a_consumer_that_never_polled_raises_the_typed_error(
         assert SECRET not in str(info.value)
     finally:
         c.close(timeout=1)
+
+
+def test_share_consumer_raises_authentication_error_quickly_and_holds_it(secured: KafkaCluster) -> None:
+    """A share consumer (KIP-932) whose login is refused: poll() raises AuthenticationError within
+    LIMIT_S (it polled empty for ever before), and commit_sync() raises it too; the password never
+    shows."""
+    conf = {**_sasl(secured, password=SECRET), "group.id": unique_name("sec-share")}
+    c = KafkaShareConsumer(conf)
+    try:
+        c.subscribe([_topic(secured)])
+        t0 = time.monotonic()
+        with pytest.raises(AuthenticationError) as info:
+            while time.monotonic() - t0 < LIMIT_S + 5:
+                c.poll(0.5)
+        assert time.monotonic() - t0 < LIMIT_S
+        assert SECRET not in str(info.value) and "SASL authentication" in str(info.value)
+        with pytest.raises(AuthenticationError, match="^commit_sync"):
+            c.commit_sync(timeout=5)
+    finally:
+        c.close(timeout=5)
+
+
+def test_share_consumer_with_valid_credentials_consumes(secured: KafkaCluster) -> None:
+    """The error callback that makes a refusal typed does not disturb an accepted login."""
+    topic = _topic(secured)
+    with KafkaProducer(_sasl(secured)) as p:
+        for i in range(5):
+            p.send(topic, value=b"%d" % i)
+    secured.set_group_config(group := unique_name("sec-share"), {"share.auto.offset.reset": "earliest"})
+    c = KafkaShareConsumer({**_sasl(secured), "group.id": group})
+    try:
+        c.subscribe([topic])
+        got: list[bytes | None] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 5 and time.monotonic() < deadline:
+            got += [r.value for r in c.poll(0.5)]
+        assert sorted(got) == [b"0", b"1", b"2", b"3", b"4"]
+    finally:
+        c.close(timeout=5)
 
 
 def test_send_to_a_topic_without_acl_raises_topic_authorization_error(secured: KafkaCluster) -> None:
