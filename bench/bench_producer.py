@@ -12,7 +12,9 @@ order, with the same librdkafka settings (acks=all, enable.idempotence=true, lin
 Brokers (``--broker``); each run prints the CPU seconds the client process and the broker used,
 and how often the client had to wait for buffer space (i.e. for the broker's acknowledgements):
 
-* ``mock`` (default): kipconsumer's EmbeddedBroker (librdkafka's mock cluster, 3 brokers, real
+* ``kafka`` (default): real Apache Kafka 4.x (kipconsumer.testing.KafkaCluster, one node, from
+  Maven's jars), the broker the headline figures are measured on.
+* ``mock``: kipconsumer's EmbeddedBroker (librdkafka's mock cluster, 3 brokers, real
   TCP) in this parent process. It stores record batches as received (it reads their headers only):
   ~0.03 CPU s per 500k-record run, no buffer waits, so the figures are the clients' own cost per
   record. This is the broker that is not the bottleneck (measured on 2 shared cores).
