@@ -184,8 +184,8 @@ cdef void _error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) n
         if (self._close_phase != CLOSE_DONE and len(self._client_errors) < 16
                 and is_security_error(_err_name(<rd_kafka_resp_err_t>err), text)):
             self._client_errors.append((err, text))
-    except BaseException:  # nothing may propagate into librdkafka
-        pass
+    except BaseException as exc:  # nothing may propagate into librdkafka: poll() raises it (a signal
+        self._keep_exception(exc)  # handler's KeyboardInterrupt, run inside this callback, is not lost)
 
 
 cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,

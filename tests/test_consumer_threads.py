@@ -288,6 +288,31 @@ def test_sigint_interrupts_a_blocked_poll_and_keeps_buffered_records() -> None:
     assert r["rest"] == [5, 6, 7, 8, 9], r
 
 
+def test_sigint_is_not_lost_in_librdkafkas_error_callback() -> None:
+    # A consumer whose broker refuses connections: librdkafka's error_cb runs (with the GIL) inside
+    # poll() many times a second, and Python runs a pending signal handler inside it. Its
+    # KeyboardInterrupt must reach the caller (it was swallowed there: about 1 poll in 5 ran to its end).
+    r = _run("""
+        d = KafkaConsumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g2",
+                           "reconnect.backoff.ms": 1, "reconnect.backoff.max.ms": 2})
+        d.subscribe(["t"])
+        times = []
+        for _ in range(8):
+            sigint_in(0.3)
+            t0 = time.monotonic()
+            try:
+                d.poll(5.0)
+                times.append(None)
+            except KeyboardInterrupt:
+                times.append(time.monotonic() - t0)
+        d.close(1)
+        c.close()
+        result(times=times)
+    """)
+    times = r["times"]
+    assert isinstance(times, list) and None not in times and max(times) < 1.3, r
+
+
 def test_sigint_interrupts_commit_sync_and_close() -> None:
     r = _run("""
         c.assign([tp])
