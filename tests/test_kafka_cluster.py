@@ -50,6 +50,10 @@ def test_arguments_and_missing_tools_are_typed_errors(
     for bad in (0, 10, "3", True):
         with pytest.raises(ConfigError, match="brokers"):
             KafkaCluster(bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="oauth_jwks_url: needs sasl_ssl=True"):
+        KafkaCluster(oauth_jwks_url="http://127.0.0.1:1/jwks")
+    with pytest.raises(ConfigError, match="oauth_jwks_url: expected an http"):
+        KafkaCluster(sasl_ssl=True, oauth_jwks_url="file:///tmp/jwks.json")
     with pytest.raises(KafkaClusterError, match="Kafka 4.x or later"):
         KafkaCluster(version="3.9.0").start()
     with pytest.raises(KafkaClusterError, match="version"):

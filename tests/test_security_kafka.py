@@ -15,6 +15,7 @@ import base64
 import http.server
 import json
 import logging
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -584,3 +585,125 @@ def test_oauth_cb_failure_is_an_authentication_error(secured: KafkaCluster) -> N
         with pytest.raises(AuthenticationError, match="oauth_cb failed"):
             p.send(unique_name("sec"), value=b"x").result(LIMIT_S + 5)
         assert time.monotonic() - t0 < LIMIT_S
+
+
+# -- OAUTHBEARER on a broker that checks signatures (JWKS) -------------------------------------------
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+class _JwtIssuer:
+    """An identity provider on loopback: RSA keys made with ``openssl``, a JWKS endpoint (``GET
+    /jwks``) publishing the key ``k1`` only, and a client-credentials token endpoint (``POST /token``)
+    answering ``client_id:client_secret`` with an RS256 JWT for ``sub`` signed by the key named in
+    :attr:`signing_key` (``"k1"``, or ``"rogue"``: a key the JWKS does not publish)."""
+
+    def __init__(self, folder: Any, client_id: str, client_secret: str, sub: str) -> None:
+        self._keys = {name: folder / f"{name}.pem" for name in ("k1", "rogue")}
+        for path in self._keys.values():
+            subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
+                            "-out", str(path)], check=True, capture_output=True)
+        modulus = subprocess.run(["openssl", "rsa", "-in", str(self._keys["k1"]), "-noout", "-modulus"],
+                                 check=True, capture_output=True, text=True).stdout.strip().split("=", 1)[1]
+        jwks = json.dumps({"keys": [{"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256",
+                                     "n": _b64url(bytes.fromhex(modulus)), "e": "AQAB"}]}).encode()
+        expected = "Basic " + base64.b64encode(f"{client_id}:{client_secret}".encode()).decode()
+        self.signing_key = "k1"
+        self.tokens = 0
+        issuer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self, status: int, body: bytes = b"") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                self._answer(200, jwks) if self.path == "/jwks" else self._answer(404)
+
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path != "/token" or self.headers.get("Authorization") != expected:
+                    self._answer(401)
+                    return
+                issuer.tokens += 1
+                token = issuer.sign({"sub": sub, "iat": int(time.time()), "exp": int(time.time()) + 3600})
+                self._answer(200, json.dumps({"access_token": token, "token_type": "bearer",
+                                              "expires_in": 3600}).encode())
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        base = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.jwks_url, self.token_url = f"{base}/jwks", f"{base}/token"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def sign(self, claims: dict[str, Any]) -> str:
+        """An RS256 JWT of ``claims`` whose header names key ``k1``, signed with :attr:`signing_key`."""
+        head = _b64url(json.dumps({"alg": "RS256", "typ": "JWT", "kid": "k1"}).encode())
+        signing_input = f"{head}.{_b64url(json.dumps(claims).encode())}"
+        signature = subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(self._keys[self.signing_key])],
+                                   input=signing_input.encode(), check=True, capture_output=True).stdout
+        return f"{signing_input}.{_b64url(signature)}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture(scope="module")
+def jwt_issuer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_JwtIssuer]:
+    issuer = _JwtIssuer(tmp_path_factory.mktemp("jwks"), "signed-app", "app-secret", "signed-app")
+    yield issuer
+    issuer.close()
+
+
+@pytest.fixture(scope="module")
+def jwks_secured(jwt_issuer: _JwtIssuer) -> Iterator[KafkaCluster]:
+    with KafkaCluster(1, sasl_ssl=True, oauth_jwks_url=jwt_issuer.jwks_url) as cluster:
+        cluster.grant("User:signed-app", "topic", "sec-", prefixed=True)
+        cluster.grant("User:signed-app", "group", "sec-", prefixed=True)
+        yield cluster
+
+
+def _signed_oidc(cluster: KafkaCluster, issuer: _JwtIssuer, secret: str = "app-secret") -> dict[str, Any]:
+    return {"bootstrap.servers": cluster.sasl_ssl_bootstrap_servers, "security.protocol": "SASL_SSL",
+            "ssl.ca.location": cluster.ca_location, "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": issuer.token_url,
+            "sasl.oauthbearer.client.id": "signed-app", "sasl.oauthbearer.client.secret": secret}
+
+
+def test_oidc_signed_token_round_trip_on_a_broker_that_checks_signatures(
+        jwks_secured: KafkaCluster, jwt_issuer: _JwtIssuer) -> None:
+    jwt_issuer.signing_key = "k1"
+    before = jwt_issuer.tokens
+    _round_trip(jwks_secured, _signed_oidc(jwks_secured, jwt_issuer))
+    assert jwt_issuer.tokens > before
+
+
+@pytest.mark.parametrize("token", ["signed-by-an-unpublished-key", "unsigned"])
+def test_broker_checking_signatures_refuses_a_forged_token(
+        jwks_secured: KafkaCluster, jwt_issuer: _JwtIssuer, token: str) -> None:
+    """A token signed with a key the JWKS does not publish, or an unsigned one (which the default
+    validator accepts): the broker refuses the login and poll() / send() raise AuthenticationError
+    within LIMIT_S."""
+    if token == "unsigned":
+        conf = {"bootstrap.servers": jwks_secured.sasl_ssl_bootstrap_servers, "security.protocol": "SASL_SSL",
+                "ssl.ca.location": jwks_secured.ca_location, "sasl.mechanism": "OAUTHBEARER",
+                "sasl.oauthbearer.config": "principal=signed-app",
+                "enable.sasl.oauthbearer.unsecure.jwt": True}
+    else:
+        jwt_issuer.signing_key = "rogue"
+        conf = _signed_oidc(jwks_secured, jwt_issuer)
+    try:
+        _assert_poll_raises(conf, AuthenticationError)
+        with KafkaProducer(conf) as p:
+            t0 = time.monotonic()
+            with pytest.raises(AuthenticationError):
+                p.send(_topic(jwks_secured), value=b"x").result(LIMIT_S + 5)
+            assert time.monotonic() - t0 < LIMIT_S
+    finally:
+        jwt_issuer.signing_key = "k1"

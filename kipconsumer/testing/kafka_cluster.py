@@ -134,6 +134,11 @@ class KafkaCluster:
     every other principal needs ACLs (:meth:`grant`). PLAIN users are fixed at start:
     ``plain_users`` (default one user ``"kipconsumer"`` with a random password, :attr:`plain_users`);
     SCRAM users are made with :meth:`create_scram_user`. ``openssl`` must be installed.
+    ``oauth_jwks_url`` (with ``sasl_ssl``) makes the SASL_SSL listener check OAUTHBEARER tokens as a
+    production broker does: signed JWTs whose keys the JWKS endpoint at that URL publishes (Kafka's
+    ``OAuthBearerValidatorCallbackHandler``; the principal is the ``sub`` claim; the URL is allowed
+    with the JVM property ``org.apache.kafka.sasl.oauthbearer.allowed.urls``). The endpoint must
+    answer before :meth:`start`; unsigned tokens are then refused.
 
     Raises :class:`~kipconsumer.testing.KafkaClusterError` when Java or Maven is missing, the jars
     cannot be fetched, or a node does not come up within ``start_timeout`` seconds (the message has
@@ -154,6 +159,7 @@ class KafkaCluster:
         start_timeout: float = 120.0,
         sasl_ssl: bool = False,
         plain_users: Mapping[str, str] | None = None,
+        oauth_jwks_url: str | None = None,
     ) -> None:
         if isinstance(brokers, bool) or not isinstance(brokers, int) or not 1 <= brokers <= 9:
             raise ConfigError(f"brokers: expected an int in 1..9, got {brokers!r}")
@@ -163,6 +169,14 @@ class KafkaCluster:
             )
         self._brokers = brokers
         self._sasl_ssl = bool(sasl_ssl)
+        if oauth_jwks_url is not None:
+            if not self._sasl_ssl:
+                raise ConfigError("oauth_jwks_url: needs sasl_ssl=True (it configures the SASL_SSL listener)")
+            if not isinstance(oauth_jwks_url, str) or not oauth_jwks_url.startswith(("http://", "https://")):
+                raise ConfigError(
+                    f"oauth_jwks_url: expected an http:// or https:// URL, got {oauth_jwks_url!r}"
+                )
+        self._oauth_jwks_url = oauth_jwks_url
         self._plain_users = (
             dict(plain_users) if plain_users is not None else {"kipconsumer": secrets.token_hex(12)}
         )
@@ -473,6 +487,18 @@ class KafkaCluster:
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(self._ca.ca_location),
             "listener.name.ssl.ssl.client.auth": "required",
+            **self._jwks_properties(),
+        }  # fmt: skip
+
+    def _jwks_properties(self) -> dict[str, str]:
+        if self._oauth_jwks_url is None:
+            return {}
+        prefix = "listener.name.sasl_ssl.oauthbearer."
+        return {
+            f"{prefix}sasl.server.callback.handler.class":
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            f"{prefix}sasl.oauthbearer.jwks.endpoint.url": self._oauth_jwks_url,
+            "sasl.oauthbearer.jwks.endpoint.url": self._oauth_jwks_url,
         }  # fmt: skip
 
     # -- topics ------------------------------------------------------------------------------------
@@ -664,9 +690,15 @@ class KafkaCluster:
         node.log_file = open(node.log_path, "ab")
         cmd = [self._java, "-Xms128m", f"-Xmx{self._heap}", "-XX:+UseSerialGC", "-XX:-UsePerfData",
                "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={self._base / 'log4j2.yaml'}",
+               *self._jvm_properties(),
                "-cp", self._dist.classpath, "kafka.Kafka", str(node.properties)]  # fmt: skip
         node.proc = spawn_tied(cmd, cwd=str(node.home), stdout=node.log_file)
         node.paused = False
+
+    def _jvm_properties(self) -> list[str]:
+        if self._oauth_jwks_url is None:
+            return []
+        return [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self._oauth_jwks_url}"]
 
     def _check_alive(self, node: _Node) -> None:
         if node.proc is not None and node.proc.poll() is not None:
