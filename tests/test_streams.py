@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -25,7 +25,7 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 
 from kipconsumer import ConsumerRecord, KafkaProducer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
-from kipconsumer.errors import ConfigError, KafkaTimeoutError, TaskTimeoutError
+from kipconsumer.errors import ConfigError, KafkaTimeoutError, RebalanceInProgressError, TaskTimeoutError
 from kipconsumer.streams import Output, Pipeline, split_config
 
 PARTS = 3
@@ -86,6 +86,47 @@ def check_exactly_once(sink: dict[int, list[tuple[int, int]]], fed: dict[int, in
         assert all(src == p for src, _ in outs), f"sink partition {p} has outputs of other partitions"
         offs = [o for _, o in outs]
         assert offs == sorted(offs), f"sink partition {p} is out of order"
+
+
+def check_redone_after_refused_commits(sink: dict[int, list[tuple[int, int]]], fed: dict[int, int],
+                                       refused: set[int]) -> None:
+    """At least once after refused commits: every input is in sink partition p; only the partitions in
+    ``refused`` hold duplicates, and those only as a restart (a new owner reading again from the last
+    commit): each sink partition is runs of consecutive offsets, a run starting at or below where the
+    previous one stopped."""
+    seen = Counter(x for outs in sink.values() for x in outs)
+    expected = {(p, o) for p, n in fed.items() for o in range(n)}
+    missing = expected - set(seen)
+    assert not missing, f"{len(missing)} records lost, e.g. {sorted(missing)[:5]}"
+    assert set(seen) == expected
+    dup_parts = {p for (p, _), n in seen.items() if n > 1}
+    assert dup_parts <= refused, f"duplicates in partitions {sorted(dup_parts - refused)} whose commits " \
+                                 f"were not refused"
+    for p, outs in sink.items():
+        assert all(src == p for src, _ in outs), f"sink partition {p} has outputs of other partitions"
+        offs = [o for _, o in outs]
+        for prev, nxt in itertools.pairwise(offs):
+            assert nxt == prev + 1 or (p in refused and nxt <= prev), \
+                f"sink partition {p}: offset {nxt} after {prev} (a gap or a reorder)"
+
+
+def wait_for_sink(bootstrap: str, topic: str, fed: dict[int, int], timeout: float) -> None:
+    """Waits until every input (p, offset < fed[p]) has its output in the sink, or ``timeout``. Counts
+    distinct inputs: the sink's size would count duplicates as progress."""
+    expected = {(p, o) for p, n in fed.items() for o in range(n)}
+    seen: set[tuple[int, int]] = set()
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("wait"),
+                  "enable.auto.commit": False, "enable.partition.eof": False})
+    try:
+        c.assign([CKTopicPartition(topic, p, OFFSET_BEGINNING) for p in fed])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not expected <= seen:
+            for m in c.consume(num_messages=5000, timeout=0.2):
+                if m.error() is None:
+                    src_p, src_off, _ = (m.value() or b"").split(b":", 2)
+                    seen.add((int(src_p), int(src_off)))
+    finally:
+        c.close()
 
 
 class Feeder:
@@ -249,9 +290,19 @@ def test_pipeline_processes_everything_once(broker: EmbeddedBroker) -> None:
     assert committed(broker.bootstrap_servers, group, src, PARTS) == fed
 
 
-def test_rebalance_flushes_and_commits_revoked_partitions(broker: EmbeddedBroker) -> None:
+_REVOKE_COMMIT_FAILED = "commit of revoked partition(s)"
+Sink = dict[int, list[tuple[int, int]]]
+
+
+Outcome = tuple[dict[str, dict[str, Any]], dict[int, int], Sink, dict[int, int], set[int]]
+
+
+def _two_members_rebalance(broker: EmbeddedBroker, caplog: pytest.LogCaptureFixture,
+                           setup_a: Callable[[Pipeline], None] | None = None) -> Outcome:
     """Two pipelines in one group; the second joins mid-stream. Periodic commits are off (1 h), so
-    only the revocation's flush + commit (and close's) can keep the sink free of duplicates."""
+    only the revocation's flush + commit (and close's) keep the sink free of duplicates. Returns the
+    members' metrics, what was fed, the sink, the committed offsets and the source partitions whose
+    revoke (or close) commit failed (from the pipeline's log)."""
     src, sink, group = unique_name("src"), unique_name("sink"), unique_name("grp")
     broker.create_topic(src, PARTS)
     broker.create_topic(sink, PARTS)
@@ -264,6 +315,8 @@ def test_rebalance_flushes_and_commits_revoked_partitions(broker: EmbeddedBroker
     def member(name: str) -> None:
         try:
             with Pipeline(conf, [src], upper, sink) as pipe:
+                if name == "a" and setup_a is not None:
+                    setup_a(pipe)
                 pipe.run(until=stop.is_set, timeout=40)
                 metrics[name] = pipe.metrics()
         except BaseException as exc:  # pragma: no cover - reported below
@@ -271,34 +324,76 @@ def test_rebalance_flushes_and_commits_revoked_partitions(broker: EmbeddedBroker
 
     a = threading.Thread(target=member, args=("a",))
     b = threading.Thread(target=member, args=("b",))
-    with Feeder(broker.bootstrap_servers, src) as feeder:
-        a.start()
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 6.0:
-            for p in range(PARTS):
-                feeder.at_rate(p, 150)
-            if not b.is_alive() and time.monotonic() - t0 > 1.0:
-                b.start()
-            time.sleep(0.02)
-    fed = dict(feeder.fed)
-    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": unique_name("wm")})
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            total = sum(c.get_watermark_offsets(CKTopicPartition(sink, p), timeout=5)[1]
-                        for p in range(PARTS))
-            if total >= sum(fed.values()):
-                break
-            time.sleep(0.2)
-    finally:
-        c.close()
-    stop.set()
-    a.join(30)
-    b.join(30)
+    with caplog.at_level(logging.WARNING, logger="kipconsumer.streams"):
+        with Feeder(broker.bootstrap_servers, src) as feeder:
+            a.start()
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 6.0:
+                for p in range(PARTS):
+                    feeder.at_rate(p, 150)
+                if not b.is_alive() and time.monotonic() - t0 > 1.0:
+                    b.start()
+                time.sleep(0.02)
+        fed = dict(feeder.fed)
+        wait_for_sink(broker.bootstrap_servers, sink, fed, timeout=20)
+        stop.set()
+        a.join(30)
+        b.join(30)
     assert not errors, errors
+    refused = {tp.partition for r in caplog.records if r.msg.startswith(_REVOKE_COMMIT_FAILED)
+               for tp in r.args[0]}  # type: ignore[index, union-attr]
+    return (metrics, fed, read_sink(broker.bootstrap_servers, sink, PARTS, sum(fed.values())),
+            committed(broker.bootstrap_servers, group, src, PARTS), refused)
+
+
+def test_rebalance_flushes_and_commits_revoked_partitions(broker: EmbeddedBroker,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """The revoked partitions' outputs are flushed and committed: the new owner goes on from there, no
+    output twice. Except where the broker refused the commit in on_partitions_revoked (the embedded
+    broker does when another member joins at that moment, docs/broker.md; Kafka accepts it): there the
+    new owner reads again from the last commit, at least once (see the next test)."""
+    metrics, fed, sink, offsets, refused = _two_members_rebalance(broker, caplog)
     assert metrics["a"]["records_processed"] > 0 and metrics["b"]["records_processed"] > 0
-    check_exactly_once(read_sink(broker.bootstrap_servers, sink, PARTS, sum(fed.values())), fed)
-    assert committed(broker.bootstrap_servers, group, src, PARTS) == fed
+    if refused:
+        check_redone_after_refused_commits(sink, fed, refused)
+    else:
+        check_exactly_once(sink, fed)
+    assert offsets == fed
+
+
+def test_rebalance_with_a_refused_revoke_commit_reprocesses_and_loses_nothing(
+        broker: EmbeddedBroker, caplog: pytest.LogCaptureFixture) -> None:
+    """The first member's commits on revoke are refused (as the embedded broker does while another member
+    joins): the new owner processes the partition again from its last commit (none: offset 0). Nothing
+    is lost, the duplicates are a restart in order, and the pipelines finish what was fed. (It failed
+    as "134 records lost" when the test waited for the sink's size, which counts the duplicates: the
+    members were stopped before the tails were processed, as in a CI flake of the test above.)"""
+    forced: set[int] = set()
+
+    def refuse_revoke_commits(pipe: Pipeline) -> None:
+        guarantee = pipe._guarantee  # test code: private attributes
+        revoke = guarantee.revoke
+
+        def refused(offsets: dict[TopicPartition, object], timeout: float) -> None:
+            forced.update(tp.partition for tp in offsets)
+            raise RebalanceInProgressError("refused by the test", code="REBALANCE_IN_PROGRESS")
+
+        def revoke_refusing_commits(tasks: list[Any], *, commit: bool) -> None:
+            guarantee._commit = refused  # type: ignore[attr-defined]
+            try:
+                revoke(tasks, commit=commit)
+            finally:
+                del guarantee._commit  # type: ignore[attr-defined]
+
+        guarantee.revoke = revoke_refusing_commits  # type: ignore[method-assign]
+
+    metrics, fed, sink, offsets, refused = _two_members_rebalance(broker, caplog, refuse_revoke_commits)
+    assert forced, "no commit of a revoked partition was attempted by the first member"
+    assert forced <= refused and metrics["a"]["commit_failures"] >= 1
+    check_redone_after_refused_commits(sink, fed, refused)
+    # nothing of them was committed: the new owner processed them again from offset 0
+    assert all(len(sink[p]) > fed[p] for p in forced), {p: (len(sink[p]), fed[p]) for p in forced}
+    assert offsets == fed
 
 
 # --------------------------------------------------------------------------------------------------

@@ -84,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         if stall:
             stall = False
             time.sleep(args.stall_ms / 1000.0)
-        txn = pipeline._txn  # the driver's view of the transaction (test code: a private attribute)
-        ended = txn.commits + txn.aborts if txn is not None else 0
+        # the driver's view of the transaction (test code: a private attribute)
+        txn = pipeline._guarantee.txn  # type: ignore[attr-defined]
+        ended = txn.commits + txn.aborts
         if ended != txn_records[1]:
             txn_records[:] = [0, ended]
         if hold and txn_records[0] > 0:
