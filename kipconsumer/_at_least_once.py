@@ -214,7 +214,8 @@ class AtLeastOnce:
 
     def metrics(self) -> dict[str, int]:
         return {"commits": self.commits, "commit_failures": self.commit_failures,
-                "transactions_committed": 0, "transactions_aborted": 0, "producer_replacements": 0}
+                "transactions_committed": 0, "transactions_aborted": 0, "producer_replacements": 0,
+                "transactions_timed_out": 0}
 
     # -- commits -----------------------------------------------------------------------------------------
     def _due_offsets(self, tasks: Iterable[PartitionTask]) -> dict[TopicPartition, OffsetAndMetadata]:

@@ -33,6 +33,8 @@ outputs of every record processed since the last commit and the source offsets a
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
@@ -69,8 +71,11 @@ class Transaction:
                  bounded: Callable[[str, Callable[[], None]], None],
                  new_producer: Callable[[], KafkaProducer],
                  held: Callable[[], str | None] = lambda: None,
-                 call_budget: Callable[[], float] = lambda: 10.0) -> None:
+                 call_budget: Callable[[], float] = lambda: 10.0,
+                 transaction_timeout_s: float = math.inf) -> None:
         self._producer = producer
+        self._transaction_timeout_s = transaction_timeout_s  # the producer's transaction.timeout.ms
+        self._opened_at: float | None = None  # time.monotonic() of the last begin_transaction()
         # timeout of the next call: what the loop pass has left of its 50% budget (KIP-572)
         self._call_budget = call_budget
         self._held = held  # why the loop may have been dropped from the group (50% rule), or None
@@ -86,6 +91,7 @@ class Transaction:
         self.aborting = False
         self.commits = 0
         self.aborts = 0
+        self.timeouts = 0  # transactions the broker aborted after transaction.timeout.ms
 
     @property
     def busy(self) -> bool:
@@ -96,7 +102,26 @@ class Transaction:
         if not self.open:
             self._producer.begin_transaction()
             self.open = True
+            self._opened_at = time.monotonic()
 
+    def outlived_timeout(self) -> bool:
+        """The last transaction begun has been open for ``transaction.timeout.ms`` or longer: a fencing
+        now is the coordinator's abort of it (an epoch bump), not another producer."""
+        opened = self._opened_at
+        return opened is not None and time.monotonic() - opened >= self._transaction_timeout_s
+
+    def fenced_by_timeout(self, tasks: Iterable[TxnTask],
+                          exc: ProducerFencedError) -> TransactionAbortableError:
+        """After a ``ProducerFencedError`` of a transaction that :meth:`outlived_timeout`: rewinds the
+        tasks, replaces the producer (the abort is the broker's) and returns the error to raise."""
+        self.timeouts += 1
+        self._must_replace = True
+        self.abort(tasks, f"the broker aborted it: open longer than transaction.timeout.ms="
+                          f"{self._transaction_timeout_s * 1000:.0f} ({exc})")
+        return TransactionAbortableError(
+            f"the transaction was open longer than transaction.timeout.ms="
+            f"{self._transaction_timeout_s * 1000:.0f} and the broker aborted it; its records are processed "
+            f"again with a new producer: {exc}", code="_TXN_TIMED_OUT")
     def commit(self, tasks: Iterable[TxnTask], timeout: Callable[[], float]) -> bool:
         """Commits the open transaction with the tasks' next offsets; False if none is open.
         ``timeout()`` is read before each call (sending the offsets, committing): they share one
@@ -119,6 +144,10 @@ class Transaction:
         except TransactionAbortableError as exc:
             self.abort(tasks, f"commit failed: {exc}")
             raise
+        except ProducerFencedError as exc:
+            if not self.outlived_timeout():
+                raise  # another producer with this transactional.id took over
+            raise self.fenced_by_timeout(tasks, exc) from exc
         except TransactionBlockedError as exc:
             self._must_replace = True
             self.abort(tasks, f"commit blocked in librdkafka: {exc}")
@@ -155,7 +184,9 @@ class Transaction:
                 self._bounded("abort of the transaction",
                               lambda: self._producer.abort_transaction(timeout=self._call_budget()))
             except ProducerFencedError:
-                raise  # another producer owns the transactional.id: replacing ours would fence it
+                if not self.outlived_timeout():
+                    raise  # another producer owns the transactional.id: replacing ours would fence it
+                self._must_replace = True  # the broker aborted it already (transaction.timeout.ms)
             except (TimeoutError, KafkaError) as exc:
                 # a timeout, or a fatal error (seen on real Kafka after the transaction coordinator
                 # moved: CONCURRENT_TRANSACTIONS, then INVALID_TXN_STATE): the producer is replaced

@@ -29,9 +29,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from kipconsumer._eos import Transaction
 from kipconsumer._pipeline_task import PartitionTask
+from kipconsumer.config import PRODUCER_SPECS
 from kipconsumer.errors import (
     CommitFailedError,
     KafkaTimeoutError,
+    ProducerFencedError,
     TransactionAbortableError,
 )
 from kipconsumer.producer import KafkaProducer
@@ -45,7 +47,8 @@ __all__ = ["ExactlyOnce", "ExactlyOnceTask"]
 log = logging.getLogger("kipconsumer.streams")
 
 #: librdkafka codes of a transaction aborted because an output timed out
-_TIMEOUT_CODES = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT", "_TIMED_OUT_QUEUE"})
+_TIMEOUT_CODES = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT", "_TIMED_OUT_QUEUE",
+                            "_TXN_TIMED_OUT"})
 
 
 class ExactlyOnceTask(PartitionTask):
@@ -97,6 +100,13 @@ class ExactlyOnceTask(PartitionTask):
                     send(topic, value=value, key=key, partition=part)
                 except TimeoutError as exc:
                     raise self._send_timed_out(exc, f"send to {topic} (output {i} of offset {off})") from exc
+                except ProducerFencedError as exc:
+                    if not self.txn.outlived_timeout():
+                        self.eos.abort(f"send to {topic} for source {self.name}: the producer was fenced")
+                        raise
+                    err = self.txn.fenced_by_timeout(self.eos._tasks(), exc)
+                    raise KafkaTimeoutError(f"send to {topic} (output {i} of offset {off}) for source "
+                                            f"{self.name}: {err}", code=err.code) from exc
                 except BaseException as exc:  # the transaction may hold part of this record's outputs
                     self.eos.abort(f"send to {topic} (output {i} of offset {off}) for source "
                                    f"{self.name} failed: {exc!r}")
@@ -137,8 +147,11 @@ class ExactlyOnce:
         self.commit_failures = 0
         self.producer_replacements = 0
         self._init_transactions()
+        txn_timeout_ms = int(pipeline.config.producer.get("transaction.timeout.ms")  # type: ignore[call-overload]
+                             or PRODUCER_SPECS["transaction.timeout.ms"].default)
         self.txn = Transaction(pipeline._producer, pipeline._consumer, pipeline._bounded,
-                               self._replace_producer, pipeline._held, pipeline._call_budget_s)
+                               self._replace_producer, pipeline._held, pipeline._call_budget_s,
+                               transaction_timeout_s=txn_timeout_ms / 1000.0)
 
     def _tasks(self) -> list[ExactlyOnceTask]:
         # every task of this pipeline was made by new_task()
@@ -150,6 +163,7 @@ class ExactlyOnce:
     def metrics(self) -> dict[str, int]:
         return {"commits": self.commits, "commit_failures": self.commit_failures,
                 "transactions_committed": self.txn.commits, "transactions_aborted": self.txn.aborts,
+                "transactions_timed_out": self.txn.timeouts,
                 "producer_replacements": self.producer_replacements}
 
     # -- the producer --------------------------------------------------------------------------------------
@@ -208,8 +222,9 @@ class ExactlyOnce:
         except TransactionAbortableError as exc:
             self.commit_failures += 1
             if exc.code in _TIMEOUT_CODES:
-                raise KafkaTimeoutError(f"the transaction was aborted: an output timed out: {exc}",
-                                        code=exc.code) from exc
+                what = ("it outlived transaction.timeout.ms" if exc.code == "_TXN_TIMED_OUT"
+                        else "an output timed out")
+                raise KafkaTimeoutError(f"the transaction was aborted: {what}: {exc}", code=exc.code) from exc
             log.warning("transaction aborted: %s", exc)  # e.g. a stale generation: the rebalance follows
             return False
         self.commits += 1

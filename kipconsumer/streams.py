@@ -185,7 +185,14 @@ def split_config(config: Mapping[str, object]) -> PipelineConfig:
         log.warning("producer max.block.ms=%s is capped to %d, half of max.poll.interval.ms (KIP-572)",
                     producer["max.block.ms"], half_mpi)
         producer["max.block.ms"] = half_mpi
-    producer_settings(producer)
+    psettings_producer = producer_settings(producer)
+    if psettings.processing_guarantee == EXACTLY_ONCE:
+        txn_ms = int(psettings_producer.rdkafka.get("transaction.timeout.ms")
+                     or PRODUCER_SPECS["transaction.timeout.ms"].default)  # type: ignore[arg-type]
+        if psettings.commit_interval_ms >= txn_ms:
+            raise ConfigError(f"config commit.interval.ms={psettings.commit_interval_ms} must be lower than "
+                              f"transaction.timeout.ms={txn_ms} with processing.guarantee=exactly_once_v2: "
+                              "the broker aborts a transaction open longer than that (Kafka Streams' rule)")
     task_settings({k: v for k, v in task.items() if k != "retries"})
     return PipelineConfig(consumer, producer, task, psettings.commit_interval_ms,
                           csettings.max_poll_interval_ms, psettings.processing_guarantee)
@@ -288,7 +295,8 @@ class Pipeline:
         ``records_processed``, ``outputs_acked``, ``outputs_resent``, ``stalls``, ``commits``,
         ``commit_failures``; ``stalled`` (partitions skipped now); ``executor`` counters. With
         exactly_once_v2 also ``transactions_committed``, ``transactions_aborted``, ``producer_replacements``
-        (a stuck abort replaces the producer, see kipconsumer._eos) and ``rewinds`` (records
+        (a stuck abort replaces the producer, see kipconsumer._eos), ``transactions_timed_out`` (aborted
+        by the broker after ``transaction.timeout.ms``: redone with a new producer) and ``rewinds`` (records
         re-read after an abort start over at the transaction's first record; outputs are not acked one
         by one, ``outputs_acked`` stays 0)."""
         parts = {tp: t.snapshot() for tp, t in list(self._tasks.items())}
@@ -307,6 +315,7 @@ class Pipeline:
             "transactions_aborted": guarantee["transactions_aborted"],
             "rewinds": sum(p["rewinds"] for p in parts.values()),
             "producer_replacements": guarantee["producer_replacements"],
+            "transactions_timed_out": guarantee["transactions_timed_out"],
             "executor": self._executor.metrics(),
         }
 

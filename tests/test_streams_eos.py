@@ -276,6 +276,51 @@ def test_a_transaction_call_blocked_in_librdkafka_replaces_the_producer(kafka: R
 
 
 @pytest.mark.kafka
+def test_a_transaction_that_outlives_transaction_timeout_is_redone_not_fatal(kafka: RealKafka) -> None:
+    """One process() call slower than transaction.timeout.ms (4.5 s against 3 s; well within half of
+    max.poll.interval.ms): Kafka's coordinator aborts the open transaction and bumps the producer's
+    epoch, which librdkafka reports as a fenced producer (run() raised ProducerFencedError). The
+    transaction had outlived transaction.timeout.ms, so the abort is the broker's, not another
+    instance's: every task rewinds, the producer is replaced, and every input is in the output once."""
+    source, sink = kafka.create_topic(2), kafka.create_topic(2)
+    n, group = 1000, f"eos-{uuid.uuid4().hex[:8]}"
+    _produce(kafka.bootstrap, source, n, 2)
+    slowed = threading.Event()
+
+    def process(record: ConsumerRecord) -> list[Output]:
+        if record.offset == 100 and not slowed.is_set():
+            slowed.set()
+            time.sleep(4.5)
+        return _out(record)
+
+    conf = _conf(kafka, group, **{"producer.transaction.timeout.ms": 3000,
+                                  "producer.request.timeout.ms": 1000, "session.timeout.ms": 6000,
+                                  "max.poll.interval.ms": 20_000, "task.timeout.ms": 60_000})
+    with Pipeline(conf, source, process, sink) as pipeline:
+        pipeline.run(until=lambda: _done(pipeline, source, n), timeout=60)
+        m = pipeline.metrics()
+    assert slowed.is_set()
+    assert m["transactions_timed_out"] >= 1 and m["producer_replacements"] >= 1, m
+    log = read_committed_log(kafka.bootstrap, sink, 2)
+    assert _exactly_once(log, n) == (0, 0), m
+    assert _committed(kafka.bootstrap, group, source, 2) == {0: n // 2, 1: n // 2}
+
+
+def test_commit_interval_must_be_below_transaction_timeout() -> None:
+    """Kafka Streams' rule: a commit interval at or above transaction.timeout.ms lets every
+    transaction time out at the broker."""
+    base = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "processing.guarantee": "exactly_once_v2"}
+    with pytest.raises(ConfigError, match=r"commit.interval.ms=40000 must be lower than "
+                                          r"transaction.timeout.ms=40000"):
+        split_config({**base, "commit.interval.ms": 40_000, "producer.transaction.timeout.ms": 40_000})
+    with pytest.raises(ConfigError, match=r"commit.interval.ms=90000 must be lower than "
+                                          r"transaction.timeout.ms=60000"):  # the default
+        split_config({**base, "commit.interval.ms": 90_000})
+    split_config({**base, "commit.interval.ms": 39_999, "producer.transaction.timeout.ms": 40_000})
+    split_config({**base, "commit.interval.ms": 90_000, "processing.guarantee": "at_least_once"})
+
+
+@pytest.mark.kafka
 def test_a_loop_held_while_the_offsets_are_sent_aborts_instead_of_committing(
         kafka: RealKafka, caplog: pytest.LogCaptureFixture) -> None:
     """The 50% rule is checked again between send_offsets_to_transaction() and commit_transaction(): a
