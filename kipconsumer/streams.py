@@ -189,8 +189,8 @@ def split_config(config: Mapping[str, object]) -> PipelineConfig:
     if psettings.processing_guarantee == EXACTLY_ONCE:
         txn_ms = int(psettings_producer.rdkafka.get("transaction.timeout.ms")
                      or PRODUCER_SPECS["transaction.timeout.ms"].default)  # type: ignore[arg-type]
-        if psettings.commit_interval_ms >= txn_ms:
-            raise ConfigError(f"config commit.interval.ms={psettings.commit_interval_ms} must be lower than "
+        if psettings.commit_interval_ms > txn_ms:
+            raise ConfigError(f"config commit.interval.ms={psettings.commit_interval_ms} must not exceed "
                               f"transaction.timeout.ms={txn_ms} with processing.guarantee=exactly_once_v2: "
                               "the broker aborts a transaction open longer than that (Kafka Streams' rule)")
     task_settings({k: v for k, v in task.items() if k != "retries"})
