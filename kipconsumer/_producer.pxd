@@ -1,5 +1,6 @@
-# Table of contents of kipconsumer/_producer.pyx: the producer core's C declarations (csrc/producer_core.h),
-# the per-batch delivery context, and the fields of ProducerCore and of a looked-up topic.
+# Table of contents of kipconsumer/_producer.pyx and the unit files it includes: the producer core's C
+# declarations (csrc/producer_core.h, csrc/txn_call.h), the per-batch delivery context, and the fields
+# of ProducerCore, of a looked-up topic and of the transactional calls.
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 
@@ -98,6 +99,23 @@ cdef struct _BatchCtx:
     int64_t work_us
 
 
+cdef class ProducerCore
+
+
+cdef class TxnCalls:
+    # _producer_txn.pxi: the transactional calls and the one parked by a caller that gave up on it.
+    # State: IDLE (parked == NULL) or PARKED; written only by _park() and _take().
+    cdef kc_txn_call_t *parked         # a call whose caller gave up; it still runs in librdkafka
+    cdef int64_t parked_since_us       # ... started then (kc_now_us)
+
+    cdef void _park(self, kc_txn_call_t *call, int64_t started_us) noexcept
+    cdef kc_txn_call_t *_take(self) noexcept
+    cdef bint blocked(self) noexcept
+    cdef void free_producer(self, kc_producer_t *p) noexcept
+    cdef str _blocked_text(self, str op)
+    cdef object call(self, ProducerCore core, str op, double timeout_s, list offsets, bytes group_metadata)
+
+
 cdef class _Topic:
     cdef object name                    # the str it was last looked up with (send()'s one-entry cache)
     cdef rd_kafka_topic_t *rkt          # librdkafka's topic handle
@@ -126,8 +144,7 @@ cdef class ProducerCore:
     cdef readonly object _value_serializer
     cdef object _stats_cb             # the user's stats_cb(json: str), or None
     cdef object _stats                # summary of the last statistics (kipconsumer._stats), or None
-    cdef kc_txn_call_t *_pending_call  # a transactional call that has not returned yet (see txn())
-    cdef int64_t _pending_since_us     # ... started then (kc_now_us)
+    cdef TxnCalls _txn                # the transactional calls (txn(), transaction_blocked)
 
     cdef int _enter(self, str who) except -1
     cdef void _leave(self) noexcept
@@ -145,4 +162,3 @@ cdef class ProducerCore:
     cdef object _security_exc(self, int err, str what, tuple topics=*)
     cdef int64_t _flush_until(self, int64_t deadline_us) except? -2
     cdef _serve_stats(self)
-    cdef str _blocked_text(self, str op)

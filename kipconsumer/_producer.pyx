@@ -15,6 +15,7 @@ import threading
 from concurrent.futures import Future
 from concurrent.futures import _base as _futures_base
 
+cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
@@ -53,6 +54,7 @@ from kipconsumer.structs import RecordMetadata
 
 
 include "_oauth_cb.pxi"
+include "_producer_txn.pxi"
 
 
 cdef extern from "Python.h":
@@ -430,6 +432,9 @@ cdef class _Topic:
     """A topic send() has looked up: librdkafka's handle and its partitions (fields in _producer.pxd)."""
 
 
+# The cycle collector must not clear the members first (tp_clear): __dealloc__ closes the producer with
+# them (the topics, the transactional calls that may own the handle's destruction).
+@cython.no_gc_clear
 cdef class ProducerCore:
     """librdkafka producer handle with native delivery handling. Use ``KafkaProducer``.
 
@@ -442,7 +447,7 @@ cdef class ProducerCore:
 
     def __cinit__(self):
         self.p = NULL
-        self._pending_call = NULL
+        self._txn = TxnCalls()
         self.ctx = NULL
         self._closed = True
         self._closing_now = False
@@ -524,13 +529,7 @@ cdef class ProducerCore:
         for t in self._topics.values():
             rd_kafka_topic_destroy((<_Topic>t).rkt)
         self._topics.clear()
-        if self._pending_call != NULL:  # a call still blocked in librdkafka holds the handle
-            c = self._pending_call
-            self._pending_call = NULL
-            kc_txn_call_release(c, _destroy_producer, p)
-        else:
-            with nogil:
-                kc_producer_destroy(p)
+        self._txn.free_producer(p)  # now, or once a transactional call blocked in librdkafka returns
         free(self.ctx)
         self.ctx = NULL
 
@@ -940,118 +939,12 @@ cdef class ProducerCore:
         librdkafka's own timeout) or was interrupted stays pending and raises TransactionBlockedError
         (a KafkaTimeoutError): the same op called again waits for it further and gives its result;
         another op raises TransactionBlockedError while it is pending. Raises the typed error (see
-        KafkaProducer.init_transactions)."""
-        cdef rd_kafka_error_t *error = NULL
-        cdef rd_kafka_topic_partition_list_t *lst = NULL
-        cdef rd_kafka_consumer_group_metadata_t *cgmd = NULL
-        cdef kc_txn_call_t *call = NULL
-        cdef rd_kafka_t *rk
-        cdef int64_t deadline_us, until_us, now_us
-        cdef int timeout_ms, done = 0
-        cdef int which = _TXN_OPS.get(op, -1)
-        if which < 0:
-            raise ValueError(f"unknown transactional operation {op!r}")
-        if self._closed:
-            raise IllegalStateError(f"{op} transaction called after close()")
-        if kc_producer_on_dr_thread(self.p):
-            raise IllegalStateError(f"{op} transaction cannot be called from a send() callback")
-        if timeout_s < 0:
-            timeout_s = self.max_block_ms / 1000.0
-        timeout_ms = <int>(min(timeout_s, 2147483.0) * 1000)
-        deadline_us = kc_now_us() + <int64_t>timeout_ms * 1000
-        rk = self.p.rk
-        if self._pending_call != NULL:
-            if kc_txn_call_op(self._pending_call) != which:
-                if not kc_txn_call_wait(self._pending_call, 0):
-                    raise TransactionBlockedError(self._blocked_text(op), code="_TIMED_OUT")
-                # it returned meanwhile; its caller gave it up and a different call follows
-                error = kc_txn_call_finish(self._pending_call)
-                self._pending_call = NULL
-                if error != NULL:
-                    rd_kafka_error_destroy(error)
-                    error = NULL
-        if which == _TXN_BEGIN:
-            self._enter(f"{op} transaction")
-            try:
-                with nogil:
-                    error = rd_kafka_begin_transaction(rk)
-            finally:
-                self._leave()
-            if error != NULL:
-                raise _txn_error(error, op, timeout_s)
-            return
-        if self._pending_call == NULL and which == _TXN_SEND_OFFSETS:
-            lst = rd_kafka_topic_partition_list_new(max(1, len(offsets)))
-            try:
-                for topic, partition, offset in offsets:
-                    rd_kafka_topic_partition_list_add(lst, _c_topic(topic), partition).offset = offset
-            except BaseException:
-                rd_kafka_topic_partition_list_destroy(lst)
-                raise
-            if rd_kafka_consumer_group_metadata_read(&cgmd, PyBytes_AS_STRING(group_metadata),
-                                                     <size_t>PyBytes_GET_SIZE(group_metadata)) != NULL:
-                rd_kafka_topic_partition_list_destroy(lst)
-                raise ValueError("send_offsets_to_transaction(): group_metadata is not a consumer's "
-                                 "group metadata (use KafkaConsumer.group_metadata())")
-        try:
-            self._enter(f"{op} transaction")
-        except BaseException:
-            if lst != NULL:
-                rd_kafka_topic_partition_list_destroy(lst)
-            if cgmd != NULL:
-                rd_kafka_consumer_group_metadata_destroy(cgmd)
-            raise
-        try:
-            if self._pending_call != NULL:  # the same op: wait for the call made before
-                call = self._pending_call
-                self._pending_call = NULL
-            else:
-                call = kc_txn_call_start(rk, which, lst, cgmd, timeout_ms)  # owns lst and cgmd now
-                if call == NULL:
-                    raise KafkaError(f"{op} transaction: could not start its thread", code="_FAIL")
-                self._pending_since_us = kc_now_us()
-            while True:
-                now_us = kc_now_us()
-                until_us = min(now_us + _TXN_SLICE_US, deadline_us + _TXN_GRACE_US)
-                with nogil:
-                    done = kc_txn_call_wait(call, until_us)
-                if done:
-                    break
-                if kc_now_us() >= deadline_us + _TXN_GRACE_US:
-                    self._pending_call = call
-                    raise TransactionBlockedError(
-                        f"{op} transaction did not return within its timeout ({timeout_s:.3f} s): "
-                        + self._blocked_text(op), code="_TIMED_OUT")
-                try:
-                    PyErr_CheckSignals()
-                except BaseException:
-                    self._pending_call = call
-                    raise
-                if self._closed:
-                    self._pending_call = call
-                    raise IllegalStateError(f"{op} transaction: the producer was closed meanwhile")
-                if kc_producer_auth_error(self.p, NULL, 0):
-                    # librdkafka retries the connection for ever: give up the call (it stays pending)
-                    self._pending_call = call
-                    raise self._security_exc(kc_producer_auth_error(self.p, NULL, 0), f"{op} transaction")
-            error = kc_txn_call_finish(call)
-        finally:
-            self._leave()
-        if error != NULL:
-            raise _txn_error(error, op, timeout_s)
-
-    cdef str _blocked_text(self, str op):
-        cdef kc_txn_call_t *c = self._pending_call
-        pending = _TXN_NAMES[kc_txn_call_op(c)] if c != NULL else op
-        since = (kc_now_us() - self._pending_since_us) / 1e6
-        return (f"librdkafka's {pending} call has been blocked for {since:.1f} s. Call {pending} again to "
-                f"keep waiting for it, or close this producer (its handle is freed once the call returns) "
-                f"and create a new one with the same transactional.id: its init_transactions() fences "
-                f"this one and aborts its open transaction.")
+        KafkaProducer.init_transactions). The calls and their state: TxnCalls (_producer_txn.pxi)."""
+        self._txn.call(self, op, timeout_s, offsets, group_metadata)
 
     @property
     def transaction_blocked(self):
-        return self._pending_call != NULL and not kc_txn_call_wait(self._pending_call, 0)
+        return self._txn.blocked()
 
     def __dealloc__(self):
         if self.p != NULL:
@@ -1123,16 +1016,6 @@ cdef class ProducerCore:
         }
 
 
-cdef void _destroy_producer(void *p) noexcept nogil:
-    kc_producer_destroy(<kc_producer_t *>p)
-
-
-def _set_txn_test_hold_ms(int ms):
-    """Test hook: transactional calls started afterwards hold their result ``ms`` more milliseconds
-    after librdkafka returned (as a call blocked in librdkafka does). 0: off."""
-    kc_txn_call_set_test_hold_ms(ms)
-
-
 cdef inline object _take_callback(kc_producer_rec_t *rec):
     """The record's delivery callback (or None), taken out of the registry with its reference."""
     if rec.callback == NULL:
@@ -1151,58 +1034,6 @@ cdef void _unref_record(_FutureCore fut, kc_producer_rec_t *rec, rd_kafka_header
         rec.callback = NULL
     if hdrs != NULL:
         rd_kafka_headers_destroy(hdrs)
-
-
-cdef enum:
-    _TXN_INIT = 0
-    _TXN_BEGIN = 1
-    _TXN_SEND_OFFSETS = 2
-    _TXN_COMMIT = 3
-    _TXN_ABORT = 4
-    _TXN_SLICE_US = 100000  # a transactional wait re-checks signals this often
-    _TXN_GRACE_US = 1000000  # after the caller's timeout, librdkafka's own timeout may still return
-
-_TXN_NAMES = {0: "init_transactions", 1: "begin_transaction", 2: "send_offsets_to_transaction",
-              3: "commit_transaction", 4: "abort_transaction"}
-
-_TXN_OPS = {"init": _TXN_INIT, "begin": _TXN_BEGIN, "send_offsets": _TXN_SEND_OFFSETS,
-            "commit": _TXN_COMMIT, "abort": _TXN_ABORT}
-_FENCED_NAMES = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
-
-
-cdef bytes _c_topic(object topic):
-    return c_string(topic, "offsets: topic")
-
-
-cdef object _txn_error(rd_kafka_error_t *error, str op, double timeout_s):
-    """The typed error for a failed transactional call; destroys `error`."""
-    cdef str name = rd_kafka_error_name(error).decode("utf-8", "replace")
-    cdef str msg = rd_kafka_error_string(error).decode("utf-8", "replace")
-    cdef bint fatal = rd_kafka_error_is_fatal(error)
-    cdef bint abortable = rd_kafka_error_txn_requires_abort(error)
-    cdef bint retriable = rd_kafka_error_is_retriable(error)
-    rd_kafka_error_destroy(error)
-    sec = security_error(name, msg, what=f"{op} transaction failed")
-    if sec is not None:
-        return sec
-    what = f"{op} transaction failed: {name}: {msg}"
-    # fenced, whether librdkafka flags it fatal or (seen when the epoch is bumped meanwhile) abortable,
-    # or reports it as _FATAL after the fact: fatal for this producer in every case
-    if name in _FENCED_NAMES or (fatal and "fenced" in msg.lower()):
-        return ProducerFencedError(f"{what}. Another producer with the same transactional.id took over; "
-                                   f"this producer can only be closed.", code=name)
-    if fatal:
-        return KafkaError(f"{what}. The error is fatal: close this producer and create a new one.",
-                          code=name)
-    if abortable:
-        return TransactionAbortableError(f"{what}. Call abort_transaction(), then retry the transaction.",
-                                         code=name)
-    if name == "_TIMED_OUT" or retriable:
-        return KafkaTimeoutError(f"{what} (timeout {timeout_s:.3f} s). Call the same method again: it resumes.",
-                                 code=name)
-    if name == "_STATE":
-        return IllegalStateError(what, code=name)
-    return KafkaError(what, code=name)
 
 
 cdef object _serialize(object serializer, object obj, str what):
