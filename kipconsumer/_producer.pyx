@@ -6,6 +6,15 @@ The C core (csrc/producer_core.c) owns the librdkafka handle, the registry of pe
 the delivery thread.  This module turns Python arguments into C buffers, creates the futures and
 completes them from the delivery thread: the thread takes the GIL once per batch of delivery
 reports.  ``kipconsumer.producer.KafkaProducer`` is the typed public facade.
+
+ProducerCore (here) keeps the handle's lifecycle, the topics send() looked up, the send path with
+its back-pressure, flush and close. The rest lives in the files it includes, each listed in
+_producer.pxd with its fields:
+
+- _producer_records.pxi   record building: serializers, payloads, headers, timestamp, topic names
+- _producer_future.pxi    ProduceFuture and its C state (_FutureCore)
+- _producer_delivery.pxi  delivery reports -> typed errors, completed futures and callbacks
+- _producer_txn.pxi       TxnCalls: transactional calls, the parked call, their typed errors
 """
 
 import logging
@@ -53,21 +62,11 @@ from kipconsumer._validate import check_topic_name
 from kipconsumer.structs import RecordMetadata
 
 
-include "_oauth_cb.pxi"
-include "_producer_txn.pxi"
-
-
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t *size) except NULL
     void PyObject_GC_Track(object op)
     void PyObject_GC_UnTrack(object op)
     int PyObject_GC_IsTracked(object op)
-
-
-cdef inline void _gc_track(object o) noexcept:
-    """Hands o back to the cycle collector (it must never be tracked twice)."""
-    if not PyObject_GC_IsTracked(o):
-        PyObject_GC_Track(o)
 
 
 cdef extern from "<unistd.h>" nogil:
@@ -96,220 +95,10 @@ cdef enum:
     _PURGE_WAIT_US = 5000000
 
 _log = logging.getLogger("kipconsumer.producer")
-_tuple_new = tuple.__new__
-
-_INT64_MAX = 2**63 - 1
-
-
-cdef _check_topic_name(str topic, str who):
-    """Kafka's topic name rule, checked before librdkafka sees the name (a NUL byte would
-    truncate it there). Called only for topics not cached yet: valid names are checked once."""
-    check_topic_name(topic, who)
-
-
-cdef int64_t _timestamp_ms(object timestamp) except? -1:
-    """``timestamp`` as epoch milliseconds in 0..2**63-1 (the int64 of the record format)."""
-    cdef long long ms
-    if type(timestamp) is int:  # the usual case: one C conversion
-        try:
-            ms = timestamp
-        except OverflowError:
-            ms = -1
-        if ms >= 0:
-            return <int64_t>ms
-        raise ValueError(f"timestamp must be epoch milliseconds in 0..{_INT64_MAX} or None, "
-                         f"got {timestamp!r}")
-    if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
-        raise TypeError(f"timestamp must be int milliseconds or None, not "
-                        f"{type(timestamp).__name__}")
-    if isinstance(timestamp, float) and not math.isfinite(timestamp):
-        raise ValueError(f"timestamp must be epoch milliseconds in 0..{_INT64_MAX} or None, "
-                         f"got {timestamp!r}")
-    v = int(timestamp)
-    if v < 0 or v > _INT64_MAX:
-        raise ValueError(f"timestamp must be epoch milliseconds in 0..{_INT64_MAX} or None, "
-                         f"got {timestamp!r}")
-    return <int64_t>v
 
 # Metadata errors that waiting cannot fix: raised at once instead of waiting for max.block.ms.
 _FATAL_METADATA_ERRORS = frozenset(("TOPIC_EXCEPTION", "TOPIC_AUTHORIZATION_FAILED",
                                     "_INVALID_ARG", "_FATAL", "CLUSTER_AUTHORIZATION_FAILED"))
-
-
-_FINISHED = _futures_base.FINISHED
-_PENDING = _futures_base.PENDING
-
-
-cdef enum:
-    _ST_PENDING = 0
-    _ST_RUNNING = 1
-    _ST_CANCELLED = 2
-    _ST_CANCELLED_AND_NOTIFIED = 3
-    _ST_FINISHED = 4
-
-_RUNNING = _futures_base.RUNNING
-_CANCELLED = _futures_base.CANCELLED
-_CANCELLED_AND_NOTIFIED = _futures_base.CANCELLED_AND_NOTIFIED
-_STATE_NAMES = (_PENDING, _RUNNING, _CANCELLED, _CANCELLED_AND_NOTIFIED, _FINISHED)
-_future_done = Future.done
-_future_cancelled = Future.cancelled
-_future_running = Future.running
-_future_result = Future.result
-_future_exception = Future.exception
-
-
-cdef class _FutureCore:
-    """C part of ProduceFuture: the record's registry entry and the future's state, in C fields.
-
-    ``concurrent.futures.Future`` keeps its state in instance attributes (``_state``, ``_result``,
-    ``_exception``); here they are properties over C fields, so that the delivery thread completes
-    a future with plain C stores and the instance ``__dict__`` is never created unless someone
-    waits on the future. The RecordMetadata of a delivered record is built on first access from
-    the fields the delivery report filled (topic, partition, offset, timestamp, sizes).
-    """
-
-    cdef kc_producer_rec_t rec    # registry entry (no separate allocation)
-    cdef int st                   # _ST_*
-    cdef bint lazy_ready          # a condition / waiter / done-callback may exist: notify
-    cdef bint md_pending          # delivered: RecordMetadata not built yet
-    cdef int32_t partition
-    cdef int64_t offset
-    cdef int64_t timestamp
-    cdef object topic             # str (shared by the records of a batch)
-    cdef object res
-    cdef object exc
-
-    cdef inline object _metadata(self):
-        if self.md_pending:
-            self.res = _tuple_new(RecordMetadata, (self.topic, self.partition, self.offset,
-                                                   self.timestamp, self.rec.key_size,
-                                                   self.rec.value_size))
-            self.md_pending = False
-            self.topic = None
-        return self.res
-
-    @property
-    def _state(self):
-        return _STATE_NAMES[self.st]
-
-    @_state.setter
-    def _state(self, value):
-        self.st = _STATE_NAMES.index(value)
-
-    @property
-    def _result(self):
-        return self._metadata()
-
-    @_result.setter
-    def _result(self, value):
-        self.md_pending = False
-        self.topic = None
-        self.res = value
-
-    @property
-    def _exception(self):
-        return self.exc
-
-    @_exception.setter
-    def _exception(self, value):
-        self.exc = value
-
-    # Fast paths for completed futures: no condition is created (Future's methods take it).
-    def cancelled(self):
-        """Always False once completed (a record cannot be withdrawn)."""
-        if self.st == _ST_FINISHED:
-            return False
-        return _future_cancelled(self)
-
-    def running(self):
-        if self.st == _ST_FINISHED:
-            return False
-        return _future_running(self)
-
-    def done(self):
-        """True once the record is acknowledged or failed."""
-        if self.st == _ST_FINISHED:
-            return True
-        return _future_done(self)
-
-    def result(self, timeout=None):
-        """The record's RecordMetadata; waits at most ``timeout`` seconds (None: no limit)."""
-        if self.st == _ST_FINISHED:
-            if self.exc is not None:
-                raise self.exc
-            return self._metadata()
-        return _future_result(self, timeout)
-
-    def exception(self, timeout=None):
-        """The exception the record failed with, or None; waits like ``result()``."""
-        if self.st == _ST_FINISHED:
-            return self.exc
-        return _future_exception(self, timeout)
-
-
-class ProduceFuture(_FutureCore, Future):
-    """The future returned by ``send()``: a ``concurrent.futures.Future[RecordMetadata]``.
-
-    It is completed exactly once, by the producer (never by the caller); ``cancel()`` returns
-    False because a record handed to the producer cannot be withdrawn.
-
-    Cheap to create and complete: ``Future.__init__`` builds a ``threading.Condition`` per future,
-    which costs more than the whole native send path. Here the state lives in C fields (see
-    ``_FutureCore``), and the condition and the waiter and callback lists are created on first use
-    (``__getattr__``), which also sets the C flag ``lazy_ready``. A future whose ``lazy_ready`` is
-    still False when its delivery report arrives has no waiter and no done-callback, so it is
-    completed by setting its C fields directly. Both steps run without releasing the GIL between
-    the check and the update (this module is compiled), so a waiter either finds the result or is
-    notified. ``done()``, ``result()`` and ``exception()`` of a completed future answer without
-    creating the condition.
-
-    Futures are created untracked by the cycle collector: until someone waits on one or it fails,
-    it only refers to str and ints, so it cannot be part of a reference cycle, and hundreds of
-    thousands of pending futures would otherwise make every garbage collection pass slower. It is
-    tracked again as soon as ``__getattr__`` creates its condition or it is completed with an
-    exception (whose traceback may form cycles).
-    """
-
-    def __init__(self):
-        pass
-
-    def __getattr__(self, name):
-        if name == "_condition" or name == "_waiters" or name == "_done_callbacks":
-            cond = threading.Condition()
-            waiters = []
-            callbacks = []
-            d = self.__dict__
-            # no Python code runs from here to the return: atomic under the GIL
-            d.setdefault("_waiters", waiters)
-            d.setdefault("_done_callbacks", callbacks)
-            d.setdefault("_condition", cond)
-            (<_FutureCore>self).lazy_ready = True
-            _gc_track(self)
-            return d[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def cancel(self):
-        return False
-
-
-cdef object _ProduceFuture_type = ProduceFuture
-cdef tuple _EMPTY = ()
-
-
-cdef extern from *:
-    """
-    /* type.tp_new(type, args, NULL): a new instance without looking __new__ up or calling
-     * __init__ (for ProduceFuture: _FutureCore's tp_new, fields zeroed, objects None). */
-    static PyObject *kc_producer_tp_new(PyObject *type, PyObject *args) {
-        return ((PyTypeObject *)type)->tp_new((PyTypeObject *)type, args, NULL);
-    }
-    """
-    object _tp_new "kc_producer_tp_new"(object type, object args)
-
-
-cdef inline bint _is_timeout(int err) noexcept nogil:
-    return (err == ERR__MSG_TIMED_OUT or err == ERR__TIMED_OUT or err == ERR__TIMED_OUT_QUEUE
-            or err == ERR_REQUEST_TIMED_OUT)
 
 
 cdef inline str _errname(int err):
@@ -320,112 +109,11 @@ cdef inline str _errstr(int err):
     return rd_kafka_err2str(<rd_kafka_resp_err_t>err).decode("utf-8", "replace")
 
 
-cdef object _delivery_error(kc_producer_dr_t *it, str topic, dict expiries, int delivery_timeout_ms,
-                            bint transactional):
-    cdef str name = _errname(it.err)
-    cdef str detail = it.errstr.decode("utf-8", "replace") if it.errstr != NULL else _errstr(it.err)
-    if _is_timeout(it.err):
-        count, latency_us = (expiries or {}).get((topic, it.partition), (1, it.latency_us))
-        waited = f"{latency_us // 1000} ms" if latency_us >= 0 else "more than delivery.timeout.ms"
-        return KafkaTimeoutError(
-            f"Expiring {count} record(s) for {topic}-{it.partition}: {waited} has passed since "
-            f"batch creation (delivery.timeout.ms={delivery_timeout_ms}; last error: {detail})",
-            code=name)
-    if name == "_PURGE_QUEUE" or name == "_PURGE_INFLIGHT":
-        where = "queued" if name == "_PURGE_QUEUE" else "in flight"
-        return KafkaError(
-            f"Record for {topic}-{it.partition} was {where} and not acknowledged when the producer "
-            f"was closed: purged ({detail})", code=name, retriable=False)
-    if name == "_FENCED" or name == "PRODUCER_FENCED" or (transactional and name in _FENCED_NAMES):
-        return ProducerFencedError(
-            f"Delivery to {topic}-{it.partition} failed: {name}: {detail}. Another producer with the same "
-            f"transactional.id took over; this producer can only be closed.", code=name)
-    sec = security_error(name, detail, what=f"Delivery to {topic}-{it.partition} failed", topics=(topic,))
-    if sec is not None:
-        return sec
-    return KafkaError(f"Delivery to {topic}-{it.partition} failed: {name}: {detail}", code=name)
-
-
-cdef inline void _complete(_FutureCore fut, object cb, object exc, _BatchCtx *ctx) noexcept:
-    """Runs the callback, then completes fut: delivered (its metadata fields are filled and
-    ``md_pending`` set) if exc is None, else failed with exc."""
-    cdef object md = None
-    try:
-        if cb is not None:
-            if exc is None:
-                md = fut._metadata()
-            try:
-                cb(md, exc)
-            except BaseException:
-                ctx.callback_errors += 1
-                _log.exception("exception in a send() callback (ignored)")
-        if not fut.lazy_ready:
-            # nobody waits and no done-callback: complete in place (see ProduceFuture)
-            if exc is not None:
-                _gc_track(fut)
-                fut.exc = exc
-            fut.st = _ST_FINISHED
-            return
-        if exc is None:
-            fut.set_result(fut._metadata())
-        else:
-            fut.set_exception(exc)
-    except BaseException:
-        _log.exception("could not complete a send() future")
-        fut.st = _ST_FINISHED  # never leave it pending
-
-
-cdef void _on_batch(void *ctxp, kc_producer_dr_t *items, size_t n) noexcept with gil:
-    """Completes the futures of one batch of delivery reports (runs on the delivery thread)."""
-    cdef _BatchCtx *ctx = <_BatchCtx *>ctxp
-    cdef size_t i
-    cdef kc_producer_dr_t *it
-    cdef kc_producer_rec_t *rec
-    cdef const char *last_topic = NULL
-    cdef str topic = ""
-    cdef dict expiries = None
-    cdef _FutureCore fut
-    cdef object cb, exc
-    cdef int64_t t_start = kc_now_us()
-    try:
-        for i in range(n):
-            it = &items[i]
-            if it.err != ERR_NO_ERROR and _is_timeout(it.err):
-                if expiries is None:
-                    expiries = {}
-                k = (it.topic.decode("utf-8", "replace"), it.partition)
-                count, latency = expiries.get(k, (0, -1))
-                expiries[k] = (count + 1, max(latency, it.latency_us))
-    except BaseException:
-        _log.exception("delivery report grouping failed")
-        expiries = None
-    for i in range(n):
-        it = &items[i]
-        rec = it.rec
-        if rec == NULL:
-            continue
-        # rec is a field of the future: fut (a new reference) keeps it alive from here on
-        fut = <_FutureCore>rec.future
-        Py_DECREF(fut)  # the registry's reference
-        cb = _take_callback(rec)
-        exc = None
-        try:
-            if it.topic != last_topic:
-                topic = it.topic.decode("utf-8", "replace")
-                last_topic = it.topic
-            if it.err == ERR_NO_ERROR:
-                fut.topic = topic
-                fut.partition = it.partition
-                fut.offset = it.offset
-                fut.timestamp = it.timestamp
-                fut.md_pending = True
-            else:
-                exc = _delivery_error(it, topic, expiries, ctx.delivery_timeout_ms, ctx.transactional)
-        except BaseException as e:  # never leave a future pending
-            fut.md_pending = False
-            exc = KafkaError(f"could not build the delivery result: {e!r}")
-        _complete(fut, cb, exc, ctx)
-    ctx.work_us += kc_now_us() - t_start
+include "_oauth_cb.pxi"
+include "_producer_records.pxi"
+include "_producer_future.pxi"
+include "_producer_delivery.pxi"
+include "_producer_txn.pxi"
 
 
 cdef class _Topic:
@@ -1014,114 +702,3 @@ cdef class ProducerCore:
             "topics_known": len(self._topics),
             "statistics": self._stats,
         }
-
-
-cdef inline object _take_callback(kc_producer_rec_t *rec):
-    """The record's delivery callback (or None), taken out of the registry with its reference."""
-    if rec.callback == NULL:
-        return None
-    cb = <object>rec.callback
-    Py_DECREF(cb)
-    rec.callback = NULL
-    return cb
-
-
-cdef void _unref_record(_FutureCore fut, kc_producer_rec_t *rec, rd_kafka_headers_t *hdrs) noexcept:
-    """Releases what a record that was not enqueued held (the registry's references, headers)."""
-    Py_DECREF(fut)
-    if rec.callback != NULL:
-        Py_DECREF(<object>rec.callback)
-        rec.callback = NULL
-    if hdrs != NULL:
-        rd_kafka_headers_destroy(hdrs)
-
-
-cdef object _serialize(object serializer, object obj, str what):
-    try:
-        return serializer(obj)
-    except KafkaError:
-        raise
-    except Exception as e:
-        raise SerializationError(f"{what}_serializer failed on the {what}: {e!r}") from e
-
-
-cdef const char *_utf8(object s, Py_ssize_t *n, str what) except NULL:
-    try:
-        return PyUnicode_AsUTF8AndSize(s, n)
-    except UnicodeError as e:
-        raise SerializationError(f"{what}: str cannot be encoded to UTF-8: {e}") from e
-
-
-cdef inline object _payload(object obj, const char **ptr, Py_ssize_t *size, str what):
-    """Points *ptr/*size at obj's bytes (bytes as is, str as UTF-8, other buffers copied) and
-    returns the object that owns them, which the caller keeps alive until librdkafka copies."""
-    if type(obj) is bytes:
-        ptr[0] = PyBytes_AS_STRING(obj)
-        size[0] = PyBytes_GET_SIZE(obj)
-        return obj
-    if isinstance(obj, str):
-        ptr[0] = _utf8(obj, size, what)
-        return obj
-    obj = _to_bytes(obj, what)
-    ptr[0] = PyBytes_AS_STRING(obj)
-    size[0] = PyBytes_GET_SIZE(obj)
-    return obj
-
-
-cdef bytes _to_bytes(object v, str what):
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        try:
-            return bytes(v)
-        except (TypeError, ValueError, BufferError) as e:
-            raise SerializationError(f"{what}: cannot read the buffer: {e}") from e
-    raise SerializationError(
-        f"{what} must be bytes, bytearray, memoryview, str or None (or use a {what}_serializer), "
-        f"not {type(v).__name__}")
-
-
-cdef bytes _utf8_bytes(str s, str what):
-    try:
-        return s.encode()
-    except UnicodeError as e:
-        raise SerializationError(f"{what}: str cannot be encoded to UTF-8: {e}") from e
-
-
-cdef rd_kafka_headers_t *_build_headers(object headers) except NULL:
-    cdef rd_kafka_headers_t *hdrs
-    cdef bytes bname, bval
-    cdef const char *vp
-    cdef Py_ssize_t vl
-    if isinstance(headers, dict):
-        items = list(headers.items())
-    elif isinstance(headers, (list, tuple)):
-        items = headers
-    else:
-        raise SerializationError(
-            f"headers must be a list of (str, bytes|str|None) pairs or a dict, not {type(headers).__name__}")
-    hdrs = rd_kafka_headers_new(len(items))
-    try:
-        for item in items:
-            # a pair: a 2-character str would unpack too, and must not become a header
-            if not isinstance(item, (tuple, list)) or len(item) != 2:
-                raise SerializationError(f"headers: each header must be a (name, value) pair, got {item!r}")
-            name, val = item
-            if not isinstance(name, str):
-                raise SerializationError(f"headers: header name must be a str, not {type(name).__name__}")
-            bname = c_string(name, "headers: header name", ValueError, True, SerializationError)
-            if val is None:
-                vp = NULL
-                vl = 0
-            else:
-                if isinstance(val, str):
-                    bval = _utf8_bytes(val, f"header {name!r} value")
-                elif type(val) is bytes:
-                    bval = val
-                else:
-                    bval = _to_bytes(val, f"header {name!r} value")
-                vp = PyBytes_AS_STRING(bval)
-                vl = PyBytes_GET_SIZE(bval)
-            rd_kafka_header_add(hdrs, bname, len(bname), vp, vl)
-    except BaseException:
-        rd_kafka_headers_destroy(hdrs)
-        raise
-    return hdrs
