@@ -10,6 +10,24 @@ from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_consumer_group_metadata
                                rd_kafka_topic_t)
 
 
+cdef extern from "Python.h":
+    # the cycle collector's tracking, for ProduceFuture (_producer_future.pxi)
+    void PyObject_GC_Track(object op)
+    void PyObject_GC_UnTrack(object op)
+    int PyObject_GC_IsTracked(object op)
+
+
+cdef extern from *:
+    """
+    /* type.tp_new(type, args, NULL): a new instance without looking __new__ up or calling
+     * __init__ (for ProduceFuture: _FutureCore's tp_new, fields zeroed, objects None). */
+    static PyObject *kc_producer_tp_new(PyObject *type, PyObject *args) {
+        return ((PyTypeObject *)type)->tp_new((PyTypeObject *)type, args, NULL);
+    }
+    """
+    object _tp_new "kc_producer_tp_new"(object type, object args)
+
+
 cdef extern from "txn_call.h" nogil:
     ctypedef struct kc_txn_call_t:
         pass
@@ -97,6 +115,32 @@ cdef struct _BatchCtx:
     bint transactional  # a delivery refused for an old producer epoch means: fenced
     int64_t callback_errors
     int64_t work_us
+
+
+cdef enum:
+    # a ProduceFuture's state (_FutureCore.st): concurrent.futures' states, by index
+    _ST_PENDING = 0
+    _ST_RUNNING = 1
+    _ST_CANCELLED = 2
+    _ST_CANCELLED_AND_NOTIFIED = 3
+    _ST_FINISHED = 4
+
+
+cdef class _FutureCore:
+    # _producer_future.pxi: the C part of ProduceFuture; completed by the delivery path
+    # (_producer_delivery.pxi). st is written by _complete() (a future nobody waits on) and by the _state
+    # setter (concurrent.futures.Future's own methods)
+    cdef kc_producer_rec_t rec    # registry entry (no separate allocation)
+    cdef int st                   # _ST_*
+    cdef bint lazy_ready          # a condition / waiter / done-callback may exist: notify
+    cdef bint md_pending          # delivered: RecordMetadata not built yet
+    cdef int32_t partition
+    cdef int64_t offset
+    cdef int64_t timestamp
+    cdef object topic             # str (shared by the records of a batch)
+    cdef object res
+    cdef object exc
+    cdef object _metadata(self)
 
 
 cdef class ProducerCore

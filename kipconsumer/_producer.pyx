@@ -28,9 +28,11 @@ cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
+from posix.unistd cimport usleep
 
 from kipconsumer._cstr cimport c_string
 from kipconsumer._rdk cimport (
@@ -60,17 +62,6 @@ from kipconsumer._security_errors import security_error
 from kipconsumer._stats import summary as stats_summary
 from kipconsumer._validate import check_topic_name
 from kipconsumer.structs import RecordMetadata
-
-
-cdef extern from "Python.h":
-    const char *PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t *size) except NULL
-    void PyObject_GC_Track(object op)
-    void PyObject_GC_UnTrack(object op)
-    int PyObject_GC_IsTracked(object op)
-
-
-cdef extern from "<unistd.h>" nogil:
-    int usleep(unsigned int usec)
 
 
 # librdkafka error codes used here (stable numbers of its public API).

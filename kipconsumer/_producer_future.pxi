@@ -16,13 +16,6 @@ _FINISHED = _futures_base.FINISHED
 _PENDING = _futures_base.PENDING
 
 
-cdef enum:
-    _ST_PENDING = 0
-    _ST_RUNNING = 1
-    _ST_CANCELLED = 2
-    _ST_CANCELLED_AND_NOTIFIED = 3
-    _ST_FINISHED = 4
-
 _RUNNING = _futures_base.RUNNING
 _CANCELLED = _futures_base.CANCELLED
 _CANCELLED_AND_NOTIFIED = _futures_base.CANCELLED_AND_NOTIFIED
@@ -43,17 +36,6 @@ cdef class _FutureCore:
     waits on the future. The RecordMetadata of a delivered record is built on first access from
     the fields the delivery report filled (topic, partition, offset, timestamp, sizes).
     """
-
-    cdef kc_producer_rec_t rec    # registry entry (no separate allocation)
-    cdef int st                   # _ST_*
-    cdef bint lazy_ready          # a condition / waiter / done-callback may exist: notify
-    cdef bint md_pending          # delivered: RecordMetadata not built yet
-    cdef int32_t partition
-    cdef int64_t offset
-    cdef int64_t timestamp
-    cdef object topic             # str (shared by the records of a batch)
-    cdef object res
-    cdef object exc
 
     cdef inline object _metadata(self):
         if self.md_pending:
@@ -170,14 +152,3 @@ class ProduceFuture(_FutureCore, Future):
 
 cdef object _ProduceFuture_type = ProduceFuture
 cdef tuple _EMPTY = ()
-
-
-cdef extern from *:
-    """
-    /* type.tp_new(type, args, NULL): a new instance without looking __new__ up or calling
-     * __init__ (for ProduceFuture: _FutureCore's tp_new, fields zeroed, objects None). */
-    static PyObject *kc_producer_tp_new(PyObject *type, PyObject *args) {
-        return ((PyTypeObject *)type)->tp_new((PyTypeObject *)type, args, NULL);
-    }
-    """
-    object _tp_new "kc_producer_tp_new"(object type, object args)
