@@ -167,12 +167,29 @@ cdef class _Topic:
     cdef list partitions                # their ids
 
 
+cdef class TopicCache:
+    # _producer_topics.pxi: the topics looked up, and the metadata waits that fill them
+    cdef dict by_name                   # str -> _Topic, once its metadata answered; freed with the handle
+    cdef _Topic last                    # send()'s one-entry cache: the topic of the previous send()
+
+    cdef _Topic lookup(self, ProducerCore core, str topic, int64_t deadline_us, str who)
+    cdef int refresh_partitions(self, ProducerCore core, _Topic t, str topic) except -1
+    cdef void destroy_all(self) noexcept
+
+
+cdef class StatsFeed:
+    # _producer_stats.pxi: librdkafka's statistics, served on a calling thread
+    cdef object callback                # the user's stats_cb(json: str), or None
+    cdef object summary                 # of the last statistics document (kipconsumer._stats), or None
+
+    cdef serve(self, kc_producer_t *p)
+
+
 @cython.final
 cdef class ProducerCore:
     cdef kc_producer_t *p
     cdef _BatchCtx *ctx
-    cdef dict _topics
-    cdef _Topic _last_topic           # send()'s one-entry cache: the topic of the previous send()
+    cdef TopicCache _topics           # the topics looked up (send()'s one-entry cache: _topics.last)
     cdef bint _closed
     cdef bint _closing_now      # a close() is running
     cdef unsigned long _closing_thread  # ... on this thread (threading.get_ident())
@@ -186,18 +203,13 @@ cdef class ProducerCore:
     cdef readonly str message_max_bytes
     cdef readonly object _key_serializer
     cdef readonly object _value_serializer
-    cdef object _stats_cb             # the user's stats_cb(json: str), or None
-    cdef object _stats                # summary of the last statistics (kipconsumer._stats), or None
+    cdef StatsFeed _stats             # librdkafka's statistics: their summary and stats_cb
     cdef TxnCalls _txn                # the transactional calls (txn(), transaction_blocked)
 
     cdef int _enter(self, str who) except -1
     cdef void _leave(self) noexcept
     cdef void _release(self) noexcept
     cdef int _check_signals(self) except -1
-    cdef int _metadata_wait(self, rd_kafka_topic_t *rkt, int64_t deadline_us, str who, bint fatal,
-                            int *cntp, int32_t **idsp) except? -1
-    cdef _Topic _await_topic(self, str topic, int64_t deadline_us, str who)
-    cdef int _refresh_partitions(self, _Topic t, str topic) except -1
     cdef object _send(self, topic, value, key, partition, headers, timestamp, callback, int block_ms)
     cdef int _wait_for_space(self, rd_kafka_topic_t *rkt, int32_t part, const char *vptr, Py_ssize_t vlen,
                              const char *kptr, Py_ssize_t klen, int64_t ts, rd_kafka_headers_t *hdrs,
@@ -205,4 +217,3 @@ cdef class ProducerCore:
     cdef object _send_error(self, int err, str topic, int64_t start_us)
     cdef object _security_exc(self, int err, str what, tuple topics=*)
     cdef int64_t _flush_until(self, int64_t deadline_us) except? -2
-    cdef _serve_stats(self)

@@ -14,6 +14,8 @@ _producer.pxd with its fields:
 - _producer_records.pxi   record building: serializers, payloads, headers, timestamp, topic names
 - _producer_future.pxi    ProduceFuture and its C state (_FutureCore)
 - _producer_delivery.pxi  delivery reports -> typed errors, completed futures and callbacks
+- _producer_topics.pxi    TopicCache: the topics looked up, their metadata waits
+- _producer_stats.pxi     StatsFeed: librdkafka's statistics, stats_cb; metrics()
 - _producer_txn.pxi       TxnCalls: transactional calls, the parked call, their typed errors
 """
 
@@ -104,11 +106,9 @@ include "_oauth_cb.pxi"
 include "_producer_records.pxi"
 include "_producer_future.pxi"
 include "_producer_delivery.pxi"
+include "_producer_topics.pxi"
+include "_producer_stats.pxi"
 include "_producer_txn.pxi"
-
-
-cdef class _Topic:
-    """A topic send() has looked up: librdkafka's handle and its partitions (fields in _producer.pxd)."""
 
 
 # The cycle collector must not clear the members first (tp_clear): __dealloc__ closes the producer with
@@ -127,6 +127,8 @@ cdef class ProducerCore:
     def __cinit__(self):
         self.p = NULL
         self._txn = TxnCalls()
+        self._topics = TopicCache()
+        self._stats = StatsFeed()
         self.ctx = NULL
         self._closed = True
         self._closing_now = False
@@ -140,9 +142,7 @@ cdef class ProducerCore:
         cdef char errstr[512]
         cdef bytes bk, bv
         cdef int r
-        self._topics = {}
-        self._stats_cb = stats_cb
-        self._stats = None
+        self._stats.callback = stats_cb
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self.max_block_ms = max_block_ms
@@ -200,14 +200,12 @@ cdef class ProducerCore:
         """Frees the topics, the handle and the batch context (after close() did its work)."""
         cdef kc_producer_t *p = self.p
         self._release_pending = False
-        self._last_topic = None
+        self._topics.last = None
         if p == NULL:
             return
         self.p = NULL
         _oauth_stop(p.rk)
-        for t in self._topics.values():
-            rd_kafka_topic_destroy((<_Topic>t).rkt)
-        self._topics.clear()
+        self._topics.destroy_all()
         self._txn.free_producer(p)  # now, or once a transactional call blocked in librdkafka returns
         free(self.ctx)
         self.ctx = NULL
@@ -216,118 +214,13 @@ cdef class ProducerCore:
         """Runs pending signal handlers (KeyboardInterrupt is raised here, in the main thread)."""
         return PyErr_CheckSignals()
 
-    # -- metadata -------------------------------------------------------------------------------
-    cdef int _metadata_wait(self, rd_kafka_topic_t *rkt, int64_t deadline_us, str who, bint fatal,
-                            int *cntp, int32_t **idsp) except? -1:
-        """Asks for ``rkt``'s metadata until it answers or ``deadline_us``; returns librdkafka's
-        error (0: *cntp / *idsp filled). Each attempt waits at most its slice (100 ms, doubled
-        after an attempt that timed out waiting for a response, so a slow broker is still heard);
-        between attempts close() (IllegalStateError) and signals are checked. ``fatal``: errors
-        that waiting cannot fix return at once."""
-        cdef int err = 0
-        cdef int64_t now
-        cdef int attempt_ms, slice_ms = 100, remaining_ms
-        while True:
-            now = kc_now_us()
-            remaining_ms = <int>((deadline_us - now) // 1000)
-            attempt_ms = slice_ms if slice_ms < remaining_ms else remaining_ms
-            if attempt_ms < 1:
-                attempt_ms = 1
-            with nogil:
-                err = kc_producer_topic_metadata(self.p, rkt, attempt_ms, cntp, idsp)
-            if err == 0:
-                return 0
-            if self._closed:
-                raise IllegalStateError(f"{who}: the producer was closed while it waited for "
-                                        f"metadata")
-            if kc_producer_auth_error(self.p, NULL, 0):  # librdkafka would retry it for ever
-                return kc_producer_auth_error(self.p, NULL, 0)
-            self._check_signals()
-            if fatal and _errname(err) in _FATAL_METADATA_ERRORS:
-                return err
-            if err == ERR__TIMED_OUT:
-                slice_ms = slice_ms * 2 if slice_ms < 1000000 else slice_ms
-            now = kc_now_us()
-            if now >= deadline_us:
-                return err
-            if err != ERR__TIMED_OUT:
-                # the attempt failed at once (no broker, unknown topic yet): pause before retrying
-                remaining_ms = <int>((deadline_us - now) // 1000)
-                with nogil:
-                    usleep(1000 * (50 if remaining_ms > 50 else (remaining_ms if remaining_ms > 0 else 1)))
-                if self._closed:
-                    raise IllegalStateError(f"{who}: the producer was closed while it waited for "
-                                            f"metadata")
-                self._check_signals()
-
-    cdef _Topic _await_topic(self, str topic, int64_t deadline_us, str who):
-        """Metadata of ``topic``, waiting until deadline_us; cached once known. The caller is
-        counted in ``_active``."""
-        cdef _Topic t = self._topics.get(topic)
-        cdef bytes btopic
-        cdef rd_kafka_topic_t *rkt
-        cdef int err = 0
-        cdef int cnt = 0, i
-        cdef int32_t *ids = NULL
-        cdef int64_t start = kc_now_us(), now
-        if t is not None:
-            return t
-        _check_topic_name(topic, who)
-        btopic = c_string(topic, f"{who}: topic", InvalidTopicError)
-        rkt = rd_kafka_topic_new(self.p.rk, btopic, NULL)
-        if rkt == NULL:
-            raise KafkaError(f"invalid topic {topic!r}", code="_INVALID_ARG")
-        try:
-            err = self._metadata_wait(rkt, deadline_us, who, True, &cnt, &ids)
-            if err != 0:
-                name = _errname(err)
-                sec = self._security_exc(err, f"{who}: metadata of topic {topic!r}", (topic,))
-                if sec is not None:
-                    raise sec
-                if name in _FATAL_METADATA_ERRORS:
-                    raise KafkaError(f"{who}: metadata of topic {topic!r} failed: {name}: "
-                                     f"{_errstr(err)}", code=name)
-                now = kc_now_us()
-                raise KafkaTimeoutError(
-                    f"{who} waited {(now - start) // 1000} ms for metadata of topic {topic!r}: "
-                    f"topic {topic!r} not present in metadata after max.block.ms="
-                    f"{self.max_block_ms} ms (last error: {name}: {_errstr(err)})",
-                    code="_TIMED_OUT")
-        except BaseException:
-            rd_kafka_topic_destroy(rkt)
-            raise
-        t = _Topic()
-        t.rkt = rkt
-        t.partition_count = cnt
-        t.partitions = sorted(ids[i] for i in range(cnt))
-        free(ids)
-        old = self._topics.get(topic)
-        if old is not None:  # another thread fetched it meanwhile
-            rd_kafka_topic_destroy(rkt)
-            return old
-        self._topics[topic] = t
-        return t
-
-    cdef int _refresh_partitions(self, _Topic t, str topic) except -1:
-        cdef int cnt = 0, i
-        cdef int32_t *ids = NULL
-        cdef int err
-        cdef int timeout_ms = self.max_block_ms if self.max_block_ms < 5000 else 5000
-        err = self._metadata_wait(t.rkt, kc_now_us() + <int64_t>timeout_ms * 1000,
-                                  "send()", False, &cnt, &ids)
-        if err == 0 and cnt > t.partition_count:
-            t.partition_count = cnt
-            t.partitions = sorted(ids[i] for i in range(cnt))
-        free(ids)
-        return 0
-
     def partitions_for(self, str topic):
         """Partition ids of ``topic``, waiting at most max.block.ms for its metadata."""
         cdef _Topic t
         self._enter("partitions_for()")
         try:
-            t = self._await_topic(
-                topic, kc_now_us() + <int64_t>self.max_block_ms * 1000, "partitions_for()")
+            t = self._topics.lookup(
+                self, topic, kc_now_us() + <int64_t>self.max_block_ms * 1000, "partitions_for()")
             return list(t.partitions)
         finally:
             self._leave()
@@ -347,7 +240,7 @@ cdef class ProducerCore:
             value = _serialize(self._value_serializer, value, "value")
         drain_logs()
         if self.p != NULL and self.p.stats_ready:
-            self._serve_stats()
+            self._stats.serve(self.p)
         # a serializer may have closed the producer (or another thread did meanwhile)
         self._enter("send()")
         try:
@@ -368,18 +261,18 @@ cdef class ProducerCore:
         cdef int err
         cdef long long pnum
         cdef int64_t max_block_us = <int64_t>(self.max_block_ms if block_ms < 0 else block_ms) * 1000
-        t = self._last_topic
+        t = self._topics.last
         if t is None or t.name is not topic:
             if not isinstance(topic, str):
                 raise TypeError(f"topic must be a str, not {type(topic).__name__}")
-            t = self._topics.get(topic)
+            t = self._topics.by_name.get(topic)
             if t is None:
                 # first send to this name: checked against Kafka's rule once, then cached
                 start_us = kc_now_us()
                 deadline_us = start_us + max_block_us
-                t = self._await_topic(topic, deadline_us, "send()")
+                t = self._topics.lookup(self, topic, deadline_us, "send()")
             t.name = topic  # same value; any thread may set it (one store, atomic under the GIL)
-            self._last_topic = t
+            self._topics.last = t
         # value and key: bytes-like or str, referenced (not copied) until librdkafka copies them
         if value is not None:
             value = _payload(value, &vptr, &vlen, "value")
@@ -394,7 +287,7 @@ cdef class ProducerCore:
                 pnum = -1
             if pnum < 0 or pnum >= t.partition_count:
                 if pnum >= t.partition_count:
-                    self._refresh_partitions(t, topic)
+                    self._topics.refresh_partitions(self, t, topic)
                 if pnum < 0 or pnum >= t.partition_count:
                     raise KafkaError(
                         f"partition {partition} of topic {topic!r} does not exist (the topic has "
@@ -538,7 +431,7 @@ cdef class ProducerCore:
         finally:
             self._leave()
             drain_logs()
-            self._serve_stats()
+            self._stats.serve(self.p)
 
     def close(self, double timeout_s=-1.0):
         """Flush up to timeout_s (< 0 or infinite: no bound), purge what is left, fail its
@@ -594,7 +487,7 @@ cdef class ProducerCore:
                     "Record was not acknowledged when the producer was closed (no delivery report)",
                     code="_DESTROY"), self.ctx)
                 rec = nxt
-            self._last_topic = None
+            self._topics.last = None
             # other threads' calls see the closed flag within one wait slice and leave
             grace_us = kc_now_us() + _CLOSE_GRACE_US
             while self._active > 0 and kc_now_us() < grace_us:
@@ -642,54 +535,6 @@ cdef class ProducerCore:
     def closed(self):
         return self._closed
 
-    cdef _serve_stats(self):
-        """Hands the latest statistics JSON (statistics.interval.ms) to metrics() and stats_cb, on the
-        calling thread (send(), flush(), metrics()); the callback's exceptions are logged, as a
-        delivery callback's are."""
-        cdef char *doc
-        if self.p == NULL:
-            return
-        doc = kc_producer_take_stats(self.p)
-        if doc == NULL:
-            return
-        try:
-            text = (<bytes>doc).decode("utf-8", "replace")
-        finally:
-            free(doc)
-        try:
-            self._stats = stats_summary(text)
-        except (ValueError, TypeError, AttributeError) as exc:
-            _log.debug("librdkafka statistics not understood: %s", exc)
-        if self._stats_cb is not None:
-            try:
-                self._stats_cb(text)
-            except Exception:
-                _log.exception("stats_cb raised an exception (ignored)")
-
     def metrics(self):
         """Counters of the producer (see KafkaProducer.metrics())."""
-        cdef kc_producer_stats_t st
-        cdef char last_error[512]
-        if self.p == NULL:
-            return {"closed": True, "in_flight": 0}
-        self._serve_stats()
-        kc_producer_get_stats(self.p, &st, last_error, sizeof(last_error))
-        return {
-            "closed": bool(self._closed),
-            "in_flight": st.in_flight,
-            "records_sent": st.sent,
-            "records_delivered": st.delivered,
-            "records_failed": st.failed,
-            "records_timed_out": st.timed_out,
-            "buffer_full_waits": st.buffer_waits,
-            "buffer_full_timeouts": st.buffer_timeouts,
-            "delivery_batches": st.dr_batches,
-            "callback_errors": self.ctx.callback_errors if self.ctx != NULL else 0,
-            "delivery_gil_us": self.ctx.work_us if self.ctx != NULL else 0,
-            "client_errors": st.errors,
-            "fatal_error": bool(st.fatal),
-            "last_error": last_error.decode("utf-8", "replace"),
-            "librdkafka_queue_len": st.outq_len,
-            "topics_known": len(self._topics),
-            "statistics": self._stats,
-        }
+        return _metrics(self)
