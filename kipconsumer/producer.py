@@ -171,6 +171,24 @@ class KafkaProducer:
         result: list[int] = self._core.partitions_for(topic)
         return result
 
+    # -- the non-blocking forms AsyncKafkaProducer (kipconsumer.aio) needs ------------------------
+    def _send_nowait(self, topic: str, value: Any, key: Any, partition: int | None, headers: Any,
+                     timestamp: int | None,
+                     callback: Callable[[RecordMetadata | None, Exception | None], object] | None
+                     ) -> Future[RecordMetadata]:
+        """For ``kipconsumer.aio``: :meth:`send` that never waits (``max.block.ms`` 0 for this call).
+        Where send() would wait it raises ``KafkaTimeoutError`` at once: code ``_QUEUE_FULL`` for
+        buffer space, another code for the topic's first metadata (then the record is not enqueued)."""
+        fut: Future[RecordMetadata] = self._core.send(topic, value, key, partition, headers, timestamp,
+                                                      callback, 0)
+        return fut
+
+    def _flush_nowait(self) -> int:
+        """For ``kipconsumer.aio``: sends what is buffered now (ignoring ``linger.ms``) and returns how
+        many records are still pending, without waiting."""
+        left: int = self._core.flush(0.0)
+        return left
+
     # -- transactions (KIP-98 / KIP-447, as in the Java client) -----------------------------------
     # Each call but begin_transaction() runs in librdkafka on a native helper thread and is waited
     # for at most its timeout (+1 s for librdkafka's own timeout): a call still blocked inside
