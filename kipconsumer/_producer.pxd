@@ -210,6 +210,7 @@ cdef class ProducerCore:
     cdef void _leave(self) noexcept
     cdef void _release(self) noexcept
     cdef int _check_signals(self) except -1
+    cdef object _admit(self, topic, value, key, partition, headers, timestamp, callback, int block_ms)
     cdef object _send(self, topic, value, key, partition, headers, timestamp, callback, int block_ms)
     cdef int _wait_for_space(self, rd_kafka_topic_t *rkt, int32_t part, const char *vptr, Py_ssize_t vlen,
                              const char *kptr, Py_ssize_t klen, int64_t ts, rd_kafka_headers_t *hdrs,

@@ -230,8 +230,18 @@ cdef class ProducerCore:
              callback=None, int block_ms=-1):
         """Enqueue one record; returns a ProduceFuture. See KafkaProducer.send().
 
-        ``block_ms`` >= 0 replaces max.block.ms for this call (0: never wait; kipconsumer.aio waits
-        without blocking its event loop instead)."""
+        ``block_ms`` >= 0 replaces max.block.ms for this call (0: never wait)."""
+        return self._admit(topic, value, key, partition, headers, timestamp, callback, block_ms)
+
+    def send_nowait(self, topic, value, key, partition, headers, timestamp, callback):
+        """send() that never waits (block_ms 0): raises KafkaTimeoutError at once where send() would
+        wait for buffer space or the topic's first metadata. kipconsumer.aio waits without blocking
+        its event loop instead."""
+        return self._admit(topic, value, key, partition, headers, timestamp, callback, 0)
+
+    cdef object _admit(self, topic, value, key, partition, headers, timestamp, callback, int block_ms):
+        """What every send() does around _send(): the closed check, the serializers, the logs and
+        statistics served on the caller's thread, and the count in _active."""
         if self._closed:
             raise IllegalStateError("send() called after close()")
         if self._key_serializer is not None and key is not None:

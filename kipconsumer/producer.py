@@ -118,6 +118,8 @@ class KafkaProducer:
             # applied natively), which saves a Python frame per record. Subclasses that override
             # send() keep their own.
             self.__dict__["send"] = self._core.send
+        if type(self)._send_nowait is KafkaProducer._send_nowait:
+            self.__dict__["_send_nowait"] = self._core.send_nowait  # likewise, for kipconsumer.aio
         _fork.register(self)
 
     def _mark_foreign(self, pid: int) -> None:
@@ -126,6 +128,7 @@ class KafkaProducer:
         core = self._core
         self._core = _fork.ForeignHandle("KafkaProducer", pid)  # type: ignore[assignment]
         self.__dict__.pop("send", None)
+        self.__dict__.pop("_send_nowait", None)
         self._finalizer.detach()
         _fork.leak(core)
 
@@ -179,8 +182,8 @@ class KafkaProducer:
         """For ``kipconsumer.aio``: :meth:`send` that never waits (``max.block.ms`` 0 for this call).
         Where send() would wait it raises ``KafkaTimeoutError`` at once: code ``_QUEUE_FULL`` for
         buffer space, another code for the topic's first metadata (then the record is not enqueued)."""
-        fut: Future[RecordMetadata] = self._core.send(topic, value, key, partition, headers, timestamp,
-                                                      callback, 0)
+        fut: Future[RecordMetadata] = self._core.send_nowait(topic, value, key, partition, headers,
+                                                             timestamp, callback)
         return fut
 
     def _flush_nowait(self) -> int:
