@@ -143,6 +143,19 @@ cdef class _FutureCore:
     cdef object _metadata(self)
 
 
+cdef enum ProducerState:
+    # ProducerCore's lifecycle; "closed" (send() and every call but close()/metrics() refused) is any
+    # state but OPEN. Each transition is written in one place:
+    PRODUCER_NEW = 0              # __init__ has not finished (or failed): no handle
+    PRODUCER_OPEN = 1             # NEW -> OPEN at the end of __init__
+    PRODUCER_CLOSING = 2          # OPEN/INTERRUPTED -> CLOSING when close() starts (on _closing_thread)
+    PRODUCER_INTERRUPTED = 3      # CLOSING -> INTERRUPTED when close()'s flush raised (a signal): records
+                                  # stay pending, a later close() finishes
+    PRODUCER_RELEASE_PENDING = 4  # CLOSING -> RELEASE_PENDING when close() finished while other calls
+                                  # still run: the last one to leave releases the handle
+    PRODUCER_RELEASED = 5         # CLOSING/RELEASE_PENDING -> RELEASED in _release(): handle freed
+
+
 cdef class ProducerCore
 
 
@@ -190,10 +203,8 @@ cdef class ProducerCore:
     cdef kc_producer_t *p
     cdef _BatchCtx *ctx
     cdef TopicCache _topics           # the topics looked up (send()'s one-entry cache: _topics.last)
-    cdef bint _closed
-    cdef bint _closing_now      # a close() is running
-    cdef unsigned long _closing_thread  # ... on this thread (threading.get_ident())
-    cdef bint _release_pending  # closed; the last call to leave frees the handle
+    cdef ProducerState _state         # see ProducerState: each transition is written in one place
+    cdef unsigned long _closing_thread  # PRODUCER_CLOSING: the thread running close() (threading.get_ident())
     cdef int _active
     cdef readonly int max_block_ms
     cdef readonly int delivery_timeout_ms

@@ -130,9 +130,7 @@ cdef class ProducerCore:
         self._topics = TopicCache()
         self._stats = StatsFeed()
         self.ctx = NULL
-        self._closed = True
-        self._closing_now = False
-        self._release_pending = False
+        self._state = PRODUCER_NEW
         self._active = 0
 
     def __init__(self, dict rdkafka, int max_block_ms, int delivery_timeout_ms,
@@ -181,25 +179,25 @@ cdef class ProducerCore:
                 kc_producer_destroy(self.p)
             self.p = NULL
             raise KafkaError(f"could not start the delivery thread (errno {r})")
-        self._closed = False
+        self._state = PRODUCER_OPEN
 
     # -- the calls' lifecycle (all under the GIL) -----------------------------------------------
     cdef int _enter(self, str who) except -1:
         """Counts a call that uses the handle; raises IllegalStateError once close() began."""
-        if self._closed:
+        if self._state != PRODUCER_OPEN:
             raise IllegalStateError(f"{who} called after close()")
         self._active += 1
         return 0
 
     cdef void _leave(self) noexcept:
         self._active -= 1
-        if self._active == 0 and self._release_pending:
+        if self._active == 0 and self._state == PRODUCER_RELEASE_PENDING:
             self._release()
 
     cdef void _release(self) noexcept:
         """Frees the topics, the handle and the batch context (after close() did its work)."""
         cdef kc_producer_t *p = self.p
-        self._release_pending = False
+        self._state = PRODUCER_RELEASED
         self._topics.last = None
         if p == NULL:
             return
@@ -242,7 +240,7 @@ cdef class ProducerCore:
     cdef object _admit(self, topic, value, key, partition, headers, timestamp, callback, int block_ms):
         """What every send() does around _send(): the closed check, the serializers, the logs and
         statistics served on the caller's thread, and the count in _active."""
-        if self._closed:
+        if self._state != PRODUCER_OPEN:
             raise IllegalStateError("send() called after close()")
         if self._key_serializer is not None and key is not None:
             key = _serialize(self._key_serializer, key, "key")
@@ -312,7 +310,7 @@ cdef class ProducerCore:
             # a falsy object that is not a list/tuple/dict ('', b'', 0) is an error, not "no headers"
             if not isinstance(headers, (list, tuple, dict)) or headers:
                 hdrs = _build_headers(headers)
-        if self._closed:  # header or payload conversion ran Python code: close() may have begun
+        if self._state != PRODUCER_OPEN:  # header or payload conversion ran Python code: close() may have begun
             if hdrs != NULL:
                 rd_kafka_headers_destroy(hdrs)
             raise IllegalStateError("send(): the producer was closed before the record was enqueued",
@@ -456,25 +454,24 @@ cdef class ProducerCore:
         cdef kc_producer_rec_t *rec
         cdef kc_producer_rec_t *nxt
         cdef _FutureCore fut
-        if self.p == NULL or self._release_pending:
+        if self.p == NULL or self._state == PRODUCER_RELEASE_PENDING:
             return 0
         if kc_producer_on_dr_thread(self.p):
             raise IllegalStateError("close() cannot be called from a send() callback: close() waits "
                                     "for the thread that runs the callbacks")
-        if self._closing_now and self._closing_thread == threading.get_ident():
+        if self._state == PRODUCER_CLOSING and self._closing_thread == threading.get_ident():
             raise IllegalStateError("close() called from within close() on the same thread (a signal "
                                     "handler or a future's done-callback): it would wait for itself")
-        while self._closing_now:  # another thread's close(): wait for it
+        while self._state == PRODUCER_CLOSING:  # another thread's close(): wait for it
             with nogil:
                 usleep(2000)
             self._check_signals()
-        if self.p == NULL or self._release_pending:
+        if self.p == NULL or self._state == PRODUCER_RELEASE_PENDING:
             return 0
         if timeout_s >= 0 and not math.isinf(timeout_s):
             deadline_us = kc_now_us() + <int64_t>(timeout_s * 1e6)
-        self._closing_now = True
+        self._state = PRODUCER_CLOSING
         self._closing_thread = threading.get_ident()
-        self._closed = True
         try:
             left = self._flush_until(deadline_us)
             with nogil:
@@ -504,11 +501,12 @@ cdef class ProducerCore:
                 with nogil:
                     usleep(2000)
             if self._active > 0:
-                self._release_pending = True
+                self._state = PRODUCER_RELEASE_PENDING
             else:
                 self._release()
         finally:
-            self._closing_now = False
+            if self._state == PRODUCER_CLOSING:  # interrupted: a later close() finishes
+                self._state = PRODUCER_INTERRUPTED
         drain_logs()
         return purged
 
@@ -533,7 +531,7 @@ cdef class ProducerCore:
             if kc_producer_on_dr_thread(self.p):
                 # dropped from its own callback: joining ourselves would deadlock; leak instead
                 return
-            if self._release_pending:
+            if self._state == PRODUCER_RELEASE_PENDING:
                 self._release()
                 return
             try:
@@ -543,7 +541,7 @@ cdef class ProducerCore:
 
     @property
     def closed(self):
-        return self._closed
+        return self._state != PRODUCER_OPEN
 
     def metrics(self):
         """Counters of the producer (see KafkaProducer.metrics())."""

@@ -45,7 +45,7 @@ cdef dict _metrics(ProducerCore core):
     core._stats.serve(core.p)
     kc_producer_get_stats(core.p, &st, last_error, sizeof(last_error))
     return {
-        "closed": bool(core._closed),
+        "closed": core._state != PRODUCER_OPEN,
         "in_flight": st.in_flight,
         "records_sent": st.sent,
         "records_delivered": st.delivered,

@@ -110,7 +110,7 @@ cdef int _metadata_wait(ProducerCore core, rd_kafka_topic_t *rkt, int64_t deadli
             err = kc_producer_topic_metadata(core.p, rkt, attempt_ms, cntp, idsp)
         if err == 0:
             return 0
-        if core._closed:
+        if core._state != PRODUCER_OPEN:
             raise IllegalStateError(f"{who}: the producer was closed while it waited for "
                                     f"metadata")
         if kc_producer_auth_error(core.p, NULL, 0):  # librdkafka would retry it for ever
@@ -128,7 +128,7 @@ cdef int _metadata_wait(ProducerCore core, rd_kafka_topic_t *rkt, int64_t deadli
             remaining_ms = <int>((deadline_us - now) // 1000)
             with nogil:
                 usleep(1000 * (50 if remaining_ms > 50 else (remaining_ms if remaining_ms > 0 else 1)))
-            if core._closed:
+            if core._state != PRODUCER_OPEN:
                 raise IllegalStateError(f"{who}: the producer was closed while it waited for "
                                         f"metadata")
             core._check_signals()

@@ -87,7 +87,7 @@ cdef class TxnCalls:
         cdef int which = _TXN_OPS.get(op, -1)
         if which < 0:
             raise ValueError(f"unknown transactional operation {op!r}")
-        if core._closed:
+        if core._state != PRODUCER_OPEN:
             raise IllegalStateError(f"{op} transaction called after close()")
         if kc_producer_on_dr_thread(core.p):
             raise IllegalStateError(f"{op} transaction cannot be called from a send() callback")
@@ -162,7 +162,7 @@ cdef class TxnCalls:
                 except BaseException:
                     self._park(call, started_us)
                     raise
-                if core._closed:
+                if core._state != PRODUCER_OPEN:
                     self._park(call, started_us)
                     raise IllegalStateError(f"{op} transaction: the producer was closed meanwhile")
                 if kc_producer_auth_error(core.p, NULL, 0):
