@@ -1,6 +1,8 @@
-# Table of contents of kipconsumer/_producer.pyx and the unit files it includes: the producer core's C
-# declarations (csrc/producer_core.h, csrc/txn_call.h), the per-batch delivery context, and the fields
-# of ProducerCore, of a looked-up topic and of the transactional calls.
+# Table of contents of kipconsumer/_producer.pyx and the unit files it includes: the C declarations
+# (Python.h's GC tracking, csrc/producer_core.h, csrc/txn_call.h), the per-batch delivery context, and
+# each class with its fields: ProduceFuture's C part (_producer_future.pxi), TxnCalls (_producer_txn.pxi),
+# TopicCache (_producer_topics.pxi), StatsFeed (_producer_stats.pxi), and ProducerCore (_producer.pyx:
+# the handle's lifecycle, the send path with its back-pressure, flush, close).
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 
@@ -200,6 +202,7 @@ cdef class StatsFeed:
 
 @cython.final
 cdef class ProducerCore:
+    # _producer.pyx; owns the units' objects above (created in __cinit__, never replaced)
     cdef kc_producer_t *p
     cdef _BatchCtx *ctx
     cdef TopicCache _topics           # the topics looked up (send()'s one-entry cache: _topics.last)
