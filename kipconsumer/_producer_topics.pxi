@@ -7,6 +7,9 @@ cdef class _Topic:
     """A topic send() has looked up: librdkafka's handle and its partitions (fields in _producer.pxd)."""
 
 
+# kept intact by the cycle collector (no tp_clear), like ProducerCore: its __dealloc__ frees the topic
+# handles through destroy_all() before the producer handle
+@cython.no_gc_clear
 cdef class TopicCache:
     """The topics looked up by send() and partitions_for(), by name, and the last one send() used.
 
