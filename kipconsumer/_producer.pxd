@@ -1,5 +1,8 @@
-# Table of contents of kipconsumer/_producer.pyx: the producer core's C declarations (csrc/producer_core.h),
-# the per-batch delivery context, and the fields of ProducerCore and of a looked-up topic.
+# Table of contents of kipconsumer/_producer.pyx and the unit files it includes: the C declarations
+# (Python.h's GC tracking, csrc/producer_core.h, csrc/txn_call.h), the per-batch delivery context, and
+# each class with its fields: ProduceFuture's C part (_producer_future.pxi), TxnCalls (_producer_txn.pxi),
+# TopicCache (_producer_topics.pxi), StatsFeed (_producer_stats.pxi), and ProducerCore (_producer.pyx:
+# the handle's lifecycle, the send path with its back-pressure, flush, close).
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 
@@ -7,6 +10,24 @@ from kipconsumer._clock cimport kc_now_us
 from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_consumer_group_metadata_t, rd_kafka_error_t,
                                rd_kafka_headers_t, rd_kafka_resp_err_t, rd_kafka_t, rd_kafka_topic_partition_list_t,
                                rd_kafka_topic_t)
+
+
+cdef extern from "Python.h":
+    # the cycle collector's tracking, for ProduceFuture (_producer_future.pxi)
+    void PyObject_GC_Track(object op)
+    void PyObject_GC_UnTrack(object op)
+    int PyObject_GC_IsTracked(object op)
+
+
+cdef extern from *:
+    """
+    /* type.tp_new(type, args, NULL): a new instance without looking __new__ up or calling
+     * __init__ (for ProduceFuture: _FutureCore's tp_new, fields zeroed, objects None). */
+    static PyObject *kc_producer_tp_new(PyObject *type, PyObject *args) {
+        return ((PyTypeObject *)type)->tp_new((PyTypeObject *)type, args, NULL);
+    }
+    """
+    object _tp_new "kc_producer_tp_new"(object type, object args)
 
 
 cdef extern from "txn_call.h" nogil:
@@ -98,6 +119,62 @@ cdef struct _BatchCtx:
     int64_t work_us
 
 
+cdef enum:
+    # a ProduceFuture's state (_FutureCore.st): concurrent.futures' states, by index
+    _ST_PENDING = 0
+    _ST_RUNNING = 1
+    _ST_CANCELLED = 2
+    _ST_CANCELLED_AND_NOTIFIED = 3
+    _ST_FINISHED = 4
+
+
+cdef class _FutureCore:
+    # _producer_future.pxi: the C part of ProduceFuture; completed by the delivery path
+    # (_producer_delivery.pxi). st is written by _complete() (a future nobody waits on) and by the _state
+    # setter (concurrent.futures.Future's own methods)
+    cdef kc_producer_rec_t rec    # registry entry (no separate allocation)
+    cdef int st                   # _ST_*
+    cdef bint lazy_ready          # a condition / waiter / done-callback may exist: notify
+    cdef bint md_pending          # delivered: RecordMetadata not built yet
+    cdef int32_t partition
+    cdef int64_t offset
+    cdef int64_t timestamp
+    cdef object topic             # str (shared by the records of a batch)
+    cdef object res
+    cdef object exc
+    cdef object _metadata(self)
+
+
+cdef enum ProducerState:
+    # ProducerCore's lifecycle; "closed" (send() and every call but close()/metrics() refused) is any
+    # state but OPEN. Each transition is written in one place:
+    PRODUCER_NEW = 0              # __init__ has not finished (or failed): no handle
+    PRODUCER_OPEN = 1             # NEW -> OPEN at the end of __init__
+    PRODUCER_CLOSING = 2          # OPEN/INTERRUPTED -> CLOSING when close() starts (on _closing_thread)
+    PRODUCER_INTERRUPTED = 3      # CLOSING -> INTERRUPTED when close()'s flush raised (a signal): records
+                                  # stay pending, a later close() finishes
+    PRODUCER_RELEASE_PENDING = 4  # CLOSING -> RELEASE_PENDING when close() finished while other calls
+                                  # still run: the last one to leave releases the handle
+    PRODUCER_RELEASED = 5         # CLOSING/RELEASE_PENDING -> RELEASED in _release(): handle freed
+
+
+cdef class ProducerCore
+
+
+cdef class TxnCalls:
+    # _producer_txn.pxi: the transactional calls and the one parked by a caller that gave up on it.
+    # State: IDLE (parked == NULL) or PARKED; written only by _park() and _take().
+    cdef kc_txn_call_t *parked         # a call whose caller gave up; it still runs in librdkafka
+    cdef int64_t parked_since_us       # ... started then (kc_now_us)
+
+    cdef void _park(self, kc_txn_call_t *call, int64_t started_us) noexcept
+    cdef kc_txn_call_t *_take(self) noexcept
+    cdef bint blocked(self) noexcept
+    cdef void free_producer(self, kc_producer_t *p) noexcept
+    cdef str _blocked_text(self, str op)
+    cdef object call(self, ProducerCore core, str op, double timeout_s, list offsets, bytes group_metadata)
+
+
 cdef class _Topic:
     cdef object name                    # the str it was last looked up with (send()'s one-entry cache)
     cdef rd_kafka_topic_t *rkt          # librdkafka's topic handle
@@ -105,16 +182,32 @@ cdef class _Topic:
     cdef list partitions                # their ids
 
 
+cdef class TopicCache:
+    # _producer_topics.pxi: the topics looked up, and the metadata waits that fill them
+    cdef dict by_name                   # str -> _Topic, once its metadata answered; freed with the handle
+    cdef _Topic last                    # send()'s one-entry cache: the topic of the previous send()
+
+    cdef _Topic lookup(self, ProducerCore core, str topic, int64_t deadline_us, str who)
+    cdef int refresh_partitions(self, ProducerCore core, _Topic t, str topic) except -1
+    cdef void destroy_all(self) noexcept
+
+
+cdef class StatsFeed:
+    # _producer_stats.pxi: librdkafka's statistics, served on a calling thread
+    cdef object callback                # the user's stats_cb(json: str), or None
+    cdef object summary                 # of the last statistics document (kipconsumer._stats), or None
+
+    cdef serve(self, kc_producer_t *p)
+
+
 @cython.final
 cdef class ProducerCore:
+    # _producer.pyx; owns the units' objects above (created in __cinit__, never replaced)
     cdef kc_producer_t *p
     cdef _BatchCtx *ctx
-    cdef dict _topics
-    cdef _Topic _last_topic           # send()'s one-entry cache: the topic of the previous send()
-    cdef bint _closed
-    cdef bint _closing_now      # a close() is running
-    cdef unsigned long _closing_thread  # ... on this thread (threading.get_ident())
-    cdef bint _release_pending  # closed; the last call to leave frees the handle
+    cdef TopicCache _topics           # the topics looked up (send()'s one-entry cache: _topics.last)
+    cdef ProducerState _state         # see ProducerState: each transition is written in one place
+    cdef unsigned long _closing_thread  # PRODUCER_CLOSING: the thread running close() (threading.get_ident())
     cdef int _active
     cdef readonly int max_block_ms
     cdef readonly int delivery_timeout_ms
@@ -124,19 +217,14 @@ cdef class ProducerCore:
     cdef readonly str message_max_bytes
     cdef readonly object _key_serializer
     cdef readonly object _value_serializer
-    cdef object _stats_cb             # the user's stats_cb(json: str), or None
-    cdef object _stats                # summary of the last statistics (kipconsumer._stats), or None
-    cdef kc_txn_call_t *_pending_call  # a transactional call that has not returned yet (see txn())
-    cdef int64_t _pending_since_us     # ... started then (kc_now_us)
+    cdef StatsFeed _stats             # librdkafka's statistics: their summary and stats_cb
+    cdef TxnCalls _txn                # the transactional calls (txn(), transaction_blocked)
 
     cdef int _enter(self, str who) except -1
     cdef void _leave(self) noexcept
     cdef void _release(self) noexcept
     cdef int _check_signals(self) except -1
-    cdef int _metadata_wait(self, rd_kafka_topic_t *rkt, int64_t deadline_us, str who, bint fatal,
-                            int *cntp, int32_t **idsp) except? -1
-    cdef _Topic _await_topic(self, str topic, int64_t deadline_us, str who)
-    cdef int _refresh_partitions(self, _Topic t, str topic) except -1
+    cdef object _admit(self, topic, value, key, partition, headers, timestamp, callback, int block_ms)
     cdef object _send(self, topic, value, key, partition, headers, timestamp, callback, int block_ms)
     cdef int _wait_for_space(self, rd_kafka_topic_t *rkt, int32_t part, const char *vptr, Py_ssize_t vlen,
                              const char *kptr, Py_ssize_t klen, int64_t ts, rd_kafka_headers_t *hdrs,
@@ -144,5 +232,3 @@ cdef class ProducerCore:
     cdef object _send_error(self, int err, str topic, int64_t start_us)
     cdef object _security_exc(self, int err, str what, tuple topics=*)
     cdef int64_t _flush_until(self, int64_t deadline_us) except? -2
-    cdef _serve_stats(self)
-    cdef str _blocked_text(self, str op)

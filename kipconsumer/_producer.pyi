@@ -43,6 +43,18 @@ class ProducerCore:
         callback: Callable[[RecordMetadata | None, Exception | None], object] | None = None,
         block_ms: int = -1,
     ) -> ProduceFuture: ...
+    def send_nowait(
+        self,
+        topic: str,
+        value: bytes | bytearray | memoryview | str | None,
+        key: bytes | bytearray | memoryview | str | None,
+        partition: int | None,
+        headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None,
+        timestamp: int | None,
+        callback: Callable[[RecordMetadata | None, Exception | None], object] | None,
+    ) -> ProduceFuture:
+        """send() with block_ms=0: raises KafkaTimeoutError at once where send() would wait."""
+        ...
     def partitions_for(self, topic: str) -> list[int]: ...
     def txn(
         self,

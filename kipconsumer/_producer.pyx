@@ -6,6 +6,17 @@ The C core (csrc/producer_core.c) owns the librdkafka handle, the registry of pe
 the delivery thread.  This module turns Python arguments into C buffers, creates the futures and
 completes them from the delivery thread: the thread takes the GIL once per batch of delivery
 reports.  ``kipconsumer.producer.KafkaProducer`` is the typed public facade.
+
+ProducerCore (here) keeps the handle's lifecycle, the topics send() looked up, the send path with
+its back-pressure, flush and close. The rest lives in the files it includes, each listed in
+_producer.pxd with its fields:
+
+- _producer_records.pxi   record building: serializers, payloads, headers, timestamp, topic names
+- _producer_future.pxi    ProduceFuture and its C state (_FutureCore)
+- _producer_delivery.pxi  delivery reports -> typed errors, completed futures and callbacks
+- _producer_topics.pxi    TopicCache: the topics looked up, their metadata waits
+- _producer_stats.pxi     StatsFeed: librdkafka's statistics, stats_cb; metrics()
+- _producer_txn.pxi       TxnCalls: transactional calls, the parked call, their typed errors
 """
 
 import logging
@@ -15,12 +26,15 @@ import threading
 from concurrent.futures import Future
 from concurrent.futures import _base as _futures_base
 
+cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
+from posix.unistd cimport usleep
 
 from kipconsumer._cstr cimport c_string
 from kipconsumer._rdk cimport (
@@ -52,26 +66,6 @@ from kipconsumer._validate import check_topic_name
 from kipconsumer.structs import RecordMetadata
 
 
-include "_oauth_cb.pxi"
-
-
-cdef extern from "Python.h":
-    const char *PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t *size) except NULL
-    void PyObject_GC_Track(object op)
-    void PyObject_GC_UnTrack(object op)
-    int PyObject_GC_IsTracked(object op)
-
-
-cdef inline void _gc_track(object o) noexcept:
-    """Hands o back to the cycle collector (it must never be tracked twice)."""
-    if not PyObject_GC_IsTracked(o):
-        PyObject_GC_Track(o)
-
-
-cdef extern from "<unistd.h>" nogil:
-    int usleep(unsigned int usec)
-
-
 # librdkafka error codes used here (stable numbers of its public API).
 cdef enum:
     ERR_NO_ERROR = 0
@@ -94,220 +88,10 @@ cdef enum:
     _PURGE_WAIT_US = 5000000
 
 _log = logging.getLogger("kipconsumer.producer")
-_tuple_new = tuple.__new__
-
-_INT64_MAX = 2**63 - 1
-
-
-cdef _check_topic_name(str topic, str who):
-    """Kafka's topic name rule, checked before librdkafka sees the name (a NUL byte would
-    truncate it there). Called only for topics not cached yet: valid names are checked once."""
-    check_topic_name(topic, who)
-
-
-cdef int64_t _timestamp_ms(object timestamp) except? -1:
-    """``timestamp`` as epoch milliseconds in 0..2**63-1 (the int64 of the record format)."""
-    cdef long long ms
-    if type(timestamp) is int:  # the usual case: one C conversion
-        try:
-            ms = timestamp
-        except OverflowError:
-            ms = -1
-        if ms >= 0:
-            return <int64_t>ms
-        raise ValueError(f"timestamp must be epoch milliseconds in 0..{_INT64_MAX} or None, "
-                         f"got {timestamp!r}")
-    if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
-        raise TypeError(f"timestamp must be int milliseconds or None, not "
-                        f"{type(timestamp).__name__}")
-    if isinstance(timestamp, float) and not math.isfinite(timestamp):
-        raise ValueError(f"timestamp must be epoch milliseconds in 0..{_INT64_MAX} or None, "
-                         f"got {timestamp!r}")
-    v = int(timestamp)
-    if v < 0 or v > _INT64_MAX:
-        raise ValueError(f"timestamp must be epoch milliseconds in 0..{_INT64_MAX} or None, "
-                         f"got {timestamp!r}")
-    return <int64_t>v
 
 # Metadata errors that waiting cannot fix: raised at once instead of waiting for max.block.ms.
 _FATAL_METADATA_ERRORS = frozenset(("TOPIC_EXCEPTION", "TOPIC_AUTHORIZATION_FAILED",
                                     "_INVALID_ARG", "_FATAL", "CLUSTER_AUTHORIZATION_FAILED"))
-
-
-_FINISHED = _futures_base.FINISHED
-_PENDING = _futures_base.PENDING
-
-
-cdef enum:
-    _ST_PENDING = 0
-    _ST_RUNNING = 1
-    _ST_CANCELLED = 2
-    _ST_CANCELLED_AND_NOTIFIED = 3
-    _ST_FINISHED = 4
-
-_RUNNING = _futures_base.RUNNING
-_CANCELLED = _futures_base.CANCELLED
-_CANCELLED_AND_NOTIFIED = _futures_base.CANCELLED_AND_NOTIFIED
-_STATE_NAMES = (_PENDING, _RUNNING, _CANCELLED, _CANCELLED_AND_NOTIFIED, _FINISHED)
-_future_done = Future.done
-_future_cancelled = Future.cancelled
-_future_running = Future.running
-_future_result = Future.result
-_future_exception = Future.exception
-
-
-cdef class _FutureCore:
-    """C part of ProduceFuture: the record's registry entry and the future's state, in C fields.
-
-    ``concurrent.futures.Future`` keeps its state in instance attributes (``_state``, ``_result``,
-    ``_exception``); here they are properties over C fields, so that the delivery thread completes
-    a future with plain C stores and the instance ``__dict__`` is never created unless someone
-    waits on the future. The RecordMetadata of a delivered record is built on first access from
-    the fields the delivery report filled (topic, partition, offset, timestamp, sizes).
-    """
-
-    cdef kc_producer_rec_t rec    # registry entry (no separate allocation)
-    cdef int st                   # _ST_*
-    cdef bint lazy_ready          # a condition / waiter / done-callback may exist: notify
-    cdef bint md_pending          # delivered: RecordMetadata not built yet
-    cdef int32_t partition
-    cdef int64_t offset
-    cdef int64_t timestamp
-    cdef object topic             # str (shared by the records of a batch)
-    cdef object res
-    cdef object exc
-
-    cdef inline object _metadata(self):
-        if self.md_pending:
-            self.res = _tuple_new(RecordMetadata, (self.topic, self.partition, self.offset,
-                                                   self.timestamp, self.rec.key_size,
-                                                   self.rec.value_size))
-            self.md_pending = False
-            self.topic = None
-        return self.res
-
-    @property
-    def _state(self):
-        return _STATE_NAMES[self.st]
-
-    @_state.setter
-    def _state(self, value):
-        self.st = _STATE_NAMES.index(value)
-
-    @property
-    def _result(self):
-        return self._metadata()
-
-    @_result.setter
-    def _result(self, value):
-        self.md_pending = False
-        self.topic = None
-        self.res = value
-
-    @property
-    def _exception(self):
-        return self.exc
-
-    @_exception.setter
-    def _exception(self, value):
-        self.exc = value
-
-    # Fast paths for completed futures: no condition is created (Future's methods take it).
-    def cancelled(self):
-        """Always False once completed (a record cannot be withdrawn)."""
-        if self.st == _ST_FINISHED:
-            return False
-        return _future_cancelled(self)
-
-    def running(self):
-        if self.st == _ST_FINISHED:
-            return False
-        return _future_running(self)
-
-    def done(self):
-        """True once the record is acknowledged or failed."""
-        if self.st == _ST_FINISHED:
-            return True
-        return _future_done(self)
-
-    def result(self, timeout=None):
-        """The record's RecordMetadata; waits at most ``timeout`` seconds (None: no limit)."""
-        if self.st == _ST_FINISHED:
-            if self.exc is not None:
-                raise self.exc
-            return self._metadata()
-        return _future_result(self, timeout)
-
-    def exception(self, timeout=None):
-        """The exception the record failed with, or None; waits like ``result()``."""
-        if self.st == _ST_FINISHED:
-            return self.exc
-        return _future_exception(self, timeout)
-
-
-class ProduceFuture(_FutureCore, Future):
-    """The future returned by ``send()``: a ``concurrent.futures.Future[RecordMetadata]``.
-
-    It is completed exactly once, by the producer (never by the caller); ``cancel()`` returns
-    False because a record handed to the producer cannot be withdrawn.
-
-    Cheap to create and complete: ``Future.__init__`` builds a ``threading.Condition`` per future,
-    which costs more than the whole native send path. Here the state lives in C fields (see
-    ``_FutureCore``), and the condition and the waiter and callback lists are created on first use
-    (``__getattr__``), which also sets the C flag ``lazy_ready``. A future whose ``lazy_ready`` is
-    still False when its delivery report arrives has no waiter and no done-callback, so it is
-    completed by setting its C fields directly. Both steps run without releasing the GIL between
-    the check and the update (this module is compiled), so a waiter either finds the result or is
-    notified. ``done()``, ``result()`` and ``exception()`` of a completed future answer without
-    creating the condition.
-
-    Futures are created untracked by the cycle collector: until someone waits on one or it fails,
-    it only refers to str and ints, so it cannot be part of a reference cycle, and hundreds of
-    thousands of pending futures would otherwise make every garbage collection pass slower. It is
-    tracked again as soon as ``__getattr__`` creates its condition or it is completed with an
-    exception (whose traceback may form cycles).
-    """
-
-    def __init__(self):
-        pass
-
-    def __getattr__(self, name):
-        if name == "_condition" or name == "_waiters" or name == "_done_callbacks":
-            cond = threading.Condition()
-            waiters = []
-            callbacks = []
-            d = self.__dict__
-            # no Python code runs from here to the return: atomic under the GIL
-            d.setdefault("_waiters", waiters)
-            d.setdefault("_done_callbacks", callbacks)
-            d.setdefault("_condition", cond)
-            (<_FutureCore>self).lazy_ready = True
-            _gc_track(self)
-            return d[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def cancel(self):
-        return False
-
-
-cdef object _ProduceFuture_type = ProduceFuture
-cdef tuple _EMPTY = ()
-
-
-cdef extern from *:
-    """
-    /* type.tp_new(type, args, NULL): a new instance without looking __new__ up or calling
-     * __init__ (for ProduceFuture: _FutureCore's tp_new, fields zeroed, objects None). */
-    static PyObject *kc_producer_tp_new(PyObject *type, PyObject *args) {
-        return ((PyTypeObject *)type)->tp_new((PyTypeObject *)type, args, NULL);
-    }
-    """
-    object _tp_new "kc_producer_tp_new"(object type, object args)
-
-
-cdef inline bint _is_timeout(int err) noexcept nogil:
-    return (err == ERR__MSG_TIMED_OUT or err == ERR__TIMED_OUT or err == ERR__TIMED_OUT_QUEUE
-            or err == ERR_REQUEST_TIMED_OUT)
 
 
 cdef inline str _errname(int err):
@@ -318,118 +102,18 @@ cdef inline str _errstr(int err):
     return rd_kafka_err2str(<rd_kafka_resp_err_t>err).decode("utf-8", "replace")
 
 
-cdef object _delivery_error(kc_producer_dr_t *it, str topic, dict expiries, int delivery_timeout_ms,
-                            bint transactional):
-    cdef str name = _errname(it.err)
-    cdef str detail = it.errstr.decode("utf-8", "replace") if it.errstr != NULL else _errstr(it.err)
-    if _is_timeout(it.err):
-        count, latency_us = (expiries or {}).get((topic, it.partition), (1, it.latency_us))
-        waited = f"{latency_us // 1000} ms" if latency_us >= 0 else "more than delivery.timeout.ms"
-        return KafkaTimeoutError(
-            f"Expiring {count} record(s) for {topic}-{it.partition}: {waited} has passed since "
-            f"batch creation (delivery.timeout.ms={delivery_timeout_ms}; last error: {detail})",
-            code=name)
-    if name == "_PURGE_QUEUE" or name == "_PURGE_INFLIGHT":
-        where = "queued" if name == "_PURGE_QUEUE" else "in flight"
-        return KafkaError(
-            f"Record for {topic}-{it.partition} was {where} and not acknowledged when the producer "
-            f"was closed: purged ({detail})", code=name, retriable=False)
-    if name == "_FENCED" or name == "PRODUCER_FENCED" or (transactional and name in _FENCED_NAMES):
-        return ProducerFencedError(
-            f"Delivery to {topic}-{it.partition} failed: {name}: {detail}. Another producer with the same "
-            f"transactional.id took over; this producer can only be closed.", code=name)
-    sec = security_error(name, detail, what=f"Delivery to {topic}-{it.partition} failed", topics=(topic,))
-    if sec is not None:
-        return sec
-    return KafkaError(f"Delivery to {topic}-{it.partition} failed: {name}: {detail}", code=name)
+include "_oauth_cb.pxi"
+include "_producer_records.pxi"
+include "_producer_future.pxi"
+include "_producer_delivery.pxi"
+include "_producer_topics.pxi"
+include "_producer_stats.pxi"
+include "_producer_txn.pxi"
 
 
-cdef inline void _complete(_FutureCore fut, object cb, object exc, _BatchCtx *ctx) noexcept:
-    """Runs the callback, then completes fut: delivered (its metadata fields are filled and
-    ``md_pending`` set) if exc is None, else failed with exc."""
-    cdef object md = None
-    try:
-        if cb is not None:
-            if exc is None:
-                md = fut._metadata()
-            try:
-                cb(md, exc)
-            except BaseException:
-                ctx.callback_errors += 1
-                _log.exception("exception in a send() callback (ignored)")
-        if not fut.lazy_ready:
-            # nobody waits and no done-callback: complete in place (see ProduceFuture)
-            if exc is not None:
-                _gc_track(fut)
-                fut.exc = exc
-            fut.st = _ST_FINISHED
-            return
-        if exc is None:
-            fut.set_result(fut._metadata())
-        else:
-            fut.set_exception(exc)
-    except BaseException:
-        _log.exception("could not complete a send() future")
-        fut.st = _ST_FINISHED  # never leave it pending
-
-
-cdef void _on_batch(void *ctxp, kc_producer_dr_t *items, size_t n) noexcept with gil:
-    """Completes the futures of one batch of delivery reports (runs on the delivery thread)."""
-    cdef _BatchCtx *ctx = <_BatchCtx *>ctxp
-    cdef size_t i
-    cdef kc_producer_dr_t *it
-    cdef kc_producer_rec_t *rec
-    cdef const char *last_topic = NULL
-    cdef str topic = ""
-    cdef dict expiries = None
-    cdef _FutureCore fut
-    cdef object cb, exc
-    cdef int64_t t_start = kc_now_us()
-    try:
-        for i in range(n):
-            it = &items[i]
-            if it.err != ERR_NO_ERROR and _is_timeout(it.err):
-                if expiries is None:
-                    expiries = {}
-                k = (it.topic.decode("utf-8", "replace"), it.partition)
-                count, latency = expiries.get(k, (0, -1))
-                expiries[k] = (count + 1, max(latency, it.latency_us))
-    except BaseException:
-        _log.exception("delivery report grouping failed")
-        expiries = None
-    for i in range(n):
-        it = &items[i]
-        rec = it.rec
-        if rec == NULL:
-            continue
-        # rec is a field of the future: fut (a new reference) keeps it alive from here on
-        fut = <_FutureCore>rec.future
-        Py_DECREF(fut)  # the registry's reference
-        cb = _take_callback(rec)
-        exc = None
-        try:
-            if it.topic != last_topic:
-                topic = it.topic.decode("utf-8", "replace")
-                last_topic = it.topic
-            if it.err == ERR_NO_ERROR:
-                fut.topic = topic
-                fut.partition = it.partition
-                fut.offset = it.offset
-                fut.timestamp = it.timestamp
-                fut.md_pending = True
-            else:
-                exc = _delivery_error(it, topic, expiries, ctx.delivery_timeout_ms, ctx.transactional)
-        except BaseException as e:  # never leave a future pending
-            fut.md_pending = False
-            exc = KafkaError(f"could not build the delivery result: {e!r}")
-        _complete(fut, cb, exc, ctx)
-    ctx.work_us += kc_now_us() - t_start
-
-
-cdef class _Topic:
-    """A topic send() has looked up: librdkafka's handle and its partitions (fields in _producer.pxd)."""
-
-
+# The cycle collector must not clear the members first (tp_clear): __dealloc__ closes the producer with
+# them (the topics, the transactional calls that may own the handle's destruction).
+@cython.no_gc_clear
 cdef class ProducerCore:
     """librdkafka producer handle with native delivery handling. Use ``KafkaProducer``.
 
@@ -442,11 +126,11 @@ cdef class ProducerCore:
 
     def __cinit__(self):
         self.p = NULL
-        self._pending_call = NULL
+        self._txn = TxnCalls()
+        self._topics = TopicCache()
+        self._stats = StatsFeed()
         self.ctx = NULL
-        self._closed = True
-        self._closing_now = False
-        self._release_pending = False
+        self._state = PRODUCER_NEW
         self._active = 0
 
     def __init__(self, dict rdkafka, int max_block_ms, int delivery_timeout_ms,
@@ -456,9 +140,7 @@ cdef class ProducerCore:
         cdef char errstr[512]
         cdef bytes bk, bv
         cdef int r
-        self._topics = {}
-        self._stats_cb = stats_cb
-        self._stats = None
+        self._stats.callback = stats_cb
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self.max_block_ms = max_block_ms
@@ -497,40 +179,32 @@ cdef class ProducerCore:
                 kc_producer_destroy(self.p)
             self.p = NULL
             raise KafkaError(f"could not start the delivery thread (errno {r})")
-        self._closed = False
+        self._state = PRODUCER_OPEN
 
     # -- the calls' lifecycle (all under the GIL) -----------------------------------------------
     cdef int _enter(self, str who) except -1:
         """Counts a call that uses the handle; raises IllegalStateError once close() began."""
-        if self._closed:
+        if self._state != PRODUCER_OPEN:
             raise IllegalStateError(f"{who} called after close()")
         self._active += 1
         return 0
 
     cdef void _leave(self) noexcept:
         self._active -= 1
-        if self._active == 0 and self._release_pending:
+        if self._active == 0 and self._state == PRODUCER_RELEASE_PENDING:
             self._release()
 
     cdef void _release(self) noexcept:
         """Frees the topics, the handle and the batch context (after close() did its work)."""
         cdef kc_producer_t *p = self.p
-        self._release_pending = False
-        self._last_topic = None
+        self._state = PRODUCER_RELEASED
+        self._topics.last = None
         if p == NULL:
             return
         self.p = NULL
         _oauth_stop(p.rk)
-        for t in self._topics.values():
-            rd_kafka_topic_destroy((<_Topic>t).rkt)
-        self._topics.clear()
-        if self._pending_call != NULL:  # a call still blocked in librdkafka holds the handle
-            c = self._pending_call
-            self._pending_call = NULL
-            kc_txn_call_release(c, _destroy_producer, p)
-        else:
-            with nogil:
-                kc_producer_destroy(p)
+        self._topics.destroy_all()
+        self._txn.free_producer(p)  # now, or once a transactional call blocked in librdkafka returns
         free(self.ctx)
         self.ctx = NULL
 
@@ -538,118 +212,13 @@ cdef class ProducerCore:
         """Runs pending signal handlers (KeyboardInterrupt is raised here, in the main thread)."""
         return PyErr_CheckSignals()
 
-    # -- metadata -------------------------------------------------------------------------------
-    cdef int _metadata_wait(self, rd_kafka_topic_t *rkt, int64_t deadline_us, str who, bint fatal,
-                            int *cntp, int32_t **idsp) except? -1:
-        """Asks for ``rkt``'s metadata until it answers or ``deadline_us``; returns librdkafka's
-        error (0: *cntp / *idsp filled). Each attempt waits at most its slice (100 ms, doubled
-        after an attempt that timed out waiting for a response, so a slow broker is still heard);
-        between attempts close() (IllegalStateError) and signals are checked. ``fatal``: errors
-        that waiting cannot fix return at once."""
-        cdef int err = 0
-        cdef int64_t now
-        cdef int attempt_ms, slice_ms = 100, remaining_ms
-        while True:
-            now = kc_now_us()
-            remaining_ms = <int>((deadline_us - now) // 1000)
-            attempt_ms = slice_ms if slice_ms < remaining_ms else remaining_ms
-            if attempt_ms < 1:
-                attempt_ms = 1
-            with nogil:
-                err = kc_producer_topic_metadata(self.p, rkt, attempt_ms, cntp, idsp)
-            if err == 0:
-                return 0
-            if self._closed:
-                raise IllegalStateError(f"{who}: the producer was closed while it waited for "
-                                        f"metadata")
-            if kc_producer_auth_error(self.p, NULL, 0):  # librdkafka would retry it for ever
-                return kc_producer_auth_error(self.p, NULL, 0)
-            self._check_signals()
-            if fatal and _errname(err) in _FATAL_METADATA_ERRORS:
-                return err
-            if err == ERR__TIMED_OUT:
-                slice_ms = slice_ms * 2 if slice_ms < 1000000 else slice_ms
-            now = kc_now_us()
-            if now >= deadline_us:
-                return err
-            if err != ERR__TIMED_OUT:
-                # the attempt failed at once (no broker, unknown topic yet): pause before retrying
-                remaining_ms = <int>((deadline_us - now) // 1000)
-                with nogil:
-                    usleep(1000 * (50 if remaining_ms > 50 else (remaining_ms if remaining_ms > 0 else 1)))
-                if self._closed:
-                    raise IllegalStateError(f"{who}: the producer was closed while it waited for "
-                                            f"metadata")
-                self._check_signals()
-
-    cdef _Topic _await_topic(self, str topic, int64_t deadline_us, str who):
-        """Metadata of ``topic``, waiting until deadline_us; cached once known. The caller is
-        counted in ``_active``."""
-        cdef _Topic t = self._topics.get(topic)
-        cdef bytes btopic
-        cdef rd_kafka_topic_t *rkt
-        cdef int err = 0
-        cdef int cnt = 0, i
-        cdef int32_t *ids = NULL
-        cdef int64_t start = kc_now_us(), now
-        if t is not None:
-            return t
-        _check_topic_name(topic, who)
-        btopic = c_string(topic, f"{who}: topic", InvalidTopicError)
-        rkt = rd_kafka_topic_new(self.p.rk, btopic, NULL)
-        if rkt == NULL:
-            raise KafkaError(f"invalid topic {topic!r}", code="_INVALID_ARG")
-        try:
-            err = self._metadata_wait(rkt, deadline_us, who, True, &cnt, &ids)
-            if err != 0:
-                name = _errname(err)
-                sec = self._security_exc(err, f"{who}: metadata of topic {topic!r}", (topic,))
-                if sec is not None:
-                    raise sec
-                if name in _FATAL_METADATA_ERRORS:
-                    raise KafkaError(f"{who}: metadata of topic {topic!r} failed: {name}: "
-                                     f"{_errstr(err)}", code=name)
-                now = kc_now_us()
-                raise KafkaTimeoutError(
-                    f"{who} waited {(now - start) // 1000} ms for metadata of topic {topic!r}: "
-                    f"topic {topic!r} not present in metadata after max.block.ms="
-                    f"{self.max_block_ms} ms (last error: {name}: {_errstr(err)})",
-                    code="_TIMED_OUT")
-        except BaseException:
-            rd_kafka_topic_destroy(rkt)
-            raise
-        t = _Topic()
-        t.rkt = rkt
-        t.partition_count = cnt
-        t.partitions = sorted(ids[i] for i in range(cnt))
-        free(ids)
-        old = self._topics.get(topic)
-        if old is not None:  # another thread fetched it meanwhile
-            rd_kafka_topic_destroy(rkt)
-            return old
-        self._topics[topic] = t
-        return t
-
-    cdef int _refresh_partitions(self, _Topic t, str topic) except -1:
-        cdef int cnt = 0, i
-        cdef int32_t *ids = NULL
-        cdef int err
-        cdef int timeout_ms = self.max_block_ms if self.max_block_ms < 5000 else 5000
-        err = self._metadata_wait(t.rkt, kc_now_us() + <int64_t>timeout_ms * 1000,
-                                  "send()", False, &cnt, &ids)
-        if err == 0 and cnt > t.partition_count:
-            t.partition_count = cnt
-            t.partitions = sorted(ids[i] for i in range(cnt))
-        free(ids)
-        return 0
-
     def partitions_for(self, str topic):
         """Partition ids of ``topic``, waiting at most max.block.ms for its metadata."""
         cdef _Topic t
         self._enter("partitions_for()")
         try:
-            t = self._await_topic(
-                topic, kc_now_us() + <int64_t>self.max_block_ms * 1000, "partitions_for()")
+            t = self._topics.lookup(
+                self, topic, kc_now_us() + <int64_t>self.max_block_ms * 1000, "partitions_for()")
             return list(t.partitions)
         finally:
             self._leave()
@@ -659,9 +228,19 @@ cdef class ProducerCore:
              callback=None, int block_ms=-1):
         """Enqueue one record; returns a ProduceFuture. See KafkaProducer.send().
 
-        ``block_ms`` >= 0 replaces max.block.ms for this call (0: never wait; kipconsumer.aio waits
-        without blocking its event loop instead)."""
-        if self._closed:
+        ``block_ms`` >= 0 replaces max.block.ms for this call (0: never wait)."""
+        return self._admit(topic, value, key, partition, headers, timestamp, callback, block_ms)
+
+    def send_nowait(self, topic, value, key, partition, headers, timestamp, callback):
+        """send() that never waits (block_ms 0): raises KafkaTimeoutError at once where send() would
+        wait for buffer space or the topic's first metadata. kipconsumer.aio waits without blocking
+        its event loop instead."""
+        return self._admit(topic, value, key, partition, headers, timestamp, callback, 0)
+
+    cdef object _admit(self, topic, value, key, partition, headers, timestamp, callback, int block_ms):
+        """What every send() does around _send(): the closed check, the serializers, the logs and
+        statistics served on the caller's thread, and the count in _active."""
+        if self._state != PRODUCER_OPEN:
             raise IllegalStateError("send() called after close()")
         if self._key_serializer is not None and key is not None:
             key = _serialize(self._key_serializer, key, "key")
@@ -669,7 +248,7 @@ cdef class ProducerCore:
             value = _serialize(self._value_serializer, value, "value")
         drain_logs()
         if self.p != NULL and self.p.stats_ready:
-            self._serve_stats()
+            self._stats.serve(self.p)
         # a serializer may have closed the producer (or another thread did meanwhile)
         self._enter("send()")
         try:
@@ -690,18 +269,18 @@ cdef class ProducerCore:
         cdef int err
         cdef long long pnum
         cdef int64_t max_block_us = <int64_t>(self.max_block_ms if block_ms < 0 else block_ms) * 1000
-        t = self._last_topic
+        t = self._topics.last
         if t is None or t.name is not topic:
             if not isinstance(topic, str):
                 raise TypeError(f"topic must be a str, not {type(topic).__name__}")
-            t = self._topics.get(topic)
+            t = self._topics.by_name.get(topic)
             if t is None:
                 # first send to this name: checked against Kafka's rule once, then cached
                 start_us = kc_now_us()
                 deadline_us = start_us + max_block_us
-                t = self._await_topic(topic, deadline_us, "send()")
+                t = self._topics.lookup(self, topic, deadline_us, "send()")
             t.name = topic  # same value; any thread may set it (one store, atomic under the GIL)
-            self._last_topic = t
+            self._topics.last = t
         # value and key: bytes-like or str, referenced (not copied) until librdkafka copies them
         if value is not None:
             value = _payload(value, &vptr, &vlen, "value")
@@ -716,7 +295,7 @@ cdef class ProducerCore:
                 pnum = -1
             if pnum < 0 or pnum >= t.partition_count:
                 if pnum >= t.partition_count:
-                    self._refresh_partitions(t, topic)
+                    self._topics.refresh_partitions(self, t, topic)
                 if pnum < 0 or pnum >= t.partition_count:
                     raise KafkaError(
                         f"partition {partition} of topic {topic!r} does not exist (the topic has "
@@ -731,7 +310,7 @@ cdef class ProducerCore:
             # a falsy object that is not a list/tuple/dict ('', b'', 0) is an error, not "no headers"
             if not isinstance(headers, (list, tuple, dict)) or headers:
                 hdrs = _build_headers(headers)
-        if self._closed:  # header or payload conversion ran Python code: close() may have begun
+        if self._state != PRODUCER_OPEN:  # header or payload conversion ran Python code: close() may have begun
             if hdrs != NULL:
                 rd_kafka_headers_destroy(hdrs)
             raise IllegalStateError("send(): the producer was closed before the record was enqueued",
@@ -860,7 +439,7 @@ cdef class ProducerCore:
         finally:
             self._leave()
             drain_logs()
-            self._serve_stats()
+            self._stats.serve(self.p)
 
     def close(self, double timeout_s=-1.0):
         """Flush up to timeout_s (< 0 or infinite: no bound), purge what is left, fail its
@@ -875,25 +454,24 @@ cdef class ProducerCore:
         cdef kc_producer_rec_t *rec
         cdef kc_producer_rec_t *nxt
         cdef _FutureCore fut
-        if self.p == NULL or self._release_pending:
+        if self.p == NULL or self._state == PRODUCER_RELEASE_PENDING:
             return 0
         if kc_producer_on_dr_thread(self.p):
             raise IllegalStateError("close() cannot be called from a send() callback: close() waits "
                                     "for the thread that runs the callbacks")
-        if self._closing_now and self._closing_thread == threading.get_ident():
+        if self._state == PRODUCER_CLOSING and self._closing_thread == threading.get_ident():
             raise IllegalStateError("close() called from within close() on the same thread (a signal "
                                     "handler or a future's done-callback): it would wait for itself")
-        while self._closing_now:  # another thread's close(): wait for it
+        while self._state == PRODUCER_CLOSING:  # another thread's close(): wait for it
             with nogil:
                 usleep(2000)
             self._check_signals()
-        if self.p == NULL or self._release_pending:
+        if self.p == NULL or self._state == PRODUCER_RELEASE_PENDING:
             return 0
         if timeout_s >= 0 and not math.isinf(timeout_s):
             deadline_us = kc_now_us() + <int64_t>(timeout_s * 1e6)
-        self._closing_now = True
+        self._state = PRODUCER_CLOSING
         self._closing_thread = threading.get_ident()
-        self._closed = True
         try:
             left = self._flush_until(deadline_us)
             with nogil:
@@ -916,18 +494,19 @@ cdef class ProducerCore:
                     "Record was not acknowledged when the producer was closed (no delivery report)",
                     code="_DESTROY"), self.ctx)
                 rec = nxt
-            self._last_topic = None
+            self._topics.last = None
             # other threads' calls see the closed flag within one wait slice and leave
             grace_us = kc_now_us() + _CLOSE_GRACE_US
             while self._active > 0 and kc_now_us() < grace_us:
                 with nogil:
                     usleep(2000)
             if self._active > 0:
-                self._release_pending = True
+                self._state = PRODUCER_RELEASE_PENDING
             else:
                 self._release()
         finally:
-            self._closing_now = False
+            if self._state == PRODUCER_CLOSING:  # interrupted: a later close() finishes
+                self._state = PRODUCER_INTERRUPTED
         drain_logs()
         return purged
 
@@ -940,125 +519,19 @@ cdef class ProducerCore:
         librdkafka's own timeout) or was interrupted stays pending and raises TransactionBlockedError
         (a KafkaTimeoutError): the same op called again waits for it further and gives its result;
         another op raises TransactionBlockedError while it is pending. Raises the typed error (see
-        KafkaProducer.init_transactions)."""
-        cdef rd_kafka_error_t *error = NULL
-        cdef rd_kafka_topic_partition_list_t *lst = NULL
-        cdef rd_kafka_consumer_group_metadata_t *cgmd = NULL
-        cdef kc_txn_call_t *call = NULL
-        cdef rd_kafka_t *rk
-        cdef int64_t deadline_us, until_us, now_us
-        cdef int timeout_ms, done = 0
-        cdef int which = _TXN_OPS.get(op, -1)
-        if which < 0:
-            raise ValueError(f"unknown transactional operation {op!r}")
-        if self._closed:
-            raise IllegalStateError(f"{op} transaction called after close()")
-        if kc_producer_on_dr_thread(self.p):
-            raise IllegalStateError(f"{op} transaction cannot be called from a send() callback")
-        if timeout_s < 0:
-            timeout_s = self.max_block_ms / 1000.0
-        timeout_ms = <int>(min(timeout_s, 2147483.0) * 1000)
-        deadline_us = kc_now_us() + <int64_t>timeout_ms * 1000
-        rk = self.p.rk
-        if self._pending_call != NULL:
-            if kc_txn_call_op(self._pending_call) != which:
-                if not kc_txn_call_wait(self._pending_call, 0):
-                    raise TransactionBlockedError(self._blocked_text(op), code="_TIMED_OUT")
-                # it returned meanwhile; its caller gave it up and a different call follows
-                error = kc_txn_call_finish(self._pending_call)
-                self._pending_call = NULL
-                if error != NULL:
-                    rd_kafka_error_destroy(error)
-                    error = NULL
-        if which == _TXN_BEGIN:
-            self._enter(f"{op} transaction")
-            try:
-                with nogil:
-                    error = rd_kafka_begin_transaction(rk)
-            finally:
-                self._leave()
-            if error != NULL:
-                raise _txn_error(error, op, timeout_s)
-            return
-        if self._pending_call == NULL and which == _TXN_SEND_OFFSETS:
-            lst = rd_kafka_topic_partition_list_new(max(1, len(offsets)))
-            try:
-                for topic, partition, offset in offsets:
-                    rd_kafka_topic_partition_list_add(lst, _c_topic(topic), partition).offset = offset
-            except BaseException:
-                rd_kafka_topic_partition_list_destroy(lst)
-                raise
-            if rd_kafka_consumer_group_metadata_read(&cgmd, PyBytes_AS_STRING(group_metadata),
-                                                     <size_t>PyBytes_GET_SIZE(group_metadata)) != NULL:
-                rd_kafka_topic_partition_list_destroy(lst)
-                raise ValueError("send_offsets_to_transaction(): group_metadata is not a consumer's "
-                                 "group metadata (use KafkaConsumer.group_metadata())")
-        try:
-            self._enter(f"{op} transaction")
-        except BaseException:
-            if lst != NULL:
-                rd_kafka_topic_partition_list_destroy(lst)
-            if cgmd != NULL:
-                rd_kafka_consumer_group_metadata_destroy(cgmd)
-            raise
-        try:
-            if self._pending_call != NULL:  # the same op: wait for the call made before
-                call = self._pending_call
-                self._pending_call = NULL
-            else:
-                call = kc_txn_call_start(rk, which, lst, cgmd, timeout_ms)  # owns lst and cgmd now
-                if call == NULL:
-                    raise KafkaError(f"{op} transaction: could not start its thread", code="_FAIL")
-                self._pending_since_us = kc_now_us()
-            while True:
-                now_us = kc_now_us()
-                until_us = min(now_us + _TXN_SLICE_US, deadline_us + _TXN_GRACE_US)
-                with nogil:
-                    done = kc_txn_call_wait(call, until_us)
-                if done:
-                    break
-                if kc_now_us() >= deadline_us + _TXN_GRACE_US:
-                    self._pending_call = call
-                    raise TransactionBlockedError(
-                        f"{op} transaction did not return within its timeout ({timeout_s:.3f} s): "
-                        + self._blocked_text(op), code="_TIMED_OUT")
-                try:
-                    PyErr_CheckSignals()
-                except BaseException:
-                    self._pending_call = call
-                    raise
-                if self._closed:
-                    self._pending_call = call
-                    raise IllegalStateError(f"{op} transaction: the producer was closed meanwhile")
-                if kc_producer_auth_error(self.p, NULL, 0):
-                    # librdkafka retries the connection for ever: give up the call (it stays pending)
-                    self._pending_call = call
-                    raise self._security_exc(kc_producer_auth_error(self.p, NULL, 0), f"{op} transaction")
-            error = kc_txn_call_finish(call)
-        finally:
-            self._leave()
-        if error != NULL:
-            raise _txn_error(error, op, timeout_s)
-
-    cdef str _blocked_text(self, str op):
-        cdef kc_txn_call_t *c = self._pending_call
-        pending = _TXN_NAMES[kc_txn_call_op(c)] if c != NULL else op
-        since = (kc_now_us() - self._pending_since_us) / 1e6
-        return (f"librdkafka's {pending} call has been blocked for {since:.1f} s. Call {pending} again to "
-                f"keep waiting for it, or close this producer (its handle is freed once the call returns) "
-                f"and create a new one with the same transactional.id: its init_transactions() fences "
-                f"this one and aborts its open transaction.")
+        KafkaProducer.init_transactions). The calls and their state: TxnCalls (_producer_txn.pxi)."""
+        self._txn.call(self, op, timeout_s, offsets, group_metadata)
 
     @property
     def transaction_blocked(self):
-        return self._pending_call != NULL and not kc_txn_call_wait(self._pending_call, 0)
+        return self._txn.blocked()
 
     def __dealloc__(self):
         if self.p != NULL:
             if kc_producer_on_dr_thread(self.p):
                 # dropped from its own callback: joining ourselves would deadlock; leak instead
                 return
-            if self._release_pending:
+            if self._state == PRODUCER_RELEASE_PENDING:
                 self._release()
                 return
             try:
@@ -1068,229 +541,8 @@ cdef class ProducerCore:
 
     @property
     def closed(self):
-        return self._closed
-
-    cdef _serve_stats(self):
-        """Hands the latest statistics JSON (statistics.interval.ms) to metrics() and stats_cb, on the
-        calling thread (send(), flush(), metrics()); the callback's exceptions are logged, as a
-        delivery callback's are."""
-        cdef char *doc
-        if self.p == NULL:
-            return
-        doc = kc_producer_take_stats(self.p)
-        if doc == NULL:
-            return
-        try:
-            text = (<bytes>doc).decode("utf-8", "replace")
-        finally:
-            free(doc)
-        try:
-            self._stats = stats_summary(text)
-        except (ValueError, TypeError, AttributeError) as exc:
-            _log.debug("librdkafka statistics not understood: %s", exc)
-        if self._stats_cb is not None:
-            try:
-                self._stats_cb(text)
-            except Exception:
-                _log.exception("stats_cb raised an exception (ignored)")
+        return self._state != PRODUCER_OPEN
 
     def metrics(self):
         """Counters of the producer (see KafkaProducer.metrics())."""
-        cdef kc_producer_stats_t st
-        cdef char last_error[512]
-        if self.p == NULL:
-            return {"closed": True, "in_flight": 0}
-        self._serve_stats()
-        kc_producer_get_stats(self.p, &st, last_error, sizeof(last_error))
-        return {
-            "closed": bool(self._closed),
-            "in_flight": st.in_flight,
-            "records_sent": st.sent,
-            "records_delivered": st.delivered,
-            "records_failed": st.failed,
-            "records_timed_out": st.timed_out,
-            "buffer_full_waits": st.buffer_waits,
-            "buffer_full_timeouts": st.buffer_timeouts,
-            "delivery_batches": st.dr_batches,
-            "callback_errors": self.ctx.callback_errors if self.ctx != NULL else 0,
-            "delivery_gil_us": self.ctx.work_us if self.ctx != NULL else 0,
-            "client_errors": st.errors,
-            "fatal_error": bool(st.fatal),
-            "last_error": last_error.decode("utf-8", "replace"),
-            "librdkafka_queue_len": st.outq_len,
-            "topics_known": len(self._topics),
-            "statistics": self._stats,
-        }
-
-
-cdef void _destroy_producer(void *p) noexcept nogil:
-    kc_producer_destroy(<kc_producer_t *>p)
-
-
-def _set_txn_test_hold_ms(int ms):
-    """Test hook: transactional calls started afterwards hold their result ``ms`` more milliseconds
-    after librdkafka returned (as a call blocked in librdkafka does). 0: off."""
-    kc_txn_call_set_test_hold_ms(ms)
-
-
-cdef inline object _take_callback(kc_producer_rec_t *rec):
-    """The record's delivery callback (or None), taken out of the registry with its reference."""
-    if rec.callback == NULL:
-        return None
-    cb = <object>rec.callback
-    Py_DECREF(cb)
-    rec.callback = NULL
-    return cb
-
-
-cdef void _unref_record(_FutureCore fut, kc_producer_rec_t *rec, rd_kafka_headers_t *hdrs) noexcept:
-    """Releases what a record that was not enqueued held (the registry's references, headers)."""
-    Py_DECREF(fut)
-    if rec.callback != NULL:
-        Py_DECREF(<object>rec.callback)
-        rec.callback = NULL
-    if hdrs != NULL:
-        rd_kafka_headers_destroy(hdrs)
-
-
-cdef enum:
-    _TXN_INIT = 0
-    _TXN_BEGIN = 1
-    _TXN_SEND_OFFSETS = 2
-    _TXN_COMMIT = 3
-    _TXN_ABORT = 4
-    _TXN_SLICE_US = 100000  # a transactional wait re-checks signals this often
-    _TXN_GRACE_US = 1000000  # after the caller's timeout, librdkafka's own timeout may still return
-
-_TXN_NAMES = {0: "init_transactions", 1: "begin_transaction", 2: "send_offsets_to_transaction",
-              3: "commit_transaction", 4: "abort_transaction"}
-
-_TXN_OPS = {"init": _TXN_INIT, "begin": _TXN_BEGIN, "send_offsets": _TXN_SEND_OFFSETS,
-            "commit": _TXN_COMMIT, "abort": _TXN_ABORT}
-_FENCED_NAMES = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
-
-
-cdef bytes _c_topic(object topic):
-    return c_string(topic, "offsets: topic")
-
-
-cdef object _txn_error(rd_kafka_error_t *error, str op, double timeout_s):
-    """The typed error for a failed transactional call; destroys `error`."""
-    cdef str name = rd_kafka_error_name(error).decode("utf-8", "replace")
-    cdef str msg = rd_kafka_error_string(error).decode("utf-8", "replace")
-    cdef bint fatal = rd_kafka_error_is_fatal(error)
-    cdef bint abortable = rd_kafka_error_txn_requires_abort(error)
-    cdef bint retriable = rd_kafka_error_is_retriable(error)
-    rd_kafka_error_destroy(error)
-    sec = security_error(name, msg, what=f"{op} transaction failed")
-    if sec is not None:
-        return sec
-    what = f"{op} transaction failed: {name}: {msg}"
-    # fenced, whether librdkafka flags it fatal or (seen when the epoch is bumped meanwhile) abortable,
-    # or reports it as _FATAL after the fact: fatal for this producer in every case
-    if name in _FENCED_NAMES or (fatal and "fenced" in msg.lower()):
-        return ProducerFencedError(f"{what}. Another producer with the same transactional.id took over; "
-                                   f"this producer can only be closed.", code=name)
-    if fatal:
-        return KafkaError(f"{what}. The error is fatal: close this producer and create a new one.",
-                          code=name)
-    if abortable:
-        return TransactionAbortableError(f"{what}. Call abort_transaction(), then retry the transaction.",
-                                         code=name)
-    if name == "_TIMED_OUT" or retriable:
-        return KafkaTimeoutError(f"{what} (timeout {timeout_s:.3f} s). Call the same method again: it resumes.",
-                                 code=name)
-    if name == "_STATE":
-        return IllegalStateError(what, code=name)
-    return KafkaError(what, code=name)
-
-
-cdef object _serialize(object serializer, object obj, str what):
-    try:
-        return serializer(obj)
-    except KafkaError:
-        raise
-    except Exception as e:
-        raise SerializationError(f"{what}_serializer failed on the {what}: {e!r}") from e
-
-
-cdef const char *_utf8(object s, Py_ssize_t *n, str what) except NULL:
-    try:
-        return PyUnicode_AsUTF8AndSize(s, n)
-    except UnicodeError as e:
-        raise SerializationError(f"{what}: str cannot be encoded to UTF-8: {e}") from e
-
-
-cdef inline object _payload(object obj, const char **ptr, Py_ssize_t *size, str what):
-    """Points *ptr/*size at obj's bytes (bytes as is, str as UTF-8, other buffers copied) and
-    returns the object that owns them, which the caller keeps alive until librdkafka copies."""
-    if type(obj) is bytes:
-        ptr[0] = PyBytes_AS_STRING(obj)
-        size[0] = PyBytes_GET_SIZE(obj)
-        return obj
-    if isinstance(obj, str):
-        ptr[0] = _utf8(obj, size, what)
-        return obj
-    obj = _to_bytes(obj, what)
-    ptr[0] = PyBytes_AS_STRING(obj)
-    size[0] = PyBytes_GET_SIZE(obj)
-    return obj
-
-
-cdef bytes _to_bytes(object v, str what):
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        try:
-            return bytes(v)
-        except (TypeError, ValueError, BufferError) as e:
-            raise SerializationError(f"{what}: cannot read the buffer: {e}") from e
-    raise SerializationError(
-        f"{what} must be bytes, bytearray, memoryview, str or None (or use a {what}_serializer), "
-        f"not {type(v).__name__}")
-
-
-cdef bytes _utf8_bytes(str s, str what):
-    try:
-        return s.encode()
-    except UnicodeError as e:
-        raise SerializationError(f"{what}: str cannot be encoded to UTF-8: {e}") from e
-
-
-cdef rd_kafka_headers_t *_build_headers(object headers) except NULL:
-    cdef rd_kafka_headers_t *hdrs
-    cdef bytes bname, bval
-    cdef const char *vp
-    cdef Py_ssize_t vl
-    if isinstance(headers, dict):
-        items = list(headers.items())
-    elif isinstance(headers, (list, tuple)):
-        items = headers
-    else:
-        raise SerializationError(
-            f"headers must be a list of (str, bytes|str|None) pairs or a dict, not {type(headers).__name__}")
-    hdrs = rd_kafka_headers_new(len(items))
-    try:
-        for item in items:
-            # a pair: a 2-character str would unpack too, and must not become a header
-            if not isinstance(item, (tuple, list)) or len(item) != 2:
-                raise SerializationError(f"headers: each header must be a (name, value) pair, got {item!r}")
-            name, val = item
-            if not isinstance(name, str):
-                raise SerializationError(f"headers: header name must be a str, not {type(name).__name__}")
-            bname = c_string(name, "headers: header name", ValueError, True, SerializationError)
-            if val is None:
-                vp = NULL
-                vl = 0
-            else:
-                if isinstance(val, str):
-                    bval = _utf8_bytes(val, f"header {name!r} value")
-                elif type(val) is bytes:
-                    bval = val
-                else:
-                    bval = _to_bytes(val, f"header {name!r} value")
-                vp = PyBytes_AS_STRING(bval)
-                vl = PyBytes_GET_SIZE(bval)
-            rd_kafka_header_add(hdrs, bname, len(bname), vp, vl)
-    except BaseException:
-        rd_kafka_headers_destroy(hdrs)
-        raise
-    return hdrs
+        return _metrics(self)

@@ -424,7 +424,8 @@ class AsyncKafkaProducer:
     def __init__(self, config: Mapping[str, object], *, key_serializer: Callable[[Any], Any] | None = None,
                  value_serializer: Callable[[Any], Any] | None = None) -> None:
         self._producer = KafkaProducer(config)
-        self._core = self._producer._core
+        # the same producer, for the calls that must fail as AsyncKafkaProducer's in a forked child
+        self._sync = self._producer
         self._max_block_s = self._producer._settings.max_block_ms / 1000.0
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
@@ -443,7 +444,7 @@ class AsyncKafkaProducer:
     def _mark_foreign(self, pid: int) -> None:
         """In a child made by ``fork()``: every later call raises ``IllegalStateError`` (the sync producer
         is foreign too); what the parent had queued is its own business."""
-        self._core = _fork.ForeignHandle("AsyncKafkaProducer", pid)  # type: ignore[assignment]
+        self._sync = _fork.ForeignHandle("AsyncKafkaProducer", pid)  # type: ignore[assignment]
         self._foreign_pid = pid
         self._loop = None
         self._reports = collections.deque()
@@ -531,12 +532,12 @@ class AsyncKafkaProducer:
             value = self._value_serializer(value)
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
         if _in_rebalance.get():
-            self._core.send(topic, value, key, partition, headers, timestamp, partial(self._on_delivery, fut))
+            self._sync.send(topic, value, key, partition, headers, timestamp, partial(self._on_delivery, fut))
             return fut
         if not self._backlog:
             try:
-                self._core.send(topic, value, key, partition, headers, timestamp,
-                                partial(self._on_delivery, fut), 0)
+                self._sync._send_nowait(topic, value, key, partition, headers, timestamp,
+                                        partial(self._on_delivery, fut))
                 return fut
             except KafkaTimeoutError:
                 pass  # would block: wait for it below, without blocking the loop
@@ -553,8 +554,8 @@ class AsyncKafkaProducer:
             topic, value, key, partition, headers, timestamp, fut, deadline = self._backlog[0]
             while True:
                 try:
-                    self._core.send(topic, value, key, partition, headers, timestamp,
-                                    partial(self._on_delivery, fut), 0)
+                    self._sync._send_nowait(topic, value, key, partition, headers, timestamp,
+                                            partial(self._on_delivery, fut))
                     break
                 except KafkaTimeoutError as e:
                     left = deadline - loop.time()
@@ -572,7 +573,7 @@ class AsyncKafkaProducer:
                     else:
                         # the topic's first metadata: one blocking lookup on a worker thread (the
                         # producer is thread-safe); send() then finds the topic known
-                        lookup = loop.run_in_executor(None, self._core.partitions_for, topic)
+                        lookup = loop.run_in_executor(None, self._sync.partitions_for, topic)
                         try:
                             await asyncio.wait_for(asyncio.shield(lookup), left)
                         except (asyncio.TimeoutError, KafkaTimeoutError):
@@ -609,7 +610,7 @@ class AsyncKafkaProducer:
         while True:
             if self._reports:  # e.g. queued while the old loop closed (its drain never ran)
                 self._drain_reports()
-            left_records = self._core.flush(0.0) + len(self._backlog)
+            left_records = self._sync._flush_nowait() + len(self._backlog)
             if left_records == 0 and not self._reports:
                 return
             left = deadline - loop.time()

@@ -118,6 +118,8 @@ class KafkaProducer:
             # applied natively), which saves a Python frame per record. Subclasses that override
             # send() keep their own.
             self.__dict__["send"] = self._core.send
+        if type(self)._send_nowait is KafkaProducer._send_nowait:
+            self.__dict__["_send_nowait"] = self._core.send_nowait  # likewise, for kipconsumer.aio
         _fork.register(self)
 
     def _mark_foreign(self, pid: int) -> None:
@@ -126,6 +128,7 @@ class KafkaProducer:
         core = self._core
         self._core = _fork.ForeignHandle("KafkaProducer", pid)  # type: ignore[assignment]
         self.__dict__.pop("send", None)
+        self.__dict__.pop("_send_nowait", None)
         self._finalizer.detach()
         _fork.leak(core)
 
@@ -170,6 +173,24 @@ class KafkaProducer:
         raises ``KafkaTimeoutError``. An invalid topic name raises :class:`InvalidTopicError`."""
         result: list[int] = self._core.partitions_for(topic)
         return result
+
+    # -- the non-blocking forms AsyncKafkaProducer (kipconsumer.aio) needs ------------------------
+    def _send_nowait(self, topic: str, value: Any, key: Any, partition: int | None, headers: Any,
+                     timestamp: int | None,
+                     callback: Callable[[RecordMetadata | None, Exception | None], object] | None
+                     ) -> Future[RecordMetadata]:
+        """For ``kipconsumer.aio``: :meth:`send` that never waits (``max.block.ms`` 0 for this call).
+        Where send() would wait it raises ``KafkaTimeoutError`` at once: code ``_QUEUE_FULL`` for
+        buffer space, another code for the topic's first metadata (then the record is not enqueued)."""
+        fut: Future[RecordMetadata] = self._core.send_nowait(topic, value, key, partition, headers,
+                                                             timestamp, callback)
+        return fut
+
+    def _flush_nowait(self) -> int:
+        """For ``kipconsumer.aio``: sends what is buffered now (ignoring ``linger.ms``) and returns how
+        many records are still pending, without waiting."""
+        left: int = self._core.flush(0.0)
+        return left
 
     # -- transactions (KIP-98 / KIP-447, as in the Java client) -----------------------------------
     # Each call but begin_transaction() runs in librdkafka on a native helper thread and is waited
