@@ -1,5 +1,6 @@
 # Table of contents of the native consumer (kipconsumer/_consumer.pyx and the unit files it includes):
 # the member state machine, the listener invoker and the consumer's fields, each with what it holds.
+cimport cython
 from libc.stdint cimport int64_t
 
 from kipconsumer._core cimport kc_consumer_t, kc_heartbeat_monitor_t, kc_partition_t, kc_poll_status_t
@@ -28,6 +29,35 @@ cdef enum ClosePhase:
     CLOSE_REVOKING = 2    # librdkafka's close started; the final revoke (listener may commit) not yet served
     CLOSE_UNASSIGNED = 3  # the final revoke was answered (full unassign); librdkafka commits, leaves, terminates
     CLOSE_DONE = 4        # closed: every method but close()/wakeup()/metrics() raises IllegalStateError
+
+
+@cython.final
+cdef class CloseControl:
+    # Where close() is, and what the calls made inside it share (_consumer_close.pxi). The one writer
+    # of `phase`: each transition is one method below; everything else reads it through the queries.
+    cdef ClosePhase phase
+    cdef int64_t deadline_ms             # REVOKING/UNASSIGNED: when close() must return (kc_now_ms clock)
+    cdef rd_kafka_queue_t *q             # REVOKING/UNASSIGNED: the queue librdkafka's close posts events to
+    cdef bint requested                  # close() from another thread waits for the running call
+
+    cdef void settling(self) noexcept
+    cdef void revoking(self, int64_t deadline_ms, rd_kafka_queue_t *q) noexcept
+    cdef void unassigned(self) noexcept
+    cdef void done(self) noexcept
+    cdef void request(self) noexcept
+
+    cdef inline bint is_open(self) noexcept:
+        return self.phase == CLOSE_OPEN
+
+    cdef inline bint closing(self) noexcept:
+        """Past the settle, not closed: listeners may still commit; rebalance events are the close's."""
+        return self.phase == CLOSE_REVOKING or self.phase == CLOSE_UNASSIGNED
+
+    cdef inline bint is_unassigned(self) noexcept:
+        return self.phase == CLOSE_UNASSIGNED
+
+    cdef inline bint is_done(self) noexcept:
+        return self.phase == CLOSE_DONE
 
 
 cdef class _Handle:
@@ -82,10 +112,7 @@ cdef class NativeConsumer:
     cdef long _commit_seq                # last commit_async() key
     cdef int _in_callback                # > 0 inside a commit_async() callback
     # --- close (_consumer_close.pxi)
-    cdef ClosePhase _close_phase         # see ClosePhase
-    cdef int64_t _close_deadline_ms      # inside close(): when close() must return (kc_now_ms clock)
-    cdef rd_kafka_queue_t *_close_q      # inside close(): the queue librdkafka's close posts events to
-    cdef bint _close_requested           # close() from another thread waits for the running call
+    cdef CloseControl _close             # the phase, deadline and queue of close(), request_close()
     # --- poll and the rest
     cdef bint _in_poll                   # inside poll()'s wait loop (a signal handler may run there)
     cdef object _pending_exc             # an exception of a callback, raised when the call returns
@@ -103,7 +130,6 @@ cdef class NativeConsumer:
     cdef _raise_pending(self)
     cdef _keep_exception(self, BaseException exc)
     cdef bint _cooperative(self) noexcept
-    cdef bint _closing(self) noexcept
     cdef _store_positions(self, object only)
     cdef kc_poll_status_t _poll_core(self, int timeout_ms) except *
     cdef void _detach_commit_queue(self) noexcept

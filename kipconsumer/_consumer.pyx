@@ -161,7 +161,7 @@ cdef int _raise_error(rd_kafka_error_t *error, str what) except -1:
 cdef int _stats_cb(rd_kafka_t *rk, char *json_buf, size_t json_len, void *opaque) noexcept with gil:
     """statistics.interval.ms: served by poll() (the consumer queue), on the thread calling it."""
     cdef NativeConsumer self = <NativeConsumer>opaque
-    if self._close_phase == CLOSE_DONE or self.core == NULL:
+    if self._close.is_done() or self.core == NULL:
         return 0
     try:
         self._on_stats(json_buf[:json_len].decode(errors="replace"))
@@ -181,7 +181,7 @@ cdef void _error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) n
         name = rd_kafka_name(rk).decode(errors="replace")
         text = reason.decode(errors="replace") if reason != NULL else ""
         rdklog_emit(3, name, "ERROR", f"{name}: {text}")
-        if (self._close_phase != CLOSE_DONE and len(self._client_errors) < 16
+        if (not self._close.is_done() and len(self._client_errors) < 16
                 and is_security_error(_err_name(<rd_kafka_resp_err_t>err), text)):
             self._client_errors.append((err, text))
     except BaseException:  # nothing may propagate into librdkafka
@@ -199,7 +199,7 @@ cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     except BaseException as exc:  # never let an exception cross into librdkafka
         self._keep_exception(exc)
         self.core.abort_poll = 1
-    if self._close_requested:  # close() was called meanwhile: hand out no record (see request_close)
+    if self._close.requested:  # close() was called meanwhile: hand out no record (see request_close)
         self.core.abort_poll = 1
 
 
@@ -280,6 +280,7 @@ cdef class NativeConsumer:
         cdef rd_kafka_conf_t *conf
         cdef kc_fairness_t mode = (KC_FAIRNESS_GREEDY if settings.poll_fairness == "greedy"
                                    else KC_FAIRNESS_PROPORTIONAL)
+        self._close = CloseControl.__new__(CloseControl)  # first: __dealloc__ and the callbacks read it
         self._commit_callbacks = {}
         self._client_errors = []
         self._stats_cb = stats_cb
@@ -291,7 +292,6 @@ cdef class NativeConsumer:
         self._stale_parts = set()
         self._listener = ListenerInvoker(None)
         self._member = MEMBER_UNJOINED
-        self._close_phase = CLOSE_OPEN
         self.max_poll_interval_ms = max_poll_interval_ms
         self.default_api_timeout_ms = default_api_timeout_ms
         self.auto_commit = auto_commit
@@ -346,7 +346,7 @@ cdef class NativeConsumer:
         drain_logs()
 
     def __dealloc__(self):
-        if self.rk != NULL and self._close_phase != CLOSE_DONE:
+        if self.rk != NULL and not self._close.is_done():
             # Dropped without close(): rd_kafka_destroy() would close the consumer itself and run the
             # rebalance callback on this object while it is being freed. The reaper finishes the
             # close without Python instead: auto-commit of stored offsets, LeaveGroup.
@@ -380,13 +380,9 @@ cdef class NativeConsumer:
 
     # ---------------------------------------------------------------- state checks and errors
     cdef int _check_open(self) except -1:
-        if self._close_phase == CLOSE_DONE:
+        if self._close.is_done():
             raise IllegalStateError("This consumer has already been closed.")
         return 0
-
-    cdef bint _closing(self) noexcept:
-        """Inside close(), past the settle: listeners may still commit; rebalance events are the close's."""
-        return self._close_phase == CLOSE_REVOKING or self._close_phase == CLOSE_UNASSIGNED
 
     cdef int _check_not_in_callback(self, str method) except -1:
         """poll(), subscribe(), unsubscribe(), assign() and close() serve or change what the callbacks run
@@ -425,7 +421,7 @@ cdef class NativeConsumer:
         without asking librdkafka: rd_kafka_rebalance_protocol() is a request to the group handle,
         which may be dropped unanswered once the handle has terminated, and it returns NULL (or
         "NONE") while the handle terminates."""
-        if self._closing():
+        if self._close.closing():
             return self._cooperative_cfg
         cdef const char *proto = rd_kafka_rebalance_protocol(self.rk)
         if proto == NULL or strcmp(proto, b"NONE") == 0:
@@ -519,7 +515,7 @@ cdef class NativeConsumer:
         raised there leaves every record not yet returned buffered. Returns an empty batch at once
         when close() is requested from another thread (request_close)."""
         self._check_open()
-        if self._closing():
+        if self._close.closing():
             raise IllegalStateError("poll() cannot be called while close() is in progress "
                                     "(e.g. from a rebalance listener)")
         self._check_not_in_callback("poll")
@@ -538,7 +534,7 @@ cdef class NativeConsumer:
         """close() was called from another thread while this consumer's owner thread is in a call: a
         blocked or later poll() returns an empty batch at once (no WakeupError, no record handed out),
         so that the owner's call returns and close() can run. Any thread."""
-        self._close_requested = True
+        self._close.request()
         if self.core != NULL:
             kc_consumer_wakeup(self.core)
 
@@ -590,10 +586,10 @@ cdef class NativeConsumer:
         cdef rd_kafka_event_t *ev = NULL
         cdef rd_kafka_resp_err_t err
         cdef int64_t deadline = _deadline_ms(timeout)
-        cdef bint capped = self._closing() and self._close_deadline_ms < deadline
+        cdef bint capped = self._close.closing() and self._close.deadline_ms < deadline
         cdef int64_t tmo = 0
         if capped:
-            deadline = self._close_deadline_ms
+            deadline = self._close.deadline_ms
             tmo = max(<int64_t>0, deadline - kc_now_ms())
         try:
             while True:
@@ -732,7 +728,7 @@ cdef class NativeConsumer:
     def wake_fd(self):
         """The eventfd that becomes readable when records, rebalance or error events, commit results
         or a wakeup() arrive; -1 once closed. poll() (any timeout) and serve_commits() consume it."""
-        return self.core.wake_fd if self.core != NULL and self._close_phase != CLOSE_DONE else -1
+        return self.core.wake_fd if self.core != NULL and not self._close.is_done() else -1
 
     def serve_commits(self):
         """Runs the callbacks of completed commit_async() calls, without waiting (any poll() does too)."""
@@ -818,7 +814,7 @@ cdef class NativeConsumer:
         application all the same (a WARNING is logged): librdkafka's remaining work (a commit or
         LeaveGroup waiting for an unreachable coordinator) finishes on the reaper's thread, without
         listeners (_consumer_close.pxi)."""
-        if self._close_phase == CLOSE_DONE or self._closing():
+        if self._close.is_done() or self._close.closing():
             return True
         if self._listener.running:
             raise IllegalStateError("close() cannot be called from a rebalance listener; leave the "
@@ -830,4 +826,4 @@ cdef class NativeConsumer:
 
     @property
     def closed(self):
-        return self._close_phase == CLOSE_DONE
+        return self._close.is_done()

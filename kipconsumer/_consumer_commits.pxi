@@ -114,7 +114,7 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
     no longer in the group's generation) or KafkaError/KafkaTimeoutError."""
     if (err in (RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
                 RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID)
-            and c._subscription and not c._closing()):
+            and c._subscription and not c._close.closing()):
         # The group is rebalancing, or has moved on without this member: hold records back until the
         # rebalance is served (kc_consumer_rebalance_pending), as when a heartbeat learns it.
         c.core.barrier.commit_refused_ms = kc_now_ms()

@@ -103,7 +103,7 @@ cdef _rdk_subscribe(NativeConsumer c, list topics, str what):
 cdef void _on_rebalance(NativeConsumer c, rd_kafka_resp_err_t err,
                         rd_kafka_topic_partition_list_t *parts) except *:
     """One rebalance event, answered with the *assign() call librdkafka waits for."""
-    if c._closing():
+    if c._close.closing():
         _on_rebalance_closing(c, err, parts)
         return
     cdef bint cooperative = c._cooperative()

@@ -20,7 +20,7 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
         c._store_positions(None)
     _serve_commit_callbacks(c)
     while True:
-        if c._close_requested:
+        if c._close.requested:
             return records_take(c.out, 0, None)
         with nogil:
             st = kc_consumer_poll(c.core, _slice(deadline), c.out, &n)
@@ -45,12 +45,12 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
                 c._raise_pending()
                 return batch
             _serve_commit_callbacks(c)
-            if kc_now_ms() >= deadline or c._close_requested:
+            if kc_now_ms() >= deadline or c._close.requested:
                 return records_take(c.out, 0, None)
             PyErr_CheckSignals()
             continue
         if st == KC_POLL_WAKEUP:
-            if c._close_requested:
+            if c._close.requested:
                 return records_take(c.out, 0, None)
             raise WakeupError("poll() interrupted by wakeup()")
         if st == KC_POLL_ABORT:
@@ -79,7 +79,7 @@ cdef _check_security(NativeConsumer c, str what):
     that never polled learns of it too; with a subscription, poll() serves it (a rebalance listener
     must not run inside another call)."""
     if (not c._subscription and not c._in_poll and not c._in_callback and not c._listener.running
-            and c._close_phase == CLOSE_OPEN and c.core != NULL):
+            and c._close.is_open() and c.core != NULL):
         kc_consumer_serve(c.core)
         drain_logs()
     _raise_held_auth(c, what)
