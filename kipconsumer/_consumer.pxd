@@ -13,7 +13,7 @@ cdef extern from "consumer_close.h" nogil:
 
 
 cdef enum MemberState:
-    # The consumer's place in its group (_consumer_membership.pxi); one function per transition.
+    # The consumer's place in its group (Membership, _consumer_membership.pxi).
     MEMBER_UNJOINED = 0   # no subscription: manual assign() or nothing; max.poll.interval.ms does not apply
     MEMBER_JOINED = 1     # subscribed; librdkafka joins or is a member, assignments are served
     MEMBER_LEFT = 2       # librdkafka left the group (poll interval expired, or an assignment of a generation
@@ -23,7 +23,7 @@ cdef enum MemberState:
 
 
 cdef enum ClosePhase:
-    # Where close() is (_consumer_close.pxi).
+    # Where close() is (CloseControl, _consumer_close.pxi).
     CLOSE_OPEN = 0        # not closing
     CLOSE_SETTLING = 1    # cooperative: letting a rebalance the member takes part in complete first
     CLOSE_REVOKING = 2    # librdkafka's close started; the final revoke (listener may commit) not yet served
@@ -76,6 +76,34 @@ cdef class ListenerInvoker:
     cdef revoked(self, list tps, bint lost)
 
 
+@cython.final
+cdef class Membership:
+    # The consumer's place in its group and what goes with it (_consumer_membership.pxi). The one
+    # writer of `state`: each transition is one method below; the rest reads it through the queries.
+    cdef MemberState state
+    cdef set subscription                # the topics of subscribe(), empty when unsubscribed
+    cdef set stale_parts                 # partitions of a discarded assignment librdkafka may still hold
+    cdef ListenerInvoker listener        # the application's rebalance listener
+    cdef long rebalances                 # assignments served
+    cdef long poll_interval_expiries     # times librdkafka left the group for max.poll.interval.ms
+    cdef long stale_epoch_retries        # commit_sync() retries after STALE_MEMBER_EPOCH (KIP-848)
+    cdef long revoked_records_dropped    # buffered records dropped with their revoked or lost partitions
+
+    cdef subscribed(self, list topics, object listener)
+    cdef unsubscribed(self)
+    cdef void left(self) noexcept
+    cdef void poll_interval_expired(self) noexcept
+    cdef void assignment_served(self) noexcept
+    cdef void rejoin_needed(self) noexcept
+    cdef void rejoined(self) noexcept
+
+    cdef inline bint has_left(self) noexcept:
+        return self.state == MEMBER_LEFT
+
+    cdef inline bint rejoin_pending(self) noexcept:
+        return self.state == MEMBER_REJOINING
+
+
 cdef class NativeConsumer:
     # --- the librdkafka handle and the C core (csrc/consumer_core.h)
     cdef rd_kafka_t *rk
@@ -98,14 +126,7 @@ cdef class NativeConsumer:
     cdef int64_t _session_timeout_ms     # for the close settle's bound
     cdef int64_t _heartbeat_interval_ms  # for the close settle's bound
     # --- group membership (_consumer_membership.pxi)
-    cdef MemberState _member             # see MemberState
-    cdef set _subscription               # the topics of subscribe(), empty when unsubscribed
-    cdef set _stale_parts                # partitions of a discarded assignment librdkafka may still hold
-    cdef ListenerInvoker _listener       # the application's rebalance listener
-    cdef readonly long rebalances
-    cdef readonly long poll_interval_expiries
-    cdef readonly long stale_epoch_retries  # commit_sync() retries after STALE_MEMBER_EPOCH (KIP-848)
-    cdef readonly long revoked_records_dropped
+    cdef Membership _membership          # MemberState, subscription, listener, counters
     # --- commits (_consumer_commits.pxi)
     cdef rd_kafka_queue_t *commit_q      # results of commit_async(); wakes the eventfd
     cdef dict _commit_callbacks          # commit_async() key -> (callback, offsets, None)

@@ -288,10 +288,7 @@ cdef class NativeConsumer:
         self._value_deser = value_deserializer
         self._lso = {}
         self._lso_pending = set()
-        self._subscription = set()
-        self._stale_parts = set()
-        self._listener = ListenerInvoker(None)
-        self._member = MEMBER_UNJOINED
+        self._membership = Membership()
         self.max_poll_interval_ms = max_poll_interval_ms
         self.default_api_timeout_ms = default_api_timeout_ms
         self.auto_commit = auto_commit
@@ -387,8 +384,8 @@ cdef class NativeConsumer:
     cdef int _check_not_in_callback(self, str method) except -1:
         """poll(), subscribe(), unsubscribe(), assign() and close() serve or change what the callbacks run
         inside of: not allowed from a rebalance listener or a commit_async() callback."""
-        if self._listener.running or self._in_callback:
-            where = "a rebalance listener" if self._listener.running else "a commit_async() callback"
+        if self._membership.listener.running or self._in_callback:
+            where = "a rebalance listener" if self._membership.listener.running else "a commit_async() callback"
             raise IllegalStateError(
                 f"{method}() cannot be called from {where}: listeners and commit callbacks run inside "
                 f"poll() (or close()), and may call the consumer's other methods, but not poll(), "
@@ -428,23 +425,40 @@ cdef class NativeConsumer:
             return self._cooperative_cfg
         return strcmp(proto, b"COOPERATIVE") == 0
 
+    # membership counters (Membership), for metrics() and the tests
+    @property
+    def rebalances(self):
+        return self._membership.rebalances
+
+    @property
+    def poll_interval_expiries(self):
+        return self._membership.poll_interval_expiries
+
+    @property
+    def stale_epoch_retries(self):
+        return self._membership.stale_epoch_retries
+
+    @property
+    def revoked_records_dropped(self):
+        return self._membership.revoked_records_dropped
+
     @property
     def in_callback(self):
         """True inside a rebalance listener or a commit_async() callback."""
-        return bool(self._listener.running or self._in_callback)
+        return bool(self._membership.listener.running or self._in_callback)
 
     # ---------------------------------------------------------------- subscribe / assign
     def subscribe(self, list topics, listener):
         self._check_open()
         self._check_not_in_callback("subscribe")
-        if not self._subscription and self.core.fb.n:
+        if not self._membership.subscription and self.core.fb.n:
             raise IllegalStateError("subscribe() on a consumer with partitions given to assign(): "
                                     "subscription to topics and manual assignment are mutually exclusive "
                                     "(as in Java); call unsubscribe() first")
         _member_subscribed(self, topics, listener)
 
     def subscription(self):
-        return set(self._subscription)
+        return set(self._membership.subscription)
 
     def unsubscribe(self):
         self._check_open()
@@ -454,7 +468,7 @@ cdef class NativeConsumer:
     def assign(self, list tps):
         self._check_open()
         self._check_not_in_callback("assign")
-        if self._subscription:
+        if self._membership.subscription:
             if not tps:  # Java: assign() of no partitions is unsubscribe()
                 return self.unsubscribe()
             raise IllegalStateError("assign() on a subscribed consumer: subscription to topics and manual "
@@ -604,7 +618,7 @@ cdef class NativeConsumer:
                 # librdkafka sends the epoch its latest heartbeat answer gave.
                 rd_kafka_event_destroy(ev)
                 ev = NULL
-                self.stale_epoch_retries += 1
+                self._membership.stale_epoch_retries += 1
                 with nogil:
                     usleep(_STALE_EPOCH_BACKOFF_MS * 1000)
                 PyErr_CheckSignals()
@@ -756,11 +770,11 @@ cdef class NativeConsumer:
             "last_heartbeat_ms_ago": (now - hb) if hb else -1,
             "heartbeats": self.core.heartbeat.ok,
             "heartbeat_errors": self.core.heartbeat.errors,
-            "rebalances": self.rebalances,
+            "rebalances": self._membership.rebalances,
             "records_returned": self.core.records_returned,
             "polls": self.core.polls,
-            "poll_interval_expiries": self.poll_interval_expiries,
-            "revoked_records_dropped": self.revoked_records_dropped,
+            "poll_interval_expiries": self._membership.poll_interval_expiries,
+            "revoked_records_dropped": self._membership.revoked_records_dropped,
             "refetched_records_dropped": self.core.dropped_refetched,
             "below_committed_records_dropped": self.core.dropped_below_committed,
             "seek_superseded_records_dropped": self.core.dropped_before_seek,
@@ -816,7 +830,7 @@ cdef class NativeConsumer:
         listeners (_consumer_close.pxi)."""
         if self._close.is_done() or self._close.closing():
             return True
-        if self._listener.running:
+        if self._membership.listener.running:
             raise IllegalStateError("close() cannot be called from a rebalance listener; leave the "
                                     "poll loop and close the consumer after poll() returns")
         self._check_not_in_callback("close")

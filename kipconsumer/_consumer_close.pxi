@@ -48,7 +48,7 @@ cdef bint _close_consumer(NativeConsumer c, double timeout) except *:
     with nogil:
         kc_prefetch_stop(c.core)
     kc_consumer_release_all(c.core)
-    if c._subscription and c._member != MEMBER_LEFT and c.core.fb.n and c._cooperative():
+    if c._membership.subscription and not c._membership.has_left() and c.core.fb.n and c._cooperative():
         c._close.settling()
         _settle_rebalance(c, kc_now_ms() + min((deadline - kc_now_ms()) // 2, 10_000))
     # Not closed yet while librdkafka leaves the group: the revoke listener runs inside and may still
@@ -56,7 +56,7 @@ cdef bint _close_consumer(NativeConsumer c, double timeout) except *:
     q = rd_kafka_queue_new(c.rk)
     c._close.revoking(deadline, q)
     try:
-        if c.auto_commit and c._member != MEMBER_LEFT:
+        if c.auto_commit and not c._membership.has_left():
             c._store_positions(None)
         done = _close_group(c, q, deadline)
         if done:
@@ -120,10 +120,10 @@ cdef void _on_rebalance_closing(NativeConsumer c, rd_kafka_resp_err_t err,
             c._store_positions(None)
         for i in range(c.core.fb.n):
             p = c.core.fb.parts[i]
-            c.revoked_records_dropped += p.len
+            c._membership.revoked_records_dropped += p.len
             kc_fb_purge(&c.core.fb, p)
         if owned:
-            c._listener.revoked(owned, lost)
+            c._membership.listener.revoked(owned, lost)
     finally:
         with nogil:
             _drop_error(kc_answer_rebalance(c.rk, err, parts, cooperative))
@@ -293,9 +293,9 @@ cdef _close_unreported(NativeConsumer c):
     assignment was lost, e.g. after max.poll.interval.ms) go to on_partitions_lost. The group handle
     is terminated, so a commit from the listener fails instead of racing it."""
     owned = sorted(c.assignment())
-    if not owned or not c._subscription:
+    if not owned or not c._membership.subscription:
         return
     try:
-        c._listener.revoked(owned, rd_kafka_assignment_lost(c.rk))
+        c._membership.listener.revoked(owned, rd_kafka_assignment_lost(c.rk))
     except BaseException as exc:
         c._keep_exception(exc)

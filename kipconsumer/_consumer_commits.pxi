@@ -9,7 +9,7 @@ cdef int _check_commit_allowed(NativeConsumer c) except -1:
         raise CommitFailedError("commit requires group.id to be set")
     # max.poll.interval.ms governs group membership only: a consumer with a manual assign() is no
     # member and may take as long as it likes between polls (as in Java).
-    if c._subscription and (c._member == MEMBER_LEFT or kc_poll_timer_expired(&c.core.poll_timer)
+    if c._membership.subscription and (c._membership.has_left() or kc_poll_timer_expired(&c.core.poll_timer)
                             or rd_kafka_assignment_lost(c.rk)):
         raise CommitFailedError(COMMIT_FAILED_MESSAGE.format(interval=c.max_poll_interval_ms),
                                 code="_MAX_POLL_EXCEEDED")
@@ -114,11 +114,11 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
     no longer in the group's generation) or KafkaError/KafkaTimeoutError."""
     if (err in (RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
                 RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID)
-            and c._subscription and not c._close.closing()):
+            and c._membership.subscription and not c._close.closing()):
         # The group is rebalancing, or has moved on without this member: hold records back until the
         # rebalance is served (kc_consumer_rebalance_pending), as when a heartbeat learns it.
         c.core.barrier.commit_refused_ms = kc_now_ms()
-    if (err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION and c._subscription and c._member != MEMBER_LEFT
+    if (err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION and c._membership.subscription and not c._membership.has_left()
             and c._cooperative() and not rd_kafka_assignment_lost(c.rk)):
         # Cooperative: the commit carried the generation before a rebalance this member takes part in
         # (it keeps its partitions). As in Java, retriable.
@@ -132,7 +132,7 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
             f"this member's assignment (KIP-848). Call poll(), then retry the commit.",
             code=_err_name(err))
     if err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
-        if c._listener.running:
+        if c._membership.listener.running:
             hint = ("The coordinator refused it while the group is joining (Kafka accepts "
                     "commits from current members then; librdkafka's mock cluster does not): "
                     "records after the last successful commit will be redelivered.")
@@ -148,7 +148,7 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
         raise GroupAuthorizationError(f"{what} failed: {c._group_refused}", code="GROUP_AUTHORIZATION_FAILED",
                                       group_id=c._group_refused.group_id)
     if err in _GROUP_GONE_ERRORS or err == RD_KAFKA_RESP_ERR__STATE:
-        if (c._member == MEMBER_LEFT or c.poll_interval_expiries
+        if (c._membership.has_left() or c._membership.poll_interval_expiries
                 or kc_poll_timer_expired(&c.core.poll_timer)):
             why = COMMIT_FAILED_MESSAGE.format(interval=c.max_poll_interval_ms)
         else:

@@ -14,7 +14,7 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
     cdef int64_t deadline = _deadline_ms(timeout)
     cdef bint again = False
     _raise_held_auth(c, None)
-    if c._member == MEMBER_REJOINING:
+    if c._membership.rejoin_pending():
         _member_rejoin(c)
     if c.auto_commit:
         c._store_positions(None)
@@ -31,11 +31,11 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
             c.core.polls -= 1  # a slice that continues this poll() is not another poll
         again = True
         if st == KC_POLL_OK:
-            if n and c._member == MEMBER_LEFT and c._subscription:
+            if n and c._membership.has_left() and c._membership.subscription:
                 # fetched before the member left (KIP-62): its partitions belong to others now, and
                 # the lost assignment's event may come polls later (real Kafka; the mock sends it at once)
                 records_take(c.out, n, c._handle)
-                c.revoked_records_dropped += n + c.core.fb.records
+                c._membership.revoked_records_dropped += n + c.core.fb.records
                 kc_fb_purge_all(&c.core.fb)
                 n = 0
             if n or c._pending_exc is not None:
@@ -78,7 +78,7 @@ cdef _check_security(NativeConsumer c, str what):
     serves librdkafka's consumer queue for it first (kc_consumer_serve: no records handed out), so one
     that never polled learns of it too; with a subscription, poll() serves it (a rebalance listener
     must not run inside another call)."""
-    if (not c._subscription and not c._in_poll and not c._in_callback and not c._listener.running
+    if (not c._membership.subscription and not c._in_poll and not c._in_callback and not c._membership.listener.running
             and c._close.is_open() and c.core != NULL):
         kc_consumer_serve(c.core)
         drain_logs()
@@ -105,8 +105,7 @@ cdef _handle_errors(NativeConsumer c, str what="poll()"):
         detail = rd_kafka_message_errstr(m).decode(errors="replace")
         rd_kafka_message_destroy(m)
         if err == RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED:
-            c.poll_interval_expiries += 1
-            _member_left(c)
+            c._membership.poll_interval_expired()
             kc_fb_purge_all(&c.core.fb)
             log.warning("consumer left the group: poll() was not called within "
                         "max.poll.interval.ms (%d ms); rejoining", c.max_poll_interval_ms)
