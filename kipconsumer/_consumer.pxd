@@ -77,6 +77,23 @@ cdef class ListenerInvoker:
 
 
 @cython.final
+cdef class AsyncCommits:
+    # commit_async()'s results and the callbacks waiting for them (_consumer_commits.pxi).
+    cdef rd_kafka_queue_t *q             # results of commit_async(); wakes the consumer's eventfd
+    cdef dict callbacks                  # key -> (callback, offsets, None); key < 0: an empty commit (done)
+    cdef long seq                        # last key
+    cdef int in_callback                 # > 0 while a callback runs
+
+    cdef void open(self, rd_kafka_t *rk, int wake_fd) noexcept
+    cdef long sent(self, object callback, dict offsets) except -1
+    cdef completed(self, object callback)
+    cdef forget(self, long key)
+    cdef run(self, object callback, dict offsets, object exc)
+    cdef void detach(self) noexcept
+    cdef void destroy(self) noexcept
+
+
+@cython.final
 cdef class Membership:
     # The consumer's place in its group and what goes with it (_consumer_membership.pxi). The one
     # writer of `state`: each transition is one method below; the rest reads it through the queries.
@@ -128,10 +145,7 @@ cdef class NativeConsumer:
     # --- group membership (_consumer_membership.pxi)
     cdef Membership _membership          # MemberState, subscription, listener, counters
     # --- commits (_consumer_commits.pxi)
-    cdef rd_kafka_queue_t *commit_q      # results of commit_async(); wakes the eventfd
-    cdef dict _commit_callbacks          # commit_async() key -> (callback, offsets, None)
-    cdef long _commit_seq                # last commit_async() key
-    cdef int _in_callback                # > 0 inside a commit_async() callback
+    cdef AsyncCommits _commits           # commit_async()'s result queue and callbacks
     # --- close (_consumer_close.pxi)
     cdef CloseControl _close             # the phase, deadline and queue of close(), request_close()
     # --- poll and the rest
@@ -153,6 +167,5 @@ cdef class NativeConsumer:
     cdef bint _cooperative(self) noexcept
     cdef _store_positions(self, object only)
     cdef kc_poll_status_t _poll_core(self, int timeout_ms) except *
-    cdef void _detach_commit_queue(self) noexcept
     cdef void _destroy(self) noexcept
     cdef _on_stats(self, str doc)

@@ -281,7 +281,7 @@ cdef class NativeConsumer:
         cdef kc_fairness_t mode = (KC_FAIRNESS_GREEDY if settings.poll_fairness == "greedy"
                                    else KC_FAIRNESS_PROPORTIONAL)
         self._close = CloseControl.__new__(CloseControl)  # first: __dealloc__ and the callbacks read it
-        self._commit_callbacks = {}
+        self._commits = AsyncCommits()
         self._client_errors = []
         self._stats_cb = stats_cb
         self._key_deser = key_deserializer
@@ -334,10 +334,7 @@ cdef class NativeConsumer:
         if kc_consumer_attach(self.core, self.rk) != 0:
             raise KafkaError("cannot attach to librdkafka's consumer queue")
         _oauth_start(self.rk, oauth_cb)
-        self.commit_q = rd_kafka_queue_new(self.rk)
-        # commit results wake the eventfd too, so an event loop waiting on it (kipconsumer.aio)
-        # learns of them without polling
-        rd_kafka_queue_io_event_enable(self.commit_q, self.core.wake_fd, &_COMMIT_EVENT, sizeof(_COMMIT_EVENT))
+        self._commits.open(self.rk, self.core.wake_fd)
         if prefetch_thread:
             kc_prefetch_start(self.core)  # if it cannot start, poll() moves the records itself
         drain_logs()
@@ -350,19 +347,12 @@ cdef class NativeConsumer:
             _abandon(self, NULL)
         self._destroy()
 
-    cdef void _detach_commit_queue(self) noexcept:
-        """Stops commit results from writing to the eventfd, which the core closes when freed."""
-        if self.commit_q != NULL:
-            rd_kafka_queue_io_event_enable(self.commit_q, -1, NULL, 0)
-
     cdef void _destroy(self) noexcept:
-        self._detach_commit_queue()
+        if self._commits is not None:  # None: __cinit__ failed before it
+            self._commits.destroy()
         if self.lso_q != NULL:
             rd_kafka_queue_destroy(self.lso_q)
             self.lso_q = NULL
-        if self.commit_q != NULL:
-            rd_kafka_queue_destroy(self.commit_q)
-            self.commit_q = NULL
         if self.core != NULL:
             kc_consumer_free(self.core)
             self.core = NULL
@@ -384,7 +374,7 @@ cdef class NativeConsumer:
     cdef int _check_not_in_callback(self, str method) except -1:
         """poll(), subscribe(), unsubscribe(), assign() and close() serve or change what the callbacks run
         inside of: not allowed from a rebalance listener or a commit_async() callback."""
-        if self._membership.listener.running or self._in_callback:
+        if self._membership.listener.running or self._commits.in_callback:
             where = "a rebalance listener" if self._membership.listener.running else "a commit_async() callback"
             raise IllegalStateError(
                 f"{method}() cannot be called from {where}: listeners and commit callbacks run inside "
@@ -445,7 +435,7 @@ cdef class NativeConsumer:
     @property
     def in_callback(self):
         """True inside a rebalance listener or a commit_async() callback."""
-        return bool(self._membership.listener.running or self._in_callback)
+        return bool(self._membership.listener.running or self._commits.in_callback)
 
     # ---------------------------------------------------------------- subscribe / assign
     def subscribe(self, list topics, listener):
@@ -642,19 +632,16 @@ cdef class NativeConsumer:
         _check_commit_allowed(self)
         if not offsets:
             if callback is not None:
-                self._commit_seq += 1
-                self._commit_callbacks[-self._commit_seq] = (callback, {}, None)
+                self._commits.completed(callback)
             return
         _check_security(self, "commit_async")
         cdef rd_kafka_topic_partition_list_t *lst = _offsets_list(offsets)
         cdef rd_kafka_resp_err_t err
-        self._commit_seq += 1
-        key = self._commit_seq
-        self._commit_callbacks[key] = (callback, offsets, None)
-        err = rd_kafka_commit_queue(self.rk, lst, self.commit_q, NULL, <void *>key)
+        cdef long key = self._commits.sent(callback, offsets)
+        err = rd_kafka_commit_queue(self.rk, lst, self._commits.q, NULL, <void *>key)
         rd_kafka_topic_partition_list_destroy(lst)
         if err:
-            del self._commit_callbacks[key]
+            self._commits.forget(key)
             _commit_error(self, err, "commit_async")
 
     def committed(self, list tps, double timeout):

@@ -89,7 +89,7 @@ cdef bint _abandon(NativeConsumer c, rd_kafka_queue_t *q) noexcept:
     r = kc_reaper_new(c.rk, q, c.core, c._cooperative_cfg, c._close.is_unassigned())
     if r == NULL:
         return False
-    c._detach_commit_queue()
+    c._commits.detach()
     c.core = NULL
     c._handle.reaper = r
     return True

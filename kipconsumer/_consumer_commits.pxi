@@ -1,6 +1,6 @@
-# Commits: the offset store (auto-commit), commit-and-wait, asynchronous commits and their callbacks,
+# Commits: the offset store (auto-commit), commit-and-wait, AsyncCommits (commit_async()'s queue and callbacks),
 # the committed-offset lookup, and the translation of refused commits into kipconsumer's errors
-# (included by _consumer.pyx; fields in _consumer.pxd).
+# (included by _consumer.pyx; AsyncCommits' fields in _consumer.pxd).
 
 
 cdef int _check_commit_allowed(NativeConsumer c) except -1:
@@ -161,17 +161,65 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
     c._raise(err, what)
 
 
+cdef class AsyncCommits:
+    """commit_async()'s result queue (it wakes the consumer's eventfd, so an event loop waiting on it
+    learns of results without polling) and the callbacks waiting for those results, each under the key
+    its commit carries as librdkafka's opaque. `in_callback` > 0 while a callback runs: the consumer
+    refuses poll(), subscribe(), unsubscribe(), assign() and close() there."""
+
+    def __cinit__(self):
+        self.callbacks = {}
+
+    cdef void open(self, rd_kafka_t *rk, int wake_fd) noexcept:
+        self.q = rd_kafka_queue_new(rk)
+        rd_kafka_queue_io_event_enable(self.q, wake_fd, &_COMMIT_EVENT, sizeof(_COMMIT_EVENT))
+
+    cdef long sent(self, object callback, dict offsets) except -1:
+        """The key of a commit about to be sent; its result runs `callback` (None: nothing to run)."""
+        self.seq += 1
+        self.callbacks[self.seq] = (callback, offsets, None)
+        return self.seq
+
+    cdef completed(self, object callback):
+        """An empty commit: complete at once, its callback runs on the next serve."""
+        self.seq += 1
+        self.callbacks[-self.seq] = (callback, {}, None)
+
+    cdef forget(self, long key):
+        """The commit of `key` was not sent."""
+        del self.callbacks[key]
+
+    cdef run(self, object callback, dict offsets, object exc):
+        self.in_callback += 1
+        try:
+            callback(offsets, exc)
+        finally:
+            self.in_callback -= 1
+
+    cdef void detach(self) noexcept:
+        """Stops results from writing to the eventfd, which the core closes when freed."""
+        if self.q != NULL:
+            rd_kafka_queue_io_event_enable(self.q, -1, NULL, 0)
+
+    cdef void destroy(self) noexcept:
+        self.detach()
+        if self.q != NULL:
+            rd_kafka_queue_destroy(self.q)
+            self.q = NULL
+
+
 cdef _serve_commit_callbacks(NativeConsumer c, int timeout_ms=0):
     """Runs the callbacks of commit_async() calls whose results librdkafka reported."""
+    cdef AsyncCommits commits = c._commits
     cdef rd_kafka_event_t *ev
     cdef long key
-    while c._commit_callbacks:
+    while commits.callbacks:
         with nogil:
-            ev = rd_kafka_queue_poll(c.commit_q, timeout_ms)
+            ev = rd_kafka_queue_poll(commits.q, timeout_ms)
         if ev == NULL:
             break
         key = <long>rd_kafka_event_opaque(ev)
-        entry = c._commit_callbacks.pop(key, None)
+        entry = commits.callbacks.pop(key, None)
         exc = None
         try:
             _commit_result(c, ev, "commit_async")
@@ -180,31 +228,23 @@ cdef _serve_commit_callbacks(NativeConsumer c, int timeout_ms=0):
         finally:
             rd_kafka_event_destroy(ev)
         if entry is not None and entry[0] is not None:
-            _run_commit_callback(c, entry[0], entry[1], exc)
+            commits.run(entry[0], entry[1], exc)
     # empty commits complete at once
-    for key in [k for k in c._commit_callbacks if k < 0]:
-        cb, offs, _ = c._commit_callbacks.pop(key)
-        _run_commit_callback(c, cb, offs, None)
-
-
-cdef _run_commit_callback(NativeConsumer c, cb, offsets, exc):
-    c._in_callback += 1
-    try:
-        cb(offsets, exc)
-    finally:
-        c._in_callback -= 1
+    for key in [k for k in commits.callbacks if k < 0]:
+        cb, offs, _ = commits.callbacks.pop(key)
+        commits.run(cb, offs, None)
 
 
 cdef _finish_commit_callbacks(NativeConsumer c):
     """Runs every commit_async() callback still due, once: the results librdkafka has (all of them once
     its close is done: it waits for commits in flight), a KafkaTimeoutError for the others."""
+    cdef AsyncCommits commits = c._commits
     _serve_commit_callbacks(c, 0)
-    for key in list(c._commit_callbacks):
-        cb, offsets, _ = c._commit_callbacks.pop(key)
+    for key in list(commits.callbacks):
+        cb, offsets, _ = commits.callbacks.pop(key)
         if cb is not None:
             try:
-                _run_commit_callback(
-                    c, cb, offsets, KafkaTimeoutError("the commit did not complete before close() returned"))
+                commits.run(cb, offsets, KafkaTimeoutError("the commit did not complete before close() returned"))
             except BaseException as exc:
                 c._keep_exception(exc)
 
