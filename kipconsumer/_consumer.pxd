@@ -1,7 +1,7 @@
 # Table of contents of the native consumer (kipconsumer/_consumer.pyx and the unit files it includes):
 # the member state machine, the listener invoker and the consumer's fields, each with what it holds.
 cimport cython
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 
 from kipconsumer._core cimport kc_consumer_t, kc_heartbeat_monitor_t, kc_partition_t, kc_poll_status_t
 from kipconsumer._rdk cimport rd_kafka_message_t, rd_kafka_queue_t, rd_kafka_resp_err_t, rd_kafka_t
@@ -77,6 +77,33 @@ cdef class ListenerInvoker:
 
 
 @cython.final
+cdef class SecurityHold:
+    # Refused logins and groups between librdkafka's report and the calls that raise them
+    # (_consumer_poll.pxi).
+    cdef list reports                    # (err, reason) of security errors error_cb saw, not raised yet
+    cdef object auth_failure             # the latest AuthenticationError raised, raised again at once
+    cdef int64_t auth_failure_ms         # for _AUTH_HOLD_MS after this kc_now_ms()
+    cdef object group_refused            # the last GroupAuthorizationError raised, or None: a commit that
+                                         # then fails waiting for the coordinator raises it
+
+    cdef report(self, int err, str reason)
+    cdef hold(self, BaseException exc)
+    cdef object held_auth(self)
+
+
+@cython.final
+cdef class StableOffsets:
+    # read_committed current_lag(): last stable offsets asked for without waiting (_consumer_offsets.pxi).
+    cdef rd_kafka_queue_t *q             # answers of the ListOffsets requests (made on the first one)
+    cdef dict known                      # TopicPartition -> last stable offset last answered
+    cdef set pending                     # TopicPartitions with a request in flight
+
+    cdef serve_answers(self)
+    cdef request(self, rd_kafka_t *rk, const char *topic, int32_t partition, object tp)
+    cdef void destroy(self) noexcept
+
+
+@cython.final
 cdef class AsyncCommits:
     # commit_async()'s results and the callbacks waiting for them (_consumer_commits.pxi).
     cdef rd_kafka_queue_t *q             # results of commit_async(); wakes the consumer's eventfd
@@ -137,9 +164,7 @@ cdef class NativeConsumer:
     cdef bint _read_committed            # isolation.level=read_committed (stable offsets only)
     cdef object _key_deser               # key.deserializer / value.deserializer (None: raw bytes),
     cdef object _value_deser             # handed to every batch poll() returns
-    cdef rd_kafka_queue_t *lso_q         # answers of current_lag()'s ListOffsets (read_committed)
-    cdef dict _lso                       # TopicPartition -> last stable offset last answered
-    cdef set _lso_pending                # TopicPartitions with a ListOffsets in flight
+    cdef StableOffsets _lso              # current_lag()'s last stable offsets (read_committed)
     cdef int64_t _session_timeout_ms     # for the close settle's bound
     cdef int64_t _heartbeat_interval_ms  # for the close settle's bound
     # --- group membership (_consumer_membership.pxi)
@@ -151,11 +176,7 @@ cdef class NativeConsumer:
     # --- poll and the rest
     cdef bint _in_poll                   # inside poll()'s wait loop (a signal handler may run there)
     cdef object _pending_exc             # an exception of a callback, raised when the call returns
-    cdef object _group_refused           # the last GroupAuthorizationError poll() raised, or None: a
-                                         # commit that then fails waiting for the coordinator raises it
-    cdef list _client_errors             # (err, reason) of security errors error_cb saw, for poll()
-    cdef object _auth_failure            # the latest AuthenticationError poll() raised, raised again at
-    cdef int64_t _auth_failure_ms        # once for _AUTH_HOLD_MS after kc_now_ms() _auth_failure_ms
+    cdef SecurityHold _security          # refused logins and groups, raised by poll() and the calls
     cdef object _stats_cb                # the application's stats_cb(json: str), or None
     cdef object _stats                   # summary of the last statistics (kipconsumer._stats), or None
 

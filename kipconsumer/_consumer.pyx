@@ -181,9 +181,8 @@ cdef void _error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) n
         name = rd_kafka_name(rk).decode(errors="replace")
         text = reason.decode(errors="replace") if reason != NULL else ""
         rdklog_emit(3, name, "ERROR", f"{name}: {text}")
-        if (not self._close.is_done() and len(self._client_errors) < 16
-                and is_security_error(_err_name(<rd_kafka_resp_err_t>err), text)):
-            self._client_errors.append((err, text))
+        if not self._close.is_done() and is_security_error(_err_name(<rd_kafka_resp_err_t>err), text):
+            self._security.report(err, text)
     except BaseException:  # nothing may propagate into librdkafka
         pass
 
@@ -282,12 +281,11 @@ cdef class NativeConsumer:
                                    else KC_FAIRNESS_PROPORTIONAL)
         self._close = CloseControl.__new__(CloseControl)  # first: __dealloc__ and the callbacks read it
         self._commits = AsyncCommits()
-        self._client_errors = []
+        self._security = SecurityHold()
         self._stats_cb = stats_cb
         self._key_deser = key_deserializer
         self._value_deser = value_deserializer
-        self._lso = {}
-        self._lso_pending = set()
+        self._lso = StableOffsets()
         self._membership = Membership()
         self.max_poll_interval_ms = max_poll_interval_ms
         self.default_api_timeout_ms = default_api_timeout_ms
@@ -350,9 +348,8 @@ cdef class NativeConsumer:
     cdef void _destroy(self) noexcept:
         if self._commits is not None:  # None: __cinit__ failed before it
             self._commits.destroy()
-        if self.lso_q != NULL:
-            rd_kafka_queue_destroy(self.lso_q)
-            self.lso_q = NULL
+        if self._lso is not None:
+            self._lso.destroy()
         if self.core != NULL:
             kc_consumer_free(self.core)
             self.core = NULL

@@ -143,10 +143,11 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
             f"{what} failed: offset commit cannot be completed since the consumer group is "
             f"rebalancing. {hint}", code=_err_name(err))
     _check_security(c, what)  # a commit that failed because the login or the group was refused
-    if c._group_refused is not None and _err_name(err) == "_WAIT_COORD":
+    refused = c._security.group_refused
+    if refused is not None and _err_name(err) == "_WAIT_COORD":
         # librdkafka found no coordinator because the group's ACLs refused it (poll() said so)
-        raise GroupAuthorizationError(f"{what} failed: {c._group_refused}", code="GROUP_AUTHORIZATION_FAILED",
-                                      group_id=c._group_refused.group_id)
+        raise GroupAuthorizationError(f"{what} failed: {refused}", code="GROUP_AUTHORIZATION_FAILED",
+                                      group_id=refused.group_id)
     if err in _GROUP_GONE_ERRORS or err == RD_KAFKA_RESP_ERR__STATE:
         if (c._membership.has_left() or c._membership.poll_interval_expiries
                 or kc_poll_timer_expired(&c.core.poll_timer)):

@@ -8,6 +8,36 @@
 cdef int64_t _AUTH_HOLD_MS = 10000
 
 
+cdef class SecurityHold:
+    """Refused logins and groups, from librdkafka's report to the calls that raise them: error_cb keeps
+    authentication and TLS failures (report) until poll() or another call raises them; the typed
+    error raised is kept (hold): an AuthenticationError is raised again at once for _AUTH_HOLD_MS, as
+    librdkafka reports a refusal only when it reconnects; a GroupAuthorizationError explains a commit
+    that then fails waiting for the coordinator."""
+
+    def __cinit__(self):
+        self.reports = []
+
+    cdef report(self, int err, str reason):
+        """error_cb's security error; at most 16 wait to be raised."""
+        if len(self.reports) < 16:
+            self.reports.append((err, reason))
+
+    cdef hold(self, BaseException exc):
+        """Keeps the typed security error just raised (see the class)."""
+        if isinstance(exc, AuthenticationError):
+            self.auth_failure = exc
+            self.auth_failure_ms = kc_now_ms()
+        elif isinstance(exc, GroupAuthorizationError):
+            self.group_refused = exc
+
+    cdef object held_auth(self):
+        """The AuthenticationError to raise again (within _AUTH_HOLD_MS of it), or None."""
+        if self.auth_failure is not None and kc_now_ms() - self.auth_failure_ms < _AUTH_HOLD_MS:
+            return self.auth_failure
+        return None
+
+
 cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
     cdef kc_poll_status_t st
     cdef size_t n = 0
@@ -25,7 +55,7 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
         with nogil:
             st = kc_consumer_poll(c.core, _slice(deadline), c.out, &n)
         drain_logs()
-        if c._client_errors and not n:
+        if c._security.reports and not n:
             _handle_errors(c)
         if again:
             c.core.polls -= 1  # a slice that continues this poll() is not another poll
@@ -65,9 +95,10 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
 cdef _raise_held_auth(NativeConsumer c, str what):
     """Raises the held AuthenticationError (_raise_security) again, within _AUTH_HOLD_MS of it;
     ``what`` (another call than poll()) prefixes it."""
-    if c._auth_failure is not None and kc_now_ms() - c._auth_failure_ms < _AUTH_HOLD_MS:
-        msg = str(c._auth_failure)
-        raise AuthenticationError(f"{what}: {msg}" if what else msg, code=c._auth_failure.code)
+    held = c._security.held_auth()
+    if held is not None:
+        msg = str(held)
+        raise AuthenticationError(f"{what}: {msg}" if what else msg, code=held.code)
 
 
 cdef _check_security(NativeConsumer c, str what):
@@ -83,14 +114,14 @@ cdef _check_security(NativeConsumer c, str what):
         kc_consumer_serve(c.core)
         drain_logs()
     _raise_held_auth(c, what)
-    if c._client_errors or c.core.n_errors:
+    if c._security.reports or c.core.n_errors:
         _handle_errors(c, what)
 
 
 cdef _handle_errors(NativeConsumer c, str what="poll()"):
     cdef rd_kafka_message_t *m
-    while c._client_errors:  # error_cb's: only authentication / TLS failures are kept
-        err, detail = c._client_errors.pop(0)
+    while c._security.reports:  # error_cb's: only authentication / TLS failures are kept
+        err, detail = c._security.reports.pop(0)
         _raise_security(c, err, what, detail, ())
     while True:
         m = kc_consumer_take_error(c.core)
@@ -124,10 +155,6 @@ cdef _raise_security(NativeConsumer c, rd_kafka_resp_err_t err, str what, str de
     in that time raises it again at once, as librdkafka reports a refusal only when it reconnects."""
     try:
         c._raise(err, what, detail, topics)
-    except AuthenticationError as e:
-        c._auth_failure = e
-        c._auth_failure_ms = kc_now_ms()
-        raise
-    except GroupAuthorizationError as e:
-        c._group_refused = e
+    except (AuthenticationError, GroupAuthorizationError) as e:
+        c._security.hold(e)
         raise
