@@ -4,12 +4,25 @@ cimport cython
 from libc.stdint cimport int32_t, int64_t
 
 from kipconsumer._core cimport kc_consumer_t, kc_heartbeat_monitor_t, kc_partition_t, kc_poll_status_t
-from kipconsumer._rdk cimport rd_kafka_message_t, rd_kafka_queue_t, rd_kafka_resp_err_t, rd_kafka_t
+from kipconsumer._rdk cimport (rd_kafka_error_t, rd_kafka_message_t, rd_kafka_queue_t, rd_kafka_resp_err_t,
+                               rd_kafka_t, rd_kafka_topic_partition_list_t)
 
 
+# The *assign() answer to a rebalance event, for poll(), close() and the reaper (csrc/rebalance.h).
+cdef extern from "rebalance.h" nogil:
+    rd_kafka_error_t *kc_answer_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                          const rd_kafka_topic_partition_list_t *parts, int cooperative)
+
+
+# What close() leaves to a thread of its own: librdkafka's close, the core's and the handle's
+# destruction (csrc/consumer_close.h).
 cdef extern from "consumer_close.h" nogil:
     ctypedef struct kc_reaper_t:
         kc_heartbeat_monitor_t *hb
+    int kc_close_drain_stale(rd_kafka_queue_t *q)
+    kc_reaper_t *kc_reaper_new(rd_kafka_t *rk, rd_kafka_queue_t *q, kc_consumer_t *core, int cooperative,
+                               int unassigned)
+    void kc_reaper_start(kc_reaper_t *r)
 
 
 cdef enum MemberState:

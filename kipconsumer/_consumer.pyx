@@ -202,23 +202,6 @@ cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         self.core.abort_poll = 1
 
 
-# librdkafka's asynchronous close, used by close() and the reaper (csrc/consumer_close.h).
-cdef extern from "rdk.h" nogil:
-    rd_kafka_error_t *rd_kafka_consumer_close_queue(rd_kafka_t *rk, rd_kafka_queue_t *rkqu)
-    int rd_kafka_consumer_closed(rd_kafka_t *rk)
-
-# The *assign() answer to a rebalance event, for poll(), close() and the reaper (csrc/rebalance.h).
-cdef extern from "rebalance.h" nogil:
-    rd_kafka_error_t *kc_answer_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                                          const rd_kafka_topic_partition_list_t *parts, int cooperative)
-
-cdef extern from "consumer_close.h" nogil:
-    int kc_close_drain_stale(rd_kafka_queue_t *q)
-    kc_reaper_t *kc_reaper_new(rd_kafka_t *rk, rd_kafka_queue_t *q, kc_consumer_t *core, int cooperative,
-                               int unassigned)
-    void kc_reaper_start(kc_reaper_t *r)
-
-
 # What librdkafka writes to the consumer's eventfd when a commit result arrives (see __cinit__).
 cdef uint64_t _COMMIT_EVENT = 1
 
