@@ -1,5 +1,22 @@
 # Table of contents of the native consumer (kipconsumer/_consumer.pyx and the unit files it includes):
-# the member state machine, the listener invoker and the consumer's fields, each with what it holds.
+# the C declarations only the consumer uses, its two state machines (MemberState, ClosePhase) and the
+# classes that own its state, each with its fields and methods. NativeConsumer holds one of each.
+# A state field is assigned only by its class's transition methods (one writer per state); the rest
+# of the consumer reads it through the inline queries declared here. The classes are final, so these
+# calls compile to direct C calls: the poll path does no Python attribute lookup for them.
+#
+#   class            owns                                                 method bodies in
+#   CloseControl     ClosePhase, close()'s deadline and queue, request    _consumer_close.pxi
+#   Membership       MemberState, subscription, stale partitions, the     _consumer_membership.pxi
+#                    ListenerInvoker, the membership counters
+#   ListenerInvoker  the application's rebalance listener, `running`      _consumer_listener.pxi
+#   AsyncCommits     commit_async()'s queue, callbacks, keys, in_callback  _consumer_commits.pxi
+#   SecurityHold     error_cb's security reports, the held typed errors   _consumer_poll.pxi
+#   StableOffsets    read_committed current_lag()'s ListOffsets answers   _consumer_offsets.pxi
+#   _Handle          the rd_kafka_t's lifetime (or its hand-over to the reaper)  _consumer.pyx
+#   NativeConsumer   the handle, the C core, the configuration, the API   _consumer.pyx; the functions
+#                    kipconsumer.consumer calls                           (c, ...) of the .pxi files
+#                                                                         are its operations
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 
@@ -177,19 +194,17 @@ cdef class NativeConsumer:
     cdef bint _read_committed            # isolation.level=read_committed (stable offsets only)
     cdef object _key_deser               # key.deserializer / value.deserializer (None: raw bytes),
     cdef object _value_deser             # handed to every batch poll() returns
-    cdef StableOffsets _lso              # current_lag()'s last stable offsets (read_committed)
     cdef int64_t _session_timeout_ms     # for the close settle's bound
     cdef int64_t _heartbeat_interval_ms  # for the close settle's bound
-    # --- group membership (_consumer_membership.pxi)
+    # --- the state of each concern, owned by its class (see the table above)
     cdef Membership _membership          # MemberState, subscription, listener, counters
-    # --- commits (_consumer_commits.pxi)
     cdef AsyncCommits _commits           # commit_async()'s result queue and callbacks
-    # --- close (_consumer_close.pxi)
-    cdef CloseControl _close             # the phase, deadline and queue of close(), request_close()
+    cdef CloseControl _close             # ClosePhase, close()'s deadline and queue, request_close()
+    cdef SecurityHold _security          # refused logins and groups, raised by poll() and the calls
+    cdef StableOffsets _lso              # current_lag()'s last stable offsets (read_committed)
     # --- poll and the rest
     cdef bint _in_poll                   # inside poll()'s wait loop (a signal handler may run there)
     cdef object _pending_exc             # an exception of a callback, raised when the call returns
-    cdef SecurityHold _security          # refused logins and groups, raised by poll() and the calls
     cdef object _stats_cb                # the application's stats_cb(json: str), or None
     cdef object _stats                   # summary of the last statistics (kipconsumer._stats), or None
 

@@ -3,15 +3,20 @@
 
 Everything per record (taking messages off librdkafka, the fetch buffer, the drain, offset
 bookkeeping) happens in csrc/ without the GIL. This extension owns the handle's lifetime and
-translates librdkafka's results into kipconsumer's typed errors; its concepts live in the files it
-includes, each listed in _consumer.pxd with its fields:
+translates librdkafka's results into kipconsumer's typed errors. Each concept's state is owned by a
+class declared with its fields and methods in _consumer.pxd (the table of contents), the only
+writer of that state; NativeConsumer holds one of each. The files included below hold each class's
+method bodies and the consumer's operations of that concern (functions taking the NativeConsumer):
 
 - _consumer_listener.pxi    ListenerInvoker: the one place the rebalance listener is called
-- _consumer_membership.pxi  MemberState transitions and the rebalance events served by poll()
-- _consumer_commits.pxi     offset store, commit-and-wait, commit callbacks, committed lookup
-- _consumer_close.pxi       ClosePhase: settle, librdkafka's close, the hand-over to the reaper
-- _consumer_poll.pxi        the poll loop around csrc/consumer_core.c, consumer errors
-- _consumer_offsets.pxi     seek, pause/resume, watermarks, offsets by time
+- _consumer_membership.pxi  Membership (MemberState transitions), subscribe/unsubscribe/rejoin, and
+                            the rebalance events served by poll()
+- _consumer_commits.pxi     AsyncCommits (commit_async()'s queue and callbacks), offset store,
+                            commit-and-wait, committed lookup, refused commits' errors
+- _consumer_close.pxi       CloseControl (ClosePhase transitions): settle, librdkafka's close, the
+                            final revoke, the hand-over to the reaper
+- _consumer_poll.pxi        the poll loop around csrc/consumer_core.c, consumer errors, SecurityHold
+- _consumer_offsets.pxi     seek, pause/resume, watermarks, offsets by time, StableOffsets
 
 The public, typed facade is kipconsumer.consumer.KafkaConsumer; docs/design.md maps the layers.
 """
@@ -354,8 +359,9 @@ cdef class NativeConsumer:
     cdef int _check_not_in_callback(self, str method) except -1:
         """poll(), subscribe(), unsubscribe(), assign() and close() serve or change what the callbacks run
         inside of: not allowed from a rebalance listener or a commit_async() callback."""
-        if self._membership.listener.running or self._commits.in_callback:
-            where = "a rebalance listener" if self._membership.listener.running else "a commit_async() callback"
+        cdef bint in_listener = self._membership.listener.running != 0
+        if in_listener or self._commits.in_callback:
+            where = "a rebalance listener" if in_listener else "a commit_async() callback"
             raise IllegalStateError(
                 f"{method}() cannot be called from {where}: listeners and commit callbacks run inside "
                 f"poll() (or close()), and may call the consumer's other methods, but not poll(), "

@@ -1,5 +1,5 @@
-# Commits: the offset store (auto-commit), commit-and-wait, AsyncCommits (commit_async()'s queue and callbacks),
-# the committed-offset lookup, and the translation of refused commits into kipconsumer's errors
+# Commits: the offset store (auto-commit), commit-and-wait, AsyncCommits (commit_async()'s queue and
+# callbacks), the committed-offset lookup, and the translation of refused commits into kipconsumer's errors
 # (included by _consumer.pyx; AsyncCommits' fields in _consumer.pxd).
 
 
@@ -118,7 +118,8 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
         # The group is rebalancing, or has moved on without this member: hold records back until the
         # rebalance is served (kc_consumer_rebalance_pending), as when a heartbeat learns it.
         c.core.barrier.commit_refused_ms = kc_now_ms()
-    if (err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION and c._membership.subscription and not c._membership.has_left()
+    if (err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION and c._membership.subscription
+            and not c._membership.has_left()
             and c._cooperative() and not rd_kafka_assignment_lost(c.rk)):
         # Cooperative: the commit carried the generation before a rebalance this member takes part in
         # (it keeps its partitions). As in Java, retriable.
@@ -245,7 +246,8 @@ cdef _finish_commit_callbacks(NativeConsumer c):
         cb, offsets, _ = commits.callbacks.pop(key)
         if cb is not None:
             try:
-                commits.run(cb, offsets, KafkaTimeoutError("the commit did not complete before close() returned"))
+                commits.run(cb, offsets,
+                            KafkaTimeoutError("the commit did not complete before close() returned"))
             except BaseException as exc:
                 c._keep_exception(exc)
 

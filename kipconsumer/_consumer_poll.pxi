@@ -1,6 +1,6 @@
 # The poll loop around csrc/consumer_core.c: waits in slices (signals, wakeup(), close() from another
-# thread), serves commit callbacks and consumer errors, hands out one batch
-# (included by _consumer.pyx; fields in _consumer.pxd).
+# thread), serves commit callbacks and consumer errors, hands out one batch; SecurityHold, the refused
+# logins and groups poll() and the other calls raise (included by _consumer.pyx; fields in _consumer.pxd).
 
 
 # How long poll() raises an AuthenticationError again at once: librdkafka retries a refused connection
@@ -109,7 +109,8 @@ cdef _check_security(NativeConsumer c, str what):
     serves librdkafka's consumer queue for it first (kc_consumer_serve: no records handed out), so one
     that never polled learns of it too; with a subscription, poll() serves it (a rebalance listener
     must not run inside another call)."""
-    if (not c._membership.subscription and not c._in_poll and not c._commits.in_callback and not c._membership.listener.running
+    if (not c._membership.subscription and not c._in_poll and not c._commits.in_callback
+            and not c._membership.listener.running
             and c._close.is_open() and c.core != NULL):
         kc_consumer_serve(c.core)
         drain_logs()
