@@ -23,6 +23,7 @@ The public, typed facade is kipconsumer.consumer.KafkaConsumer; docs/design.md m
 
 import logging
 
+cimport cython
 from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport ceil, isinf
 from libc.stdint cimport int32_t, int64_t, uint64_t
@@ -246,6 +247,10 @@ include "_consumer_offsets.pxi"
 include "_oauth_cb.pxi"
 
 
+# The cycle collector must not clear the members first (tp_clear, e.g. a rebalance listener holding
+# its consumer): __dealloc__ and librdkafka's callbacks read the state classes (CloseControl,
+# AsyncCommits...) and hand the unfinished close to the reaper through the handle.
+@cython.no_gc_clear
 cdef class NativeConsumer:
     """One librdkafka consumer and its fetch buffer. Not thread-safe, except wakeup(), request_close()
     and metrics(), which any thread may call."""
