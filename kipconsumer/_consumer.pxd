@@ -1,18 +1,49 @@
 # Table of contents of the native consumer (kipconsumer/_consumer.pyx and the unit files it includes):
-# the member state machine, the listener invoker and the consumer's fields, each with what it holds.
-from libc.stdint cimport int64_t
+# the C declarations only the consumer uses, its two state machines (MemberState, ClosePhase) and the
+# classes that own its state, each with its fields and methods. NativeConsumer holds one of each.
+# A state field is assigned only by its class's transition methods (one writer per state); the rest
+# of the consumer reads it through the inline queries declared here. The classes are final, so these
+# calls compile to direct C calls: the poll path does no Python attribute lookup for them.
+#
+#   class            owns                                                 method bodies in
+#   CloseControl     ClosePhase, close()'s deadline and queue, request    _consumer_close.pxi
+#   Membership       MemberState, subscription, stale partitions, the     _consumer_membership.pxi
+#                    ListenerInvoker, the membership counters
+#   ListenerInvoker  the application's rebalance listener, `running`      _consumer_listener.pxi
+#   AsyncCommits     commit_async()'s queue, callbacks, keys, in_callback  _consumer_commits.pxi
+#   SecurityHold     error_cb's security reports, the held typed errors   _consumer_poll.pxi
+#   StableOffsets    read_committed current_lag()'s ListOffsets answers   _consumer_offsets.pxi
+#   _Handle          the rd_kafka_t's lifetime (or its hand-over to the reaper)  _consumer.pyx
+#   NativeConsumer   the handle, the C core, the configuration, the API   _consumer.pyx; the functions
+#                    kipconsumer.consumer calls                           (c, ...) of the .pxi files
+#                                                                         are its operations
+cimport cython
+from libc.stdint cimport int32_t, int64_t
 
 from kipconsumer._core cimport kc_consumer_t, kc_heartbeat_monitor_t, kc_partition_t, kc_poll_status_t
-from kipconsumer._rdk cimport rd_kafka_message_t, rd_kafka_queue_t, rd_kafka_resp_err_t, rd_kafka_t
+from kipconsumer._rdk cimport (rd_kafka_error_t, rd_kafka_message_t, rd_kafka_queue_t, rd_kafka_resp_err_t,
+                               rd_kafka_t, rd_kafka_topic_partition_list_t)
 
 
+# The *assign() answer to a rebalance event, for poll(), close() and the reaper (csrc/rebalance.h).
+cdef extern from "rebalance.h" nogil:
+    rd_kafka_error_t *kc_answer_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                          const rd_kafka_topic_partition_list_t *parts, int cooperative)
+
+
+# What close() leaves to a thread of its own: librdkafka's close, the core's and the handle's
+# destruction (csrc/consumer_close.h).
 cdef extern from "consumer_close.h" nogil:
     ctypedef struct kc_reaper_t:
         kc_heartbeat_monitor_t *hb
+    int kc_close_drain_stale(rd_kafka_queue_t *q)
+    kc_reaper_t *kc_reaper_new(rd_kafka_t *rk, rd_kafka_queue_t *q, kc_consumer_t *core, int cooperative,
+                               int unassigned)
+    void kc_reaper_start(kc_reaper_t *r)
 
 
 cdef enum MemberState:
-    # The consumer's place in its group (_consumer_membership.pxi); one function per transition.
+    # The consumer's place in its group (Membership, _consumer_membership.pxi).
     MEMBER_UNJOINED = 0   # no subscription: manual assign() or nothing; max.poll.interval.ms does not apply
     MEMBER_JOINED = 1     # subscribed; librdkafka joins or is a member, assignments are served
     MEMBER_LEFT = 2       # librdkafka left the group (poll interval expired, or an assignment of a generation
@@ -22,12 +53,41 @@ cdef enum MemberState:
 
 
 cdef enum ClosePhase:
-    # Where close() is (_consumer_close.pxi).
+    # Where close() is (CloseControl, _consumer_close.pxi).
     CLOSE_OPEN = 0        # not closing
     CLOSE_SETTLING = 1    # cooperative: letting a rebalance the member takes part in complete first
     CLOSE_REVOKING = 2    # librdkafka's close started; the final revoke (listener may commit) not yet served
     CLOSE_UNASSIGNED = 3  # the final revoke was answered (full unassign); librdkafka commits, leaves, terminates
     CLOSE_DONE = 4        # closed: every method but close()/wakeup()/metrics() raises IllegalStateError
+
+
+@cython.final
+cdef class CloseControl:
+    # Where close() is, and what the calls made inside it share (_consumer_close.pxi). The one writer
+    # of `phase`: each transition is one method below; everything else reads it through the queries.
+    cdef ClosePhase phase
+    cdef int64_t deadline_ms             # REVOKING/UNASSIGNED: when close() must return (kc_now_ms clock)
+    cdef rd_kafka_queue_t *q             # REVOKING/UNASSIGNED: the queue librdkafka's close posts events to
+    cdef bint requested                  # close() from another thread waits for the running call
+
+    cdef void settling(self) noexcept
+    cdef void revoking(self, int64_t deadline_ms, rd_kafka_queue_t *q) noexcept
+    cdef void unassigned(self) noexcept
+    cdef void done(self) noexcept
+    cdef void request(self) noexcept
+
+    cdef inline bint is_open(self) noexcept:
+        return self.phase == CLOSE_OPEN
+
+    cdef inline bint closing(self) noexcept:
+        """Past the settle, not closed: listeners may still commit; rebalance events are the close's."""
+        return self.phase == CLOSE_REVOKING or self.phase == CLOSE_UNASSIGNED
+
+    cdef inline bint is_unassigned(self) noexcept:
+        return self.phase == CLOSE_UNASSIGNED
+
+    cdef inline bint is_done(self) noexcept:
+        return self.phase == CLOSE_DONE
 
 
 cdef class _Handle:
@@ -46,6 +106,78 @@ cdef class ListenerInvoker:
     cdef revoked(self, list tps, bint lost)
 
 
+@cython.final
+cdef class SecurityHold:
+    # Refused logins and groups between librdkafka's report and the calls that raise them
+    # (_consumer_poll.pxi).
+    cdef list reports                    # (err, reason) of security errors error_cb saw, not raised yet
+    cdef object auth_failure             # the latest AuthenticationError raised, raised again at once
+    cdef int64_t auth_failure_ms         # for _AUTH_HOLD_MS after this kc_now_ms()
+    cdef object group_refused            # the last GroupAuthorizationError raised, or None: a commit that
+                                         # then fails waiting for the coordinator raises it
+
+    cdef report(self, int err, str reason)
+    cdef hold(self, BaseException exc)
+    cdef object held_auth(self)
+
+
+@cython.final
+cdef class StableOffsets:
+    # read_committed current_lag(): last stable offsets asked for without waiting (_consumer_offsets.pxi).
+    cdef rd_kafka_queue_t *q             # answers of the ListOffsets requests (made on the first one)
+    cdef dict known                      # TopicPartition -> last stable offset last answered
+    cdef set pending                     # TopicPartitions with a request in flight
+
+    cdef serve_answers(self)
+    cdef request(self, rd_kafka_t *rk, const char *topic, int32_t partition, object tp)
+    cdef void destroy(self) noexcept
+
+
+@cython.final
+cdef class AsyncCommits:
+    # commit_async()'s results and the callbacks waiting for them (_consumer_commits.pxi).
+    cdef rd_kafka_queue_t *q             # results of commit_async(); wakes the consumer's eventfd
+    cdef dict callbacks                  # key -> (callback, offsets, None); key < 0: an empty commit (done)
+    cdef long seq                        # last key
+    cdef int in_callback                 # > 0 while a callback runs
+
+    cdef void open(self, rd_kafka_t *rk, int wake_fd) noexcept
+    cdef long sent(self, object callback, dict offsets) except -1
+    cdef completed(self, object callback)
+    cdef forget(self, long key)
+    cdef run(self, object callback, dict offsets, object exc)
+    cdef void detach(self) noexcept
+    cdef void destroy(self) noexcept
+
+
+@cython.final
+cdef class Membership:
+    # The consumer's place in its group and what goes with it (_consumer_membership.pxi). The one
+    # writer of `state`: each transition is one method below; the rest reads it through the queries.
+    cdef MemberState state
+    cdef set subscription                # the topics of subscribe(), empty when unsubscribed
+    cdef set stale_parts                 # partitions of a discarded assignment librdkafka may still hold
+    cdef ListenerInvoker listener        # the application's rebalance listener
+    cdef long rebalances                 # assignments served
+    cdef long poll_interval_expiries     # times librdkafka left the group for max.poll.interval.ms
+    cdef long stale_epoch_retries        # commit_sync() retries after STALE_MEMBER_EPOCH (KIP-848)
+    cdef long revoked_records_dropped    # buffered records dropped with their revoked or lost partitions
+
+    cdef subscribed(self, list topics, object listener)
+    cdef unsubscribed(self)
+    cdef void left(self) noexcept
+    cdef void poll_interval_expired(self) noexcept
+    cdef void assignment_served(self) noexcept
+    cdef void rejoin_needed(self) noexcept
+    cdef void rejoined(self) noexcept
+
+    cdef inline bint has_left(self) noexcept:
+        return self.state == MEMBER_LEFT
+
+    cdef inline bint rejoin_pending(self) noexcept:
+        return self.state == MEMBER_REJOINING
+
+
 cdef class NativeConsumer:
     # --- the librdkafka handle and the C core (csrc/consumer_core.h)
     cdef rd_kafka_t *rk
@@ -62,38 +194,17 @@ cdef class NativeConsumer:
     cdef bint _read_committed            # isolation.level=read_committed (stable offsets only)
     cdef object _key_deser               # key.deserializer / value.deserializer (None: raw bytes),
     cdef object _value_deser             # handed to every batch poll() returns
-    cdef rd_kafka_queue_t *lso_q         # answers of current_lag()'s ListOffsets (read_committed)
-    cdef dict _lso                       # TopicPartition -> last stable offset last answered
-    cdef set _lso_pending                # TopicPartitions with a ListOffsets in flight
     cdef int64_t _session_timeout_ms     # for the close settle's bound
     cdef int64_t _heartbeat_interval_ms  # for the close settle's bound
-    # --- group membership (_consumer_membership.pxi)
-    cdef MemberState _member             # see MemberState
-    cdef set _subscription               # the topics of subscribe(), empty when unsubscribed
-    cdef set _stale_parts                # partitions of a discarded assignment librdkafka may still hold
-    cdef ListenerInvoker _listener       # the application's rebalance listener
-    cdef readonly long rebalances
-    cdef readonly long poll_interval_expiries
-    cdef readonly long stale_epoch_retries  # commit_sync() retries after STALE_MEMBER_EPOCH (KIP-848)
-    cdef readonly long revoked_records_dropped
-    # --- commits (_consumer_commits.pxi)
-    cdef rd_kafka_queue_t *commit_q      # results of commit_async(); wakes the eventfd
-    cdef dict _commit_callbacks          # commit_async() key -> (callback, offsets, None)
-    cdef long _commit_seq                # last commit_async() key
-    cdef int _in_callback                # > 0 inside a commit_async() callback
-    # --- close (_consumer_close.pxi)
-    cdef ClosePhase _close_phase         # see ClosePhase
-    cdef int64_t _close_deadline_ms      # inside close(): when close() must return (kc_now_ms clock)
-    cdef rd_kafka_queue_t *_close_q      # inside close(): the queue librdkafka's close posts events to
-    cdef bint _close_requested           # close() from another thread waits for the running call
+    # --- the state of each concern, owned by its class (see the table above)
+    cdef Membership _membership          # MemberState, subscription, listener, counters
+    cdef AsyncCommits _commits           # commit_async()'s result queue and callbacks
+    cdef CloseControl _close             # ClosePhase, close()'s deadline and queue, request_close()
+    cdef SecurityHold _security          # refused logins and groups, raised by poll() and the calls
+    cdef StableOffsets _lso              # current_lag()'s last stable offsets (read_committed)
     # --- poll and the rest
     cdef bint _in_poll                   # inside poll()'s wait loop (a signal handler may run there)
     cdef object _pending_exc             # an exception of a callback, raised when the call returns
-    cdef object _group_refused           # the last GroupAuthorizationError poll() raised, or None: a
-                                         # commit that then fails waiting for the coordinator raises it
-    cdef list _client_errors             # (err, reason) of security errors error_cb saw, for poll()
-    cdef object _auth_failure            # the latest AuthenticationError poll() raised, raised again at
-    cdef int64_t _auth_failure_ms        # once for _AUTH_HOLD_MS after kc_now_ms() _auth_failure_ms
     cdef object _stats_cb                # the application's stats_cb(json: str), or None
     cdef object _stats                   # summary of the last statistics (kipconsumer._stats), or None
 
@@ -103,9 +214,7 @@ cdef class NativeConsumer:
     cdef _raise_pending(self)
     cdef _keep_exception(self, BaseException exc)
     cdef bint _cooperative(self) noexcept
-    cdef bint _closing(self) noexcept
     cdef _store_positions(self, object only)
     cdef kc_poll_status_t _poll_core(self, int timeout_ms) except *
-    cdef void _detach_commit_queue(self) noexcept
     cdef void _destroy(self) noexcept
     cdef _on_stats(self, str doc)

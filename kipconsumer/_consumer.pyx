@@ -3,21 +3,27 @@
 
 Everything per record (taking messages off librdkafka, the fetch buffer, the drain, offset
 bookkeeping) happens in csrc/ without the GIL. This extension owns the handle's lifetime and
-translates librdkafka's results into kipconsumer's typed errors; its concepts live in the files it
-includes, each listed in _consumer.pxd with its fields:
+translates librdkafka's results into kipconsumer's typed errors. Each concept's state is owned by a
+class declared with its fields and methods in _consumer.pxd (the table of contents), the only
+writer of that state; NativeConsumer holds one of each. The files included below hold each class's
+method bodies and the consumer's operations of that concern (functions taking the NativeConsumer):
 
 - _consumer_listener.pxi    ListenerInvoker: the one place the rebalance listener is called
-- _consumer_membership.pxi  MemberState transitions and the rebalance events served by poll()
-- _consumer_commits.pxi     offset store, commit-and-wait, commit callbacks, committed lookup
-- _consumer_close.pxi       ClosePhase: settle, librdkafka's close, the hand-over to the reaper
-- _consumer_poll.pxi        the poll loop around csrc/consumer_core.c, consumer errors
-- _consumer_offsets.pxi     seek, pause/resume, watermarks, offsets by time
+- _consumer_membership.pxi  Membership (MemberState transitions), subscribe/unsubscribe/rejoin, and
+                            the rebalance events served by poll()
+- _consumer_commits.pxi     AsyncCommits (commit_async()'s queue and callbacks), offset store,
+                            commit-and-wait, committed lookup, refused commits' errors
+- _consumer_close.pxi       CloseControl (ClosePhase transitions): settle, librdkafka's close, the
+                            final revoke, the hand-over to the reaper
+- _consumer_poll.pxi        the poll loop around csrc/consumer_core.c, consumer errors, SecurityHold
+- _consumer_offsets.pxi     seek, pause/resume, watermarks, offsets by time, StableOffsets
 
 The public, typed facade is kipconsumer.consumer.KafkaConsumer; docs/design.md maps the layers.
 """
 
 import logging
 
+cimport cython
 from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport ceil, isinf
 from libc.stdint cimport int32_t, int64_t, uint64_t
@@ -161,7 +167,7 @@ cdef int _raise_error(rd_kafka_error_t *error, str what) except -1:
 cdef int _stats_cb(rd_kafka_t *rk, char *json_buf, size_t json_len, void *opaque) noexcept with gil:
     """statistics.interval.ms: served by poll() (the consumer queue), on the thread calling it."""
     cdef NativeConsumer self = <NativeConsumer>opaque
-    if self._close_phase == CLOSE_DONE or self.core == NULL:
+    if self._close.is_done() or self.core == NULL:
         return 0
     try:
         self._on_stats(json_buf[:json_len].decode(errors="replace"))
@@ -181,9 +187,8 @@ cdef void _error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) n
         name = rd_kafka_name(rk).decode(errors="replace")
         text = reason.decode(errors="replace") if reason != NULL else ""
         rdklog_emit(3, name, "ERROR", f"{name}: {text}")
-        if (self._close_phase != CLOSE_DONE and len(self._client_errors) < 16
-                and is_security_error(_err_name(<rd_kafka_resp_err_t>err), text)):
-            self._client_errors.append((err, text))
+        if not self._close.is_done() and is_security_error(_err_name(<rd_kafka_resp_err_t>err), text):
+            self._security.report(err, text)
     except BaseException as exc:  # nothing may propagate into librdkafka: poll() raises it (a signal
         self._keep_exception(exc)  # handler's KeyboardInterrupt, run inside this callback, is not lost)
 
@@ -199,25 +204,8 @@ cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     except BaseException as exc:  # never let an exception cross into librdkafka
         self._keep_exception(exc)
         self.core.abort_poll = 1
-    if self._close_requested:  # close() was called meanwhile: hand out no record (see request_close)
+    if self._close.requested:  # close() was called meanwhile: hand out no record (see request_close)
         self.core.abort_poll = 1
-
-
-# librdkafka's asynchronous close, used by close() and the reaper (csrc/consumer_close.h).
-cdef extern from "rdk.h" nogil:
-    rd_kafka_error_t *rd_kafka_consumer_close_queue(rd_kafka_t *rk, rd_kafka_queue_t *rkqu)
-    int rd_kafka_consumer_closed(rd_kafka_t *rk)
-
-# The *assign() answer to a rebalance event, for poll(), close() and the reaper (csrc/rebalance.h).
-cdef extern from "rebalance.h" nogil:
-    rd_kafka_error_t *kc_answer_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                                          const rd_kafka_topic_partition_list_t *parts, int cooperative)
-
-cdef extern from "consumer_close.h" nogil:
-    int kc_close_drain_stale(rd_kafka_queue_t *q)
-    kc_reaper_t *kc_reaper_new(rd_kafka_t *rk, rd_kafka_queue_t *q, kc_consumer_t *core, int cooperative,
-                               int unassigned)
-    void kc_reaper_start(kc_reaper_t *r)
 
 
 # What librdkafka writes to the consumer's eventfd when a commit result arrives (see __cinit__).
@@ -259,6 +247,10 @@ include "_consumer_offsets.pxi"
 include "_oauth_cb.pxi"
 
 
+# The cycle collector must not clear the members first (tp_clear, e.g. a rebalance listener holding
+# its consumer): __dealloc__ and librdkafka's callbacks read the state classes (CloseControl,
+# AsyncCommits...) and hand the unfinished close to the reaper through the handle.
+@cython.no_gc_clear
 cdef class NativeConsumer:
     """One librdkafka consumer and its fetch buffer. Not thread-safe, except wakeup(), request_close()
     and metrics(), which any thread may call."""
@@ -280,18 +272,14 @@ cdef class NativeConsumer:
         cdef rd_kafka_conf_t *conf
         cdef kc_fairness_t mode = (KC_FAIRNESS_GREEDY if settings.poll_fairness == "greedy"
                                    else KC_FAIRNESS_PROPORTIONAL)
-        self._commit_callbacks = {}
-        self._client_errors = []
+        self._close = CloseControl.__new__(CloseControl)  # first: __dealloc__ and the callbacks read it
+        self._commits = AsyncCommits()
+        self._security = SecurityHold()
         self._stats_cb = stats_cb
         self._key_deser = key_deserializer
         self._value_deser = value_deserializer
-        self._lso = {}
-        self._lso_pending = set()
-        self._subscription = set()
-        self._stale_parts = set()
-        self._listener = ListenerInvoker(None)
-        self._member = MEMBER_UNJOINED
-        self._close_phase = CLOSE_OPEN
+        self._lso = StableOffsets()
+        self._membership = Membership()
         self.max_poll_interval_ms = max_poll_interval_ms
         self.default_api_timeout_ms = default_api_timeout_ms
         self.auto_commit = auto_commit
@@ -337,35 +325,24 @@ cdef class NativeConsumer:
         if kc_consumer_attach(self.core, self.rk) != 0:
             raise KafkaError("cannot attach to librdkafka's consumer queue")
         _oauth_start(self.rk, oauth_cb)
-        self.commit_q = rd_kafka_queue_new(self.rk)
-        # commit results wake the eventfd too, so an event loop waiting on it (kipconsumer.aio)
-        # learns of them without polling
-        rd_kafka_queue_io_event_enable(self.commit_q, self.core.wake_fd, &_COMMIT_EVENT, sizeof(_COMMIT_EVENT))
+        self._commits.open(self.rk, self.core.wake_fd)
         if prefetch_thread:
             kc_prefetch_start(self.core)  # if it cannot start, poll() moves the records itself
         drain_logs()
 
     def __dealloc__(self):
-        if self.rk != NULL and self._close_phase != CLOSE_DONE:
+        if self.rk != NULL and not self._close.is_done():
             # Dropped without close(): rd_kafka_destroy() would close the consumer itself and run the
             # rebalance callback on this object while it is being freed. The reaper finishes the
             # close without Python instead: auto-commit of stored offsets, LeaveGroup.
             _abandon(self, NULL)
         self._destroy()
 
-    cdef void _detach_commit_queue(self) noexcept:
-        """Stops commit results from writing to the eventfd, which the core closes when freed."""
-        if self.commit_q != NULL:
-            rd_kafka_queue_io_event_enable(self.commit_q, -1, NULL, 0)
-
     cdef void _destroy(self) noexcept:
-        self._detach_commit_queue()
-        if self.lso_q != NULL:
-            rd_kafka_queue_destroy(self.lso_q)
-            self.lso_q = NULL
-        if self.commit_q != NULL:
-            rd_kafka_queue_destroy(self.commit_q)
-            self.commit_q = NULL
+        if self._commits is not None:  # None: __cinit__ failed before it
+            self._commits.destroy()
+        if self._lso is not None:
+            self._lso.destroy()
         if self.core != NULL:
             kc_consumer_free(self.core)
             self.core = NULL
@@ -380,19 +357,16 @@ cdef class NativeConsumer:
 
     # ---------------------------------------------------------------- state checks and errors
     cdef int _check_open(self) except -1:
-        if self._close_phase == CLOSE_DONE:
+        if self._close.is_done():
             raise IllegalStateError("This consumer has already been closed.")
         return 0
-
-    cdef bint _closing(self) noexcept:
-        """Inside close(), past the settle: listeners may still commit; rebalance events are the close's."""
-        return self._close_phase == CLOSE_REVOKING or self._close_phase == CLOSE_UNASSIGNED
 
     cdef int _check_not_in_callback(self, str method) except -1:
         """poll(), subscribe(), unsubscribe(), assign() and close() serve or change what the callbacks run
         inside of: not allowed from a rebalance listener or a commit_async() callback."""
-        if self._listener.running or self._in_callback:
-            where = "a rebalance listener" if self._listener.running else "a commit_async() callback"
+        cdef bint in_listener = self._membership.listener.running != 0
+        if in_listener or self._commits.in_callback:
+            where = "a rebalance listener" if in_listener else "a commit_async() callback"
             raise IllegalStateError(
                 f"{method}() cannot be called from {where}: listeners and commit callbacks run inside "
                 f"poll() (or close()), and may call the consumer's other methods, but not poll(), "
@@ -425,30 +399,47 @@ cdef class NativeConsumer:
         without asking librdkafka: rd_kafka_rebalance_protocol() is a request to the group handle,
         which may be dropped unanswered once the handle has terminated, and it returns NULL (or
         "NONE") while the handle terminates."""
-        if self._closing():
+        if self._close.closing():
             return self._cooperative_cfg
         cdef const char *proto = rd_kafka_rebalance_protocol(self.rk)
         if proto == NULL or strcmp(proto, b"NONE") == 0:
             return self._cooperative_cfg
         return strcmp(proto, b"COOPERATIVE") == 0
 
+    # membership counters (Membership), for metrics() and the tests
+    @property
+    def rebalances(self):
+        return self._membership.rebalances
+
+    @property
+    def poll_interval_expiries(self):
+        return self._membership.poll_interval_expiries
+
+    @property
+    def stale_epoch_retries(self):
+        return self._membership.stale_epoch_retries
+
+    @property
+    def revoked_records_dropped(self):
+        return self._membership.revoked_records_dropped
+
     @property
     def in_callback(self):
         """True inside a rebalance listener or a commit_async() callback."""
-        return bool(self._listener.running or self._in_callback)
+        return bool(self._membership.listener.running or self._commits.in_callback)
 
     # ---------------------------------------------------------------- subscribe / assign
     def subscribe(self, list topics, listener):
         self._check_open()
         self._check_not_in_callback("subscribe")
-        if not self._subscription and self.core.fb.n:
+        if not self._membership.subscription and self.core.fb.n:
             raise IllegalStateError("subscribe() on a consumer with partitions given to assign(): "
                                     "subscription to topics and manual assignment are mutually exclusive "
                                     "(as in Java); call unsubscribe() first")
         _member_subscribed(self, topics, listener)
 
     def subscription(self):
-        return set(self._subscription)
+        return set(self._membership.subscription)
 
     def unsubscribe(self):
         self._check_open()
@@ -458,7 +449,7 @@ cdef class NativeConsumer:
     def assign(self, list tps):
         self._check_open()
         self._check_not_in_callback("assign")
-        if self._subscription:
+        if self._membership.subscription:
             if not tps:  # Java: assign() of no partitions is unsubscribe()
                 return self.unsubscribe()
             raise IllegalStateError("assign() on a subscribed consumer: subscription to topics and manual "
@@ -519,7 +510,7 @@ cdef class NativeConsumer:
         raised there leaves every record not yet returned buffered. Returns an empty batch at once
         when close() is requested from another thread (request_close)."""
         self._check_open()
-        if self._closing():
+        if self._close.closing():
             raise IllegalStateError("poll() cannot be called while close() is in progress "
                                     "(e.g. from a rebalance listener)")
         self._check_not_in_callback("poll")
@@ -538,7 +529,7 @@ cdef class NativeConsumer:
         """close() was called from another thread while this consumer's owner thread is in a call: a
         blocked or later poll() returns an empty batch at once (no WakeupError, no record handed out),
         so that the owner's call returns and close() can run. Any thread."""
-        self._close_requested = True
+        self._close.request()
         if self.core != NULL:
             kc_consumer_wakeup(self.core)
 
@@ -590,10 +581,10 @@ cdef class NativeConsumer:
         cdef rd_kafka_event_t *ev = NULL
         cdef rd_kafka_resp_err_t err
         cdef int64_t deadline = _deadline_ms(timeout)
-        cdef bint capped = self._closing() and self._close_deadline_ms < deadline
+        cdef bint capped = self._close.closing() and self._close.deadline_ms < deadline
         cdef int64_t tmo = 0
         if capped:
-            deadline = self._close_deadline_ms
+            deadline = self._close.deadline_ms
             tmo = max(<int64_t>0, deadline - kc_now_ms())
         try:
             while True:
@@ -608,7 +599,7 @@ cdef class NativeConsumer:
                 # librdkafka sends the epoch its latest heartbeat answer gave.
                 rd_kafka_event_destroy(ev)
                 ev = NULL
-                self.stale_epoch_retries += 1
+                self._membership.stale_epoch_retries += 1
                 with nogil:
                     usleep(_STALE_EPOCH_BACKOFF_MS * 1000)
                 PyErr_CheckSignals()
@@ -632,19 +623,16 @@ cdef class NativeConsumer:
         _check_commit_allowed(self)
         if not offsets:
             if callback is not None:
-                self._commit_seq += 1
-                self._commit_callbacks[-self._commit_seq] = (callback, {}, None)
+                self._commits.completed(callback)
             return
         _check_security(self, "commit_async")
         cdef rd_kafka_topic_partition_list_t *lst = _offsets_list(offsets)
         cdef rd_kafka_resp_err_t err
-        self._commit_seq += 1
-        key = self._commit_seq
-        self._commit_callbacks[key] = (callback, offsets, None)
-        err = rd_kafka_commit_queue(self.rk, lst, self.commit_q, NULL, <void *>key)
+        cdef long key = self._commits.sent(callback, offsets)
+        err = rd_kafka_commit_queue(self.rk, lst, self._commits.q, NULL, <void *>key)
         rd_kafka_topic_partition_list_destroy(lst)
         if err:
-            del self._commit_callbacks[key]
+            self._commits.forget(key)
             _commit_error(self, err, "commit_async")
 
     def committed(self, list tps, double timeout):
@@ -732,7 +720,7 @@ cdef class NativeConsumer:
     def wake_fd(self):
         """The eventfd that becomes readable when records, rebalance or error events, commit results
         or a wakeup() arrive; -1 once closed. poll() (any timeout) and serve_commits() consume it."""
-        return self.core.wake_fd if self.core != NULL and self._close_phase != CLOSE_DONE else -1
+        return self.core.wake_fd if self.core != NULL and not self._close.is_done() else -1
 
     def serve_commits(self):
         """Runs the callbacks of completed commit_async() calls, without waiting (any poll() does too)."""
@@ -760,11 +748,11 @@ cdef class NativeConsumer:
             "last_heartbeat_ms_ago": (now - hb) if hb else -1,
             "heartbeats": self.core.heartbeat.ok,
             "heartbeat_errors": self.core.heartbeat.errors,
-            "rebalances": self.rebalances,
+            "rebalances": self._membership.rebalances,
             "records_returned": self.core.records_returned,
             "polls": self.core.polls,
-            "poll_interval_expiries": self.poll_interval_expiries,
-            "revoked_records_dropped": self.revoked_records_dropped,
+            "poll_interval_expiries": self._membership.poll_interval_expiries,
+            "revoked_records_dropped": self._membership.revoked_records_dropped,
             "refetched_records_dropped": self.core.dropped_refetched,
             "below_committed_records_dropped": self.core.dropped_below_committed,
             "seek_superseded_records_dropped": self.core.dropped_before_seek,
@@ -818,9 +806,9 @@ cdef class NativeConsumer:
         application all the same (a WARNING is logged): librdkafka's remaining work (a commit or
         LeaveGroup waiting for an unreachable coordinator) finishes on the reaper's thread, without
         listeners (_consumer_close.pxi)."""
-        if self._close_phase == CLOSE_DONE or self._closing():
+        if self._close.is_done() or self._close.closing():
             return True
-        if self._listener.running:
+        if self._membership.listener.running:
             raise IllegalStateError("close() cannot be called from a rebalance listener; leave the "
                                     "poll loop and close the consumer after poll() returns")
         self._check_not_in_callback("close")
@@ -830,4 +818,4 @@ cdef class NativeConsumer:
 
     @property
     def closed(self):
-        return self._close_phase == CLOSE_DONE
+        return self._close.is_done()

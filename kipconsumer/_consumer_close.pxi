@@ -1,9 +1,41 @@
 # close(): the cooperative settle, librdkafka's asynchronous close served on the caller's thread, the
 # final revoke, and the hand-over of what is left to the reaper (csrc/consumer_close.c)
-# (included by _consumer.pyx; ClosePhase and fields in _consumer.pxd).
+# (included by _consumer.pyx; ClosePhase and CloseControl's fields in _consumer.pxd).
 #
 #   OPEN --(cooperative, partitions held)--> SETTLING --> REVOKING --final revoke answered--> UNASSIGNED
 #   REVOKING/UNASSIGNED --librdkafka closed, or the deadline (reaper takes over)--> DONE
+
+
+cdef class CloseControl:
+    """Where close() is (ClosePhase), and what the calls made inside close() share with it: its
+    deadline (a listener's commit_sync() is capped by it) and the queue librdkafka's close posts events
+    to. request_close() from another thread sets `requested`. Each phase transition is one method
+    here, the only code that assigns the phase; the rest of the consumer asks the inline queries
+    declared in _consumer.pxd (is_open, closing, is_unassigned, is_done)."""
+
+    cdef void settling(self) noexcept:
+        """OPEN -> SETTLING: a cooperative member lets a rebalance it takes part in complete first."""
+        self.phase = CLOSE_SETTLING
+
+    cdef void revoking(self, int64_t deadline_ms, rd_kafka_queue_t *q) noexcept:
+        """OPEN/SETTLING -> REVOKING: librdkafka's close is about to start on `q`; calls inside close()
+        (a listener's commit) end by `deadline_ms` at the latest."""
+        self.deadline_ms = deadline_ms
+        self.q = q
+        self.phase = CLOSE_REVOKING
+
+    cdef void unassigned(self) noexcept:
+        """REVOKING -> UNASSIGNED: the final revoke was answered with a full unassign."""
+        self.phase = CLOSE_UNASSIGNED
+
+    cdef void done(self) noexcept:
+        """any -> DONE: closed for the application (librdkafka may still finish on the reaper)."""
+        self.q = NULL
+        self.phase = CLOSE_DONE
+
+    cdef void request(self) noexcept:
+        """close() was called from another thread (NativeConsumer.request_close); any thread."""
+        self.requested = True
 
 
 cdef bint _close_consumer(NativeConsumer c, double timeout) except *:
@@ -12,33 +44,30 @@ cdef bint _close_consumer(NativeConsumer c, double timeout) except *:
     cdef rd_kafka_queue_t *q = NULL
     cdef bint done = False
     deadline = (_deadline_ms(timeout) if timeout >= 0 else kc_now_ms() + c.default_api_timeout_ms)
-    c._close_deadline_ms = deadline
     # from here on only this thread touches the buffer: no prefetch thread, no owner lock
     with nogil:
         kc_prefetch_stop(c.core)
     kc_consumer_release_all(c.core)
-    if c._subscription and c._member != MEMBER_LEFT and c.core.fb.n and c._cooperative():
-        c._close_phase = CLOSE_SETTLING
+    if c._membership.subscription and not c._membership.has_left() and c.core.fb.n and c._cooperative():
+        c._close.settling()
         _settle_rebalance(c, kc_now_ms() + min((deadline - kc_now_ms()) // 2, 10_000))
     # Not closed yet while librdkafka leaves the group: the revoke listener runs inside and may still
     # commit (Java allows commitSync() there).
-    c._close_phase = CLOSE_REVOKING
+    q = rd_kafka_queue_new(c.rk)
+    c._close.revoking(deadline, q)
     try:
-        if c.auto_commit and c._member != MEMBER_LEFT:
+        if c.auto_commit and not c._membership.has_left():
             c._store_positions(None)
-        q = rd_kafka_queue_new(c.rk)
-        c._close_q = q
         done = _close_group(c, q, deadline)
         if done:
             _close_unreported(c)
         _finish_commit_callbacks(c)
     finally:
-        c._close_q = NULL
         if not done and q != NULL and _abandon(c, q):
             q = NULL
         if q != NULL:
             rd_kafka_queue_destroy(q)
-        c._close_phase = CLOSE_DONE
+        c._close.done()
         c._destroy()
         drain_logs()
     if not done:
@@ -57,10 +86,10 @@ cdef bint _abandon(NativeConsumer c, rd_kafka_queue_t *q) noexcept:
     cdef kc_reaper_t *r
     if c.rk == NULL or c._handle is None or c._handle.reaper != NULL:
         return False
-    r = kc_reaper_new(c.rk, q, c.core, c._cooperative_cfg, c._close_phase == CLOSE_UNASSIGNED)
+    r = kc_reaper_new(c.rk, q, c.core, c._cooperative_cfg, c._close.is_unassigned())
     if r == NULL:
         return False
-    c._detach_commit_queue()
+    c._commits.detach()
     c.core = NULL
     c._handle.reaper = r
     return True
@@ -82,6 +111,7 @@ cdef void _on_rebalance_closing(NativeConsumer c, rd_kafka_resp_err_t err,
     cdef bint cooperative = c._cooperative()
     cdef bint lost = rd_kafka_assignment_lost(c.rk)
     cdef kc_partition_t *p
+    cdef rd_kafka_queue_t *q
     cdef size_t i
     cdef int stale = 0
     owned = sorted(c.assignment())
@@ -90,20 +120,21 @@ cdef void _on_rebalance_closing(NativeConsumer c, rd_kafka_resp_err_t err,
             c._store_positions(None)
         for i in range(c.core.fb.n):
             p = c.core.fb.parts[i]
-            c.revoked_records_dropped += p.len
+            c._membership.revoked_records_dropped += p.len
             kc_fb_purge(&c.core.fb, p)
         if owned:
-            c._listener.revoked(owned, lost)
+            c._membership.listener.revoked(owned, lost)
     finally:
         with nogil:
             _drop_error(kc_answer_rebalance(c.rk, err, parts, cooperative))
-        c._close_phase = CLOSE_UNASSIGNED
+        c._close.unassigned()
         while c.core.fb.n:
             topic = <bytes>c.core.fb.parts[0].topic
             kc_fb_remove(&c.core.fb, topic, c.core.fb.parts[0].partition)
-        if c._close_q != NULL:
+        q = c._close.q
+        if q != NULL:
             with nogil:
-                stale = kc_close_drain_stale(c._close_q)
+                stale = kc_close_drain_stale(q)
         log.info("close: partitions %s: %s%s", "lost" if lost else "revoked", owned,
                  f" ({stale} stale rebalance event(s) dropped)" if stale else "")
 
@@ -244,7 +275,7 @@ cdef _close_event(NativeConsumer c, rd_kafka_event_t *ev):
     cdef int etype = rd_kafka_event_type(ev)
     cdef rd_kafka_resp_err_t err = rd_kafka_event_error(ev)
     if etype == RD_KAFKA_EVENT_REBALANCE:
-        if c._close_phase != CLOSE_UNASSIGNED:
+        if not c._close.is_unassigned():
             _on_rebalance(c, err, rd_kafka_event_topic_partition_list(ev))
         elif not rd_kafka_consumer_closed(c.rk):
             # posted after close's full unassign (the stale ones were dropped): librdkafka waits for
@@ -262,9 +293,9 @@ cdef _close_unreported(NativeConsumer c):
     assignment was lost, e.g. after max.poll.interval.ms) go to on_partitions_lost. The group handle
     is terminated, so a commit from the listener fails instead of racing it."""
     owned = sorted(c.assignment())
-    if not owned or not c._subscription:
+    if not owned or not c._membership.subscription:
         return
     try:
-        c._listener.revoked(owned, rd_kafka_assignment_lost(c.rk))
+        c._membership.listener.revoked(owned, rd_kafka_assignment_lost(c.rk))
     except BaseException as exc:
         c._keep_exception(exc)

@@ -1,6 +1,6 @@
-# Commits: the offset store (auto-commit), commit-and-wait, asynchronous commits and their callbacks,
-# the committed-offset lookup, and the translation of refused commits into kipconsumer's errors
-# (included by _consumer.pyx; fields in _consumer.pxd).
+# Commits: the offset store (auto-commit), commit-and-wait, AsyncCommits (commit_async()'s queue and
+# callbacks), the committed-offset lookup, and the translation of refused commits into kipconsumer's errors
+# (included by _consumer.pyx; AsyncCommits' fields in _consumer.pxd).
 
 
 cdef int _check_commit_allowed(NativeConsumer c) except -1:
@@ -9,7 +9,7 @@ cdef int _check_commit_allowed(NativeConsumer c) except -1:
         raise CommitFailedError("commit requires group.id to be set")
     # max.poll.interval.ms governs group membership only: a consumer with a manual assign() is no
     # member and may take as long as it likes between polls (as in Java).
-    if c._subscription and (c._member == MEMBER_LEFT or kc_poll_timer_expired(&c.core.poll_timer)
+    if c._membership.subscription and (c._membership.has_left() or kc_poll_timer_expired(&c.core.poll_timer)
                             or rd_kafka_assignment_lost(c.rk)):
         raise CommitFailedError(COMMIT_FAILED_MESSAGE.format(interval=c.max_poll_interval_ms),
                                 code="_MAX_POLL_EXCEEDED")
@@ -114,11 +114,12 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
     no longer in the group's generation) or KafkaError/KafkaTimeoutError."""
     if (err in (RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
                 RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID)
-            and c._subscription and not c._closing()):
+            and c._membership.subscription and not c._close.closing()):
         # The group is rebalancing, or has moved on without this member: hold records back until the
         # rebalance is served (kc_consumer_rebalance_pending), as when a heartbeat learns it.
         c.core.barrier.commit_refused_ms = kc_now_ms()
-    if (err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION and c._subscription and c._member != MEMBER_LEFT
+    if (err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION and c._membership.subscription
+            and not c._membership.has_left()
             and c._cooperative() and not rd_kafka_assignment_lost(c.rk)):
         # Cooperative: the commit carried the generation before a rebalance this member takes part in
         # (it keeps its partitions). As in Java, retriable.
@@ -132,7 +133,7 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
             f"this member's assignment (KIP-848). Call poll(), then retry the commit.",
             code=_err_name(err))
     if err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
-        if c._listener.running:
+        if c._membership.listener.running:
             hint = ("The coordinator refused it while the group is joining (Kafka accepts "
                     "commits from current members then; librdkafka's mock cluster does not): "
                     "records after the last successful commit will be redelivered.")
@@ -143,12 +144,13 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
             f"{what} failed: offset commit cannot be completed since the consumer group is "
             f"rebalancing. {hint}", code=_err_name(err))
     _check_security(c, what)  # a commit that failed because the login or the group was refused
-    if c._group_refused is not None and _err_name(err) == "_WAIT_COORD":
+    refused = c._security.group_refused
+    if refused is not None and _err_name(err) == "_WAIT_COORD":
         # librdkafka found no coordinator because the group's ACLs refused it (poll() said so)
-        raise GroupAuthorizationError(f"{what} failed: {c._group_refused}", code="GROUP_AUTHORIZATION_FAILED",
-                                      group_id=c._group_refused.group_id)
+        raise GroupAuthorizationError(f"{what} failed: {refused}", code="GROUP_AUTHORIZATION_FAILED",
+                                      group_id=refused.group_id)
     if err in _GROUP_GONE_ERRORS or err == RD_KAFKA_RESP_ERR__STATE:
-        if (c._member == MEMBER_LEFT or c.poll_interval_expiries
+        if (c._membership.has_left() or c._membership.poll_interval_expiries
                 or kc_poll_timer_expired(&c.core.poll_timer)):
             why = COMMIT_FAILED_MESSAGE.format(interval=c.max_poll_interval_ms)
         else:
@@ -161,17 +163,65 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
     c._raise(err, what)
 
 
+cdef class AsyncCommits:
+    """commit_async()'s result queue (it wakes the consumer's eventfd, so an event loop waiting on it
+    learns of results without polling) and the callbacks waiting for those results, each under the key
+    its commit carries as librdkafka's opaque. `in_callback` > 0 while a callback runs: the consumer
+    refuses poll(), subscribe(), unsubscribe(), assign() and close() there."""
+
+    def __cinit__(self):
+        self.callbacks = {}
+
+    cdef void open(self, rd_kafka_t *rk, int wake_fd) noexcept:
+        self.q = rd_kafka_queue_new(rk)
+        rd_kafka_queue_io_event_enable(self.q, wake_fd, &_COMMIT_EVENT, sizeof(_COMMIT_EVENT))
+
+    cdef long sent(self, object callback, dict offsets) except -1:
+        """The key of a commit about to be sent; its result runs `callback` (None: nothing to run)."""
+        self.seq += 1
+        self.callbacks[self.seq] = (callback, offsets, None)
+        return self.seq
+
+    cdef completed(self, object callback):
+        """An empty commit: complete at once, its callback runs on the next serve."""
+        self.seq += 1
+        self.callbacks[-self.seq] = (callback, {}, None)
+
+    cdef forget(self, long key):
+        """The commit of `key` was not sent."""
+        del self.callbacks[key]
+
+    cdef run(self, object callback, dict offsets, object exc):
+        self.in_callback += 1
+        try:
+            callback(offsets, exc)
+        finally:
+            self.in_callback -= 1
+
+    cdef void detach(self) noexcept:
+        """Stops results from writing to the eventfd, which the core closes when freed."""
+        if self.q != NULL:
+            rd_kafka_queue_io_event_enable(self.q, -1, NULL, 0)
+
+    cdef void destroy(self) noexcept:
+        self.detach()
+        if self.q != NULL:
+            rd_kafka_queue_destroy(self.q)
+            self.q = NULL
+
+
 cdef _serve_commit_callbacks(NativeConsumer c, int timeout_ms=0):
     """Runs the callbacks of commit_async() calls whose results librdkafka reported."""
+    cdef AsyncCommits commits = c._commits
     cdef rd_kafka_event_t *ev
     cdef long key
-    while c._commit_callbacks:
+    while commits.callbacks:
         with nogil:
-            ev = rd_kafka_queue_poll(c.commit_q, timeout_ms)
+            ev = rd_kafka_queue_poll(commits.q, timeout_ms)
         if ev == NULL:
             break
         key = <long>rd_kafka_event_opaque(ev)
-        entry = c._commit_callbacks.pop(key, None)
+        entry = commits.callbacks.pop(key, None)
         exc = None
         try:
             _commit_result(c, ev, "commit_async")
@@ -180,31 +230,24 @@ cdef _serve_commit_callbacks(NativeConsumer c, int timeout_ms=0):
         finally:
             rd_kafka_event_destroy(ev)
         if entry is not None and entry[0] is not None:
-            _run_commit_callback(c, entry[0], entry[1], exc)
+            commits.run(entry[0], entry[1], exc)
     # empty commits complete at once
-    for key in [k for k in c._commit_callbacks if k < 0]:
-        cb, offs, _ = c._commit_callbacks.pop(key)
-        _run_commit_callback(c, cb, offs, None)
-
-
-cdef _run_commit_callback(NativeConsumer c, cb, offsets, exc):
-    c._in_callback += 1
-    try:
-        cb(offsets, exc)
-    finally:
-        c._in_callback -= 1
+    for key in [k for k in commits.callbacks if k < 0]:
+        cb, offs, _ = commits.callbacks.pop(key)
+        commits.run(cb, offs, None)
 
 
 cdef _finish_commit_callbacks(NativeConsumer c):
     """Runs every commit_async() callback still due, once: the results librdkafka has (all of them once
     its close is done: it waits for commits in flight), a KafkaTimeoutError for the others."""
+    cdef AsyncCommits commits = c._commits
     _serve_commit_callbacks(c, 0)
-    for key in list(c._commit_callbacks):
-        cb, offsets, _ = c._commit_callbacks.pop(key)
+    for key in list(commits.callbacks):
+        cb, offsets, _ = commits.callbacks.pop(key)
         if cb is not None:
             try:
-                _run_commit_callback(
-                    c, cb, offsets, KafkaTimeoutError("the commit did not complete before close() returned"))
+                commits.run(cb, offsets,
+                            KafkaTimeoutError("the commit did not complete before close() returned"))
             except BaseException as exc:
                 c._keep_exception(exc)
 

@@ -1,30 +1,75 @@
-# Group membership: the MemberState transitions and the rebalance events librdkafka hands to poll()
-# (included by _consumer.pyx; states and fields in _consumer.pxd).
+# Group membership: Membership (MemberState and its transitions), the librdkafka calls that change it,
+# and the rebalance events librdkafka hands to poll()
+# (included by _consumer.pyx; MemberState and Membership's fields in _consumer.pxd).
 #
 #   UNJOINED --subscribe--> JOINED --poll interval expired / stale assignment--> LEFT
 #   LEFT --assignment served--> JOINED --partitions of a discarded assignment kept--> REJOINING
 #   REJOINING --next poll(): unsubscribe + subscribe--> JOINED        any --unsubscribe--> UNJOINED
 
 
+cdef class Membership:
+    """The consumer's place in its group (MemberState) and what goes with it: the subscription, the
+    partitions of a discarded assignment, the rebalance listener and the membership counters. Each
+    state transition is one method here, the only code that assigns the state; the librdkafka calls
+    that cause them are the functions below, which call these once librdkafka has accepted them."""
+
+    def __cinit__(self):
+        self.subscription = set()
+        self.stale_parts = set()
+        self.listener = ListenerInvoker(None)
+        self.state = MEMBER_UNJOINED
+
+    cdef subscribed(self, list topics, object listener):
+        """UNJOINED -> JOINED (a new subscription replaces the old one; LEFT/REJOINING are kept)."""
+        self.listener = ListenerInvoker(listener)
+        self.subscription = set(topics)
+        if self.state == MEMBER_UNJOINED:
+            self.state = MEMBER_JOINED
+
+    cdef unsubscribed(self):
+        """any -> UNJOINED."""
+        self.subscription = set()
+        self.state = MEMBER_UNJOINED
+
+    cdef void left(self) noexcept:
+        """JOINED/REJOINING -> LEFT: librdkafka left the group without the application (it rejoins on
+        the next poll by itself). Buffered records are dropped: their partitions belong to others now."""
+        self.state = MEMBER_LEFT
+
+    cdef void poll_interval_expired(self) noexcept:
+        """-> LEFT because poll() was not called within max.poll.interval.ms (KIP-62)."""
+        self.poll_interval_expiries += 1
+        self.left()
+
+    cdef void assignment_served(self) noexcept:
+        """LEFT -> JOINED: an assignment of the current generation is being served."""
+        if self.state == MEMBER_LEFT:
+            self.state = MEMBER_JOINED
+
+    cdef void rejoin_needed(self) noexcept:
+        """JOINED -> REJOINING (see _rejoin_if_stale_parts_kept)."""
+        self.state = MEMBER_REJOINING
+
+    cdef void rejoined(self) noexcept:
+        """REJOINING -> JOINED: as _member_rejoin starts to leave and join the group again."""
+        self.state = MEMBER_JOINED
+
+
 cdef _member_subscribed(NativeConsumer c, list topics, listener):
-    """UNJOINED -> JOINED (a new subscription replaces the old one; LEFT/REJOINING are kept)."""
+    """Subscribes librdkafka, then Membership.subscribed."""
     _rdk_subscribe(c, topics, "subscribe")
-    c._listener = ListenerInvoker(listener)
-    c._subscription = set(topics)
-    if c._member == MEMBER_UNJOINED:
-        c._member = MEMBER_JOINED
+    c._membership.subscribed(topics, listener)
 
 
 cdef _member_unsubscribed(NativeConsumer c):
     """any -> UNJOINED: librdkafka leaves the group; the revoke is served before this returns."""
     cdef rd_kafka_resp_err_t err
-    cdef bint subscribed = bool(c._subscription)
+    cdef bint subscribed = bool(c._membership.subscription)
     if c.auto_commit:
         c._store_positions(None)
     with nogil:
         err = rd_kafka_unsubscribe(c.rk)
-    c._subscription = set()
-    c._member = MEMBER_UNJOINED
+    c._membership.unsubscribed()
     if err:
         c._raise(err, "unsubscribe")
     if subscribed:
@@ -33,30 +78,13 @@ cdef _member_unsubscribed(NativeConsumer c):
         c.assign([])
 
 
-cdef _member_left(NativeConsumer c):
-    """JOINED/REJOINING -> LEFT: librdkafka left the group without the application (it rejoins on the
-    next poll by itself). Buffered records are dropped: their partitions belong to others now."""
-    c._member = MEMBER_LEFT
-
-
-cdef _member_assigned(NativeConsumer c):
-    """LEFT -> JOINED: an assignment of the current generation is being served."""
-    if c._member == MEMBER_LEFT:
-        c._member = MEMBER_JOINED
-
-
-cdef _member_rejoin_needed(NativeConsumer c):
-    """JOINED -> REJOINING (see _rejoin_if_stale_parts_kept)."""
-    c._member = MEMBER_REJOINING
-
-
 cdef _member_rejoin(NativeConsumer c):
     """REJOINING -> JOINED: leaves the group and joins it again with the same subscription: the
     listener gets on_partitions_revoked for what the member holds (it may commit), no record is
     handed out meanwhile, and the next poll()s join."""
     cdef rd_kafka_resp_err_t err
-    c._member = MEMBER_JOINED
-    topics = sorted(c._subscription)
+    c._membership.rejoined()
+    topics = sorted(c._membership.subscription)
     if not topics:
         return
     if c.auto_commit:
@@ -67,7 +95,7 @@ cdef _member_rejoin(NativeConsumer c):
         c._raise(err, "rejoin (unsubscribe)")
     _serve_revoke_held(c)
     _rdk_subscribe(c, topics, "rejoin (subscribe)")
-    c._stale_parts.clear()
+    c._membership.stale_parts.clear()
 
 
 cdef _serve_revoke_held(NativeConsumer c):
@@ -103,13 +131,13 @@ cdef _rdk_subscribe(NativeConsumer c, list topics, str what):
 cdef void _on_rebalance(NativeConsumer c, rd_kafka_resp_err_t err,
                         rd_kafka_topic_partition_list_t *parts) except *:
     """One rebalance event, answered with the *assign() call librdkafka waits for."""
-    if c._closing():
+    if c._close.closing():
         _on_rebalance_closing(c, err, parts)
         return
     cdef bint cooperative = c._cooperative()
     tps = _tp_list(parts)
     c.core.barrier.last_rebalance_ms = kc_now_ms()
-    if err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS and c._subscription and _left_before_assign(c):
+    if err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS and c._membership.subscription and _left_before_assign(c):
         _discard_stale_assignment(c, parts, tps, cooperative)
     elif err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
         _serve_assignment(c, parts, tps, cooperative)
@@ -120,18 +148,18 @@ cdef void _on_rebalance(NativeConsumer c, rd_kafka_resp_err_t err,
 cdef _serve_assignment(NativeConsumer c, rd_kafka_topic_partition_list_t *parts, list tps,
                        bint cooperative):
     if not cooperative:
-        c._stale_parts.clear()
-    c._stale_parts.difference_update(tps)
+        c._membership.stale_parts.clear()
+    c._membership.stale_parts.difference_update(tps)
     _buffer_partitions(c, parts)
     _start_at_committed(c, parts)
-    _member_assigned(c)
+    c._membership.assignment_served()
     _raise_error(kc_answer_rebalance(c.rk, RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS, parts, cooperative),
                  "incremental assign")
-    if cooperative and c._stale_parts:
+    if cooperative and c._membership.stale_parts:
         _rejoin_if_stale_parts_kept(c)
-    c.rebalances += 1
+    c._membership.rebalances += 1
     log.info("partitions assigned: %s", tps)
-    c._listener.assigned(tps)
+    c._membership.listener.assigned(tps)
 
 
 cdef _serve_revocation(NativeConsumer c, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
@@ -142,16 +170,16 @@ cdef _serve_revocation(NativeConsumer c, rd_kafka_resp_err_t err, rd_kafka_topic
     for i in range(parts.cnt):
         p = kc_fb_find(&c.core.fb, parts.elems[i].topic, parts.elems[i].partition)
         if p != NULL:
-            c.revoked_records_dropped += p.len
+            c._membership.revoked_records_dropped += p.len
             kc_fb_purge(&c.core.fb, p)
     # partitions of a discarded assignment were never reported, or were already reported lost
-    report = [tp for tp in tps if tp not in c._stale_parts] if c._stale_parts else tps
-    c._stale_parts.difference_update(tps)
+    report = [tp for tp in tps if tp not in c._membership.stale_parts] if c._membership.stale_parts else tps
+    c._membership.stale_parts.difference_update(tps)
     try:
         if not lost and c.auto_commit:
             c._store_positions(tps)
         if report or not tps:
-            c._listener.revoked(report, lost)
+            c._membership.listener.revoked(report, lost)
     finally:
         _drop_error(kc_answer_rebalance(c.rk, err, parts, cooperative))
         for i in range(parts.cnt):
@@ -183,20 +211,20 @@ cdef _discard_stale_assignment(NativeConsumer c, rd_kafka_topic_partition_list_t
     "lost" revoke, records fetched for partitions not in the buffer are dropped."""
     owned = sorted(c.assignment())
     _drop_error(kc_answer_rebalance(c.rk, RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS, parts, cooperative))
-    c._stale_parts.update(tps)
-    c._stale_parts.update(owned)
+    c._membership.stale_parts.update(tps)
+    c._membership.stale_parts.update(owned)
     _drop_buffered_partitions(c)
-    _member_left(c)
+    c._membership.left()
     log.warning("assignment %s discarded: the member left the group (max.poll.interval.ms exceeded, or "
                 "its session expired) before it was served; partitions lost: %s; rejoining", tps, owned)
     if owned:
-        c._listener.revoked(owned, True)
+        c._membership.listener.revoked(owned, True)
 
 
 cdef _drop_buffered_partitions(NativeConsumer c):
     """Removes every partition from the fetch buffer, counting its records as revoked."""
     while c.core.fb.n:
-        c.revoked_records_dropped += c.core.fb.parts[0].len
+        c._membership.revoked_records_dropped += c.core.fb.parts[0].len
         topic = <bytes>c.core.fb.parts[0].topic
         kc_fb_remove(&c.core.fb, topic, c.core.fb.parts[0].partition)
 
@@ -252,10 +280,10 @@ cdef _rejoin_if_stale_parts_kept(NativeConsumer c):
     if rd_kafka_assignment(c.rk, &held) != RD_KAFKA_RESP_ERR_NO_ERROR or held == NULL:
         return
     try:
-        kept = sorted(tp for tp in _tp_list(held) if tp in c._stale_parts)
+        kept = sorted(tp for tp in _tp_list(held) if tp in c._membership.stale_parts)
     finally:
         rd_kafka_topic_partition_list_destroy(held)
     if kept:
-        _member_rejoin_needed(c)
+        c._membership.rejoin_needed()
         log.warning("partitions %s were kept by the group for this member after a discarded "
                     "assignment, but are not fetched: rejoining the group", kept)

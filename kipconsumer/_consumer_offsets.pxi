@@ -1,5 +1,5 @@
-# Positions and offsets: seek, pause/resume, watermarks and offsets by time
-# (included by _consumer.pyx; fields in _consumer.pxd).
+# Positions and offsets: seek, pause/resume, watermarks, offsets by time, and StableOffsets (the last
+# stable offsets of read_committed current_lag()) (included by _consumer.pyx; fields in _consumer.pxd).
 
 
 cdef tuple _watermarks(NativeConsumer c, str topic, int partition, double timeout):
@@ -17,73 +17,85 @@ cdef tuple _watermarks(NativeConsumer c, str topic, int partition, double timeou
     return low, high
 
 
-cdef void _serve_lso_answers(NativeConsumer c):
-    """Takes the answers of earlier last-stable-offset requests off lso_q (never waits)."""
-    cdef rd_kafka_event_t *ev
-    cdef const rd_kafka_ListOffsets_result_t *res
-    cdef const rd_kafka_ListOffsetsResultInfo_t **infos
-    cdef const rd_kafka_topic_partition_t *rtp
-    cdef size_t cnt = 0, i
-    if c.lso_q == NULL:
-        return
-    while True:
-        ev = rd_kafka_queue_poll(c.lso_q, 0)
-        if ev == NULL:
+cdef class StableOffsets:
+    """read_committed current_lag(): the last stable offsets of assigned partitions, asked with
+    ListOffsets (LATEST, read_committed) without waiting; answers land on `q` and are taken by the
+    next call. At most one request per partition in flight."""
+
+    def __cinit__(self):
+        self.known = {}
+        self.pending = set()
+
+    cdef serve_answers(self):
+        """Takes the answers of earlier requests off `q` (never waits)."""
+        cdef rd_kafka_event_t *ev
+        cdef const rd_kafka_ListOffsets_result_t *res
+        cdef const rd_kafka_ListOffsetsResultInfo_t **infos
+        cdef const rd_kafka_topic_partition_t *rtp
+        cdef size_t cnt = 0, i
+        if self.q == NULL:
             return
-        try:
-            res = rd_kafka_event_ListOffsets_result(ev)  # NULL for any other event (none expected)
-            if res != NULL:
-                infos = rd_kafka_ListOffsets_result_infos(res, &cnt)
-                for i in range(cnt):
-                    rtp = rd_kafka_ListOffsetsResultInfo_topic_partition(infos[i])
-                    tp = TopicPartition(rtp.topic.decode(), rtp.partition)
-                    c._lso_pending.discard(tp)
-                    if rtp.err == RD_KAFKA_RESP_ERR_NO_ERROR and rtp.offset >= 0:
-                        c._lso[tp] = rtp.offset
-            # an event for the whole request (an error): let the next call ask again
-            if rd_kafka_event_error(ev):
-                c._lso_pending.clear()
-        finally:
-            rd_kafka_event_destroy(ev)
+        while True:
+            ev = rd_kafka_queue_poll(self.q, 0)
+            if ev == NULL:
+                return
+            try:
+                res = rd_kafka_event_ListOffsets_result(ev)  # NULL for any other event (none expected)
+                if res != NULL:
+                    infos = rd_kafka_ListOffsets_result_infos(res, &cnt)
+                    for i in range(cnt):
+                        rtp = rd_kafka_ListOffsetsResultInfo_topic_partition(infos[i])
+                        tp = TopicPartition(rtp.topic.decode(), rtp.partition)
+                        self.pending.discard(tp)
+                        if rtp.err == RD_KAFKA_RESP_ERR_NO_ERROR and rtp.offset >= 0:
+                            self.known[tp] = rtp.offset
+                # an event for the whole request (an error): let the next call ask again
+                if rd_kafka_event_error(ev):
+                    self.pending.clear()
+            finally:
+                rd_kafka_event_destroy(ev)
 
+    cdef request(self, rd_kafka_t *rk, const char *topic, int32_t partition, object tp):
+        """Asks the partition leader for its last stable offset, unless a request is in flight."""
+        cdef rd_kafka_topic_partition_list_t *lst
+        cdef rd_kafka_AdminOptions_t *opts
+        cdef rd_kafka_error_t *error
+        cdef char errstr[256]
+        if tp in self.pending:
+            return
+        if self.q == NULL:
+            self.q = rd_kafka_queue_new(rk)
+        opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_ANY)
+        if opts == NULL:
+            return
+        error = rd_kafka_AdminOptions_set_isolation_level(opts, RD_KAFKA_ISOLATION_LEVEL_READ_COMMITTED)
+        if error != NULL:
+            rd_kafka_error_destroy(error)
+        rd_kafka_AdminOptions_set_request_timeout(opts, 30_000, errstr, sizeof(errstr))
+        lst = rd_kafka_topic_partition_list_new(1)
+        rd_kafka_topic_partition_list_add(lst, topic, partition).offset = RD_KAFKA_OFFSET_SPEC_LATEST
+        rd_kafka_ListOffsets(rk, lst, opts, self.q)
+        rd_kafka_topic_partition_list_destroy(lst)
+        rd_kafka_AdminOptions_destroy(opts)
+        self.pending.add(tp)
 
-cdef void _request_lso(NativeConsumer c, const char *topic, int32_t partition, object tp):
-    """Asks the partition leader for its last stable offset (ListOffsets LATEST, read_committed) without
-    waiting; the answer lands on lso_q. At most one request per partition in flight."""
-    cdef rd_kafka_topic_partition_list_t *lst
-    cdef rd_kafka_AdminOptions_t *opts
-    cdef rd_kafka_error_t *error
-    cdef char errstr[256]
-    if tp in c._lso_pending:
-        return
-    if c.lso_q == NULL:
-        c.lso_q = rd_kafka_queue_new(c.rk)
-    opts = rd_kafka_AdminOptions_new(c.rk, RD_KAFKA_ADMIN_OP_ANY)
-    if opts == NULL:
-        return
-    error = rd_kafka_AdminOptions_set_isolation_level(opts, RD_KAFKA_ISOLATION_LEVEL_READ_COMMITTED)
-    if error != NULL:
-        rd_kafka_error_destroy(error)
-    rd_kafka_AdminOptions_set_request_timeout(opts, 30_000, errstr, sizeof(errstr))
-    lst = rd_kafka_topic_partition_list_new(1)
-    rd_kafka_topic_partition_list_add(lst, topic, partition).offset = RD_KAFKA_OFFSET_SPEC_LATEST
-    rd_kafka_ListOffsets(c.rk, lst, opts, c.lso_q)
-    rd_kafka_topic_partition_list_destroy(lst)
-    rd_kafka_AdminOptions_destroy(opts)
-    c._lso_pending.add(tp)
+    cdef void destroy(self) noexcept:
+        if self.q != NULL:
+            rd_kafka_queue_destroy(self.q)
+            self.q = NULL
 
 
 cdef object _cached_end_offset(NativeConsumer c, const char *topic, int32_t partition):
     """The partition's end offset as Java's currentLag sees it, without waiting: read_uncommitted, the
     high watermark librdkafka last saw in a fetch response; read_committed, the last stable offset of
-    the latest answered ListOffsets request, another request being sent (answered on lso_q) for the
+    the latest answered ListOffsets request, another request being sent (StableOffsets) for the
     next call, as Java asks when its cached one is unknown. None before the first answer."""
     cdef int64_t low = -1, high = -1
     if c._read_committed:
         tp = TopicPartition(topic.decode(), partition)
-        _serve_lso_answers(c)
-        _request_lso(c, topic, partition, tp)
-        return c._lso.get(tp)
+        c._lso.serve_answers()
+        c._lso.request(c.rk, topic, partition, tp)
+        return c._lso.known.get(tp)
     if rd_kafka_get_watermark_offsets(c.rk, topic, partition, &low, &high) != RD_KAFKA_RESP_ERR_NO_ERROR:
         return None
     return high if high >= 0 else None

@@ -1,11 +1,41 @@
 # The poll loop around csrc/consumer_core.c: waits in slices (signals, wakeup(), close() from another
-# thread), serves commit callbacks and consumer errors, hands out one batch
-# (included by _consumer.pyx; fields in _consumer.pxd).
+# thread), serves commit callbacks and consumer errors, hands out one batch; SecurityHold, the refused
+# logins and groups poll() and the other calls raise (included by _consumer.pyx; fields in _consumer.pxd).
 
 
 # How long poll() raises an AuthenticationError again at once: librdkafka retries a refused connection
 # at least every reconnect.backoff.max.ms (10 s by default) and reports each refusal, renewing it.
 cdef int64_t _AUTH_HOLD_MS = 10000
+
+
+cdef class SecurityHold:
+    """Refused logins and groups, from librdkafka's report to the calls that raise them: error_cb keeps
+    authentication and TLS failures (report) until poll() or another call raises them; the typed
+    error raised is kept (hold): an AuthenticationError is raised again at once for _AUTH_HOLD_MS, as
+    librdkafka reports a refusal only when it reconnects; a GroupAuthorizationError explains a commit
+    that then fails waiting for the coordinator."""
+
+    def __cinit__(self):
+        self.reports = []
+
+    cdef report(self, int err, str reason):
+        """error_cb's security error; at most 16 wait to be raised."""
+        if len(self.reports) < 16:
+            self.reports.append((err, reason))
+
+    cdef hold(self, BaseException exc):
+        """Keeps the typed security error just raised (see the class)."""
+        if isinstance(exc, AuthenticationError):
+            self.auth_failure = exc
+            self.auth_failure_ms = kc_now_ms()
+        elif isinstance(exc, GroupAuthorizationError):
+            self.group_refused = exc
+
+    cdef object held_auth(self):
+        """The AuthenticationError to raise again (within _AUTH_HOLD_MS of it), or None."""
+        if self.auth_failure is not None and kc_now_ms() - self.auth_failure_ms < _AUTH_HOLD_MS:
+            return self.auth_failure
+        return None
 
 
 cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
@@ -14,28 +44,28 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
     cdef int64_t deadline = _deadline_ms(timeout)
     cdef bint again = False
     _raise_held_auth(c, None)
-    if c._member == MEMBER_REJOINING:
+    if c._membership.rejoin_pending():
         _member_rejoin(c)
     if c.auto_commit:
         c._store_positions(None)
     _serve_commit_callbacks(c)
     while True:
-        if c._close_requested:
+        if c._close.requested:
             return records_take(c.out, 0, None)
         with nogil:
             st = kc_consumer_poll(c.core, _slice(deadline), c.out, &n)
         drain_logs()
-        if c._client_errors and not n:
+        if c._security.reports and not n:
             _handle_errors(c)
         if again:
             c.core.polls -= 1  # a slice that continues this poll() is not another poll
         again = True
         if st == KC_POLL_OK:
-            if n and c._member == MEMBER_LEFT and c._subscription:
+            if n and c._membership.has_left() and c._membership.subscription:
                 # fetched before the member left (KIP-62): its partitions belong to others now, and
                 # the lost assignment's event may come polls later (real Kafka; the mock sends it at once)
                 records_take(c.out, n, c._handle)
-                c.revoked_records_dropped += n + c.core.fb.records
+                c._membership.revoked_records_dropped += n + c.core.fb.records
                 kc_fb_purge_all(&c.core.fb)
                 n = 0
             if n or c._pending_exc is not None:
@@ -45,12 +75,12 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
                 c._raise_pending()
                 return batch
             _serve_commit_callbacks(c)
-            if kc_now_ms() >= deadline or c._close_requested:
+            if kc_now_ms() >= deadline or c._close.requested:
                 return records_take(c.out, 0, None)
             PyErr_CheckSignals()
             continue
         if st == KC_POLL_WAKEUP:
-            if c._close_requested:
+            if c._close.requested:
                 return records_take(c.out, 0, None)
             raise WakeupError("poll() interrupted by wakeup()")
         if st == KC_POLL_ABORT:
@@ -65,9 +95,10 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
 cdef _raise_held_auth(NativeConsumer c, str what):
     """Raises the held AuthenticationError (_raise_security) again, within _AUTH_HOLD_MS of it;
     ``what`` (another call than poll()) prefixes it."""
-    if c._auth_failure is not None and kc_now_ms() - c._auth_failure_ms < _AUTH_HOLD_MS:
-        msg = str(c._auth_failure)
-        raise AuthenticationError(f"{what}: {msg}" if what else msg, code=c._auth_failure.code)
+    held = c._security.held_auth()
+    if held is not None:
+        msg = str(held)
+        raise AuthenticationError(f"{what}: {msg}" if what else msg, code=held.code)
 
 
 cdef _check_security(NativeConsumer c, str what):
@@ -78,19 +109,20 @@ cdef _check_security(NativeConsumer c, str what):
     serves librdkafka's consumer queue for it first (kc_consumer_serve: no records handed out), so one
     that never polled learns of it too; with a subscription, poll() serves it (a rebalance listener
     must not run inside another call)."""
-    if (not c._subscription and not c._in_poll and not c._in_callback and not c._listener.running
-            and c._close_phase == CLOSE_OPEN and c.core != NULL):
+    if (not c._membership.subscription and not c._in_poll and not c._commits.in_callback
+            and not c._membership.listener.running
+            and c._close.is_open() and c.core != NULL):
         kc_consumer_serve(c.core)
         drain_logs()
     _raise_held_auth(c, what)
-    if c._client_errors or c.core.n_errors:
+    if c._security.reports or c.core.n_errors:
         _handle_errors(c, what)
 
 
 cdef _handle_errors(NativeConsumer c, str what="poll()"):
     cdef rd_kafka_message_t *m
-    while c._client_errors:  # error_cb's: only authentication / TLS failures are kept
-        err, detail = c._client_errors.pop(0)
+    while c._security.reports:  # error_cb's: only authentication / TLS failures are kept
+        err, detail = c._security.reports.pop(0)
         _raise_security(c, err, what, detail, ())
     while True:
         m = kc_consumer_take_error(c.core)
@@ -105,8 +137,7 @@ cdef _handle_errors(NativeConsumer c, str what="poll()"):
         detail = rd_kafka_message_errstr(m).decode(errors="replace")
         rd_kafka_message_destroy(m)
         if err == RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED:
-            c.poll_interval_expiries += 1
-            _member_left(c)
+            c._membership.poll_interval_expired()
             kc_fb_purge_all(&c.core.fb)
             log.warning("consumer left the group: poll() was not called within "
                         "max.poll.interval.ms (%d ms); rejoining", c.max_poll_interval_ms)
@@ -125,10 +156,6 @@ cdef _raise_security(NativeConsumer c, rd_kafka_resp_err_t err, str what, str de
     in that time raises it again at once, as librdkafka reports a refusal only when it reconnects."""
     try:
         c._raise(err, what, detail, topics)
-    except AuthenticationError as e:
-        c._auth_failure = e
-        c._auth_failure_ms = kc_now_ms()
-        raise
-    except GroupAuthorizationError as e:
-        c._group_refused = e
+    except (AuthenticationError, GroupAuthorizationError) as e:
+        c._security.hold(e)
         raise

@@ -222,6 +222,9 @@ cdef extern from "rdk.h" nogil:
                                               rd_kafka_topic_partition_list_t **topics)
     rd_kafka_message_t *rd_kafka_consumer_poll(rd_kafka_t *rk, int timeout_ms)
     rd_kafka_resp_err_t rd_kafka_consumer_close(rd_kafka_t *rk)
+    # the asynchronous close: close() and the consumer's reaper (csrc/consumer_close.h)
+    rd_kafka_error_t *rd_kafka_consumer_close_queue(rd_kafka_t *rk, rd_kafka_queue_t *rkqu)
+    int rd_kafka_consumer_closed(rd_kafka_t *rk)
     rd_kafka_resp_err_t rd_kafka_assign(rd_kafka_t *rk,
                                         const rd_kafka_topic_partition_list_t *partitions)
     rd_kafka_error_t *rd_kafka_incremental_assign(

@@ -335,14 +335,18 @@ def test_close_commits_auto_commit_positions_and_returns_at_once(
 _DROPPED = textwrap.dedent("""
     import gc, sys, time
     from kipconsumer import KafkaConsumer, TopicPartition
-    bootstrap, topic, group, strategy = sys.argv[1:5]
+    bootstrap, topic, group, strategy, cycle = sys.argv[1:6]
     class Listener:
         def on_partitions_assigned(self, parts): pass
         def on_partitions_revoked(self, parts): print("listener called on drop", flush=True)
     c = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
                        "enable.auto.commit": True, "auto.commit.interval.ms": 60000,
                        "partition.assignment.strategy": strategy, "max.poll.records": 7})
-    c.subscribe([topic], listener=Listener())
+    listener = Listener()
+    if cycle == "cycle":
+        listener.consumer = c  # a reference cycle: the cycle collector frees the consumer
+    c.subscribe([topic], listener=listener)
+    del listener
     n = 0
     t0 = time.monotonic()
     while n < 14 and time.monotonic() - t0 < 20:
@@ -361,17 +365,20 @@ _DROPPED = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+@pytest.mark.parametrize(("strategy", "cycle"),
+                         [("range", "no"), ("cooperative-sticky", "no"), ("range", "cycle")])
 def test_consumer_dropped_without_close_finishes_in_the_background(
     broker: EmbeddedBroker, topic_factory: Callable[..., str], unique_name: Callable[[str], str],
-    strategy: str,
+    strategy: str, cycle: str,
 ) -> None:
     # it segfaulted: rd_kafka_destroy() closed the consumer and ran the rebalance callback on the
-    # object being freed
+    # object being freed. "cycle": the listener holds the consumer, so the cycle collector frees it
+    # (NativeConsumer is no_gc_clear: its state objects are intact in __dealloc__)
     topic = topic_factory(partitions=1)
     produce(broker, topic, 30)
     proc = subprocess.run([sys.executable, "-c", _DROPPED, broker.bootstrap_servers, topic,
-                           unique_name("g-drop"), strategy], capture_output=True, text=True, timeout=90)
+                           unique_name("g-drop"), strategy, cycle],
+                          capture_output=True, text=True, timeout=90)
     assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert "listener called on drop" not in proc.stdout
     line = proc.stdout.split("COMMITTED ", 1)[1].split()

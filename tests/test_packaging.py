@@ -32,8 +32,11 @@ TOO_OLD_CONFLUENT = "2.4.0"
 
 
 def _pip(venv: Path, *args: str) -> None:
+    # without PYTHONPATH: a checkout on it (with the egg-info `build --sdist` leaves) makes pip think
+    # kipconsumer is installed already and skip the wheel
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *args],
-                   check=True, capture_output=True, timeout=900)
+                   check=True, capture_output=True, timeout=900, env=env)
 
 
 def _smoke(venv: Path, cwd: Path) -> str:
