@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from kipconsumer._eos import Transaction
 from kipconsumer._pipeline_task import PartitionTask
-from kipconsumer.config import PRODUCER_SPECS
 from kipconsumer.errors import (
     CommitFailedError,
     KafkaTimeoutError,
@@ -101,16 +100,18 @@ class ExactlyOnceTask(PartitionTask):
                 except TimeoutError as exc:
                     raise self._send_timed_out(exc, f"send to {topic} (output {i} of offset {off})") from exc
                 except ProducerFencedError as exc:
-                    if not self.txn.outlived_timeout():
-                        self.eos.abort(f"send to {topic} for source {self.name}: the producer was fenced")
+                    if not self.txn.outlived_timeout():  # another producer: fatal, as any other failure
+                        self._abort_after_failed_send(topic, i, off, exc)
                         raise
                     err = self.txn.fenced_by_timeout(self.eos._tasks(), exc)
                     raise KafkaTimeoutError(f"send to {topic} (output {i} of offset {off}) for source "
                                             f"{self.name}: {err}", code=err.code) from exc
                 except BaseException as exc:  # the transaction may hold part of this record's outputs
-                    self.eos.abort(f"send to {topic} (output {i} of offset {off}) for source "
-                                   f"{self.name} failed: {exc!r}")
+                    self._abort_after_failed_send(topic, i, off, exc)
                     raise
+
+    def _abort_after_failed_send(self, topic: str, i: int, off: int, exc: BaseException) -> None:
+        self.eos.abort(f"send to {topic} (output {i} of offset {off}) for source {self.name} failed: {exc!r}")
 
     def _send_timed_out(self, exc: TimeoutError, what: str) -> KafkaTimeoutError:
         self.stalls += 1
@@ -147,11 +148,9 @@ class ExactlyOnce:
         self.commit_failures = 0
         self.producer_replacements = 0
         self._init_transactions()
-        txn_timeout_ms = int(pipeline.config.producer.get("transaction.timeout.ms")  # type: ignore[call-overload]
-                             or PRODUCER_SPECS["transaction.timeout.ms"].default)
         self.txn = Transaction(pipeline._producer, pipeline._consumer, pipeline._bounded,
                                self._replace_producer, pipeline._held, pipeline._call_budget_s,
-                               transaction_timeout_s=txn_timeout_ms / 1000.0)
+                               transaction_timeout_s=pipeline.config.transaction_timeout_ms / 1000.0)
 
     def _tasks(self) -> list[ExactlyOnceTask]:
         # every task of this pipeline was made by new_task()

@@ -117,6 +117,8 @@ class PipelineConfig:
     commit_interval_ms: int
     max_poll_interval_ms: int
     processing_guarantee: str = "at_least_once"
+    #: the producer's transaction.timeout.ms (exactly_once_v2 bounds its transactions by it)
+    transaction_timeout_ms: int = PRODUCER_SPECS["transaction.timeout.ms"].default  # type: ignore[assignment]
 
 
 def split_config(config: Mapping[str, object]) -> PipelineConfig:
@@ -185,17 +187,16 @@ def split_config(config: Mapping[str, object]) -> PipelineConfig:
         log.warning("producer max.block.ms=%s is capped to %d, half of max.poll.interval.ms (KIP-572)",
                     producer["max.block.ms"], half_mpi)
         producer["max.block.ms"] = half_mpi
-    psettings_producer = producer_settings(producer)
+    txn_ms = int(producer_settings(producer).rdkafka.get("transaction.timeout.ms")
+                 or PRODUCER_SPECS["transaction.timeout.ms"].default)  # type: ignore[arg-type]
     if psettings.processing_guarantee == EXACTLY_ONCE:
-        txn_ms = int(psettings_producer.rdkafka.get("transaction.timeout.ms")
-                     or PRODUCER_SPECS["transaction.timeout.ms"].default)  # type: ignore[arg-type]
         if psettings.commit_interval_ms > txn_ms:
             raise ConfigError(f"config commit.interval.ms={psettings.commit_interval_ms} must not exceed "
                               f"transaction.timeout.ms={txn_ms} with processing.guarantee=exactly_once_v2: "
                               "the broker aborts a transaction open longer than that (Kafka Streams' rule)")
     task_settings({k: v for k, v in task.items() if k != "retries"})
     return PipelineConfig(consumer, producer, task, psettings.commit_interval_ms,
-                          csettings.max_poll_interval_ms, psettings.processing_guarantee)
+                          csettings.max_poll_interval_ms, psettings.processing_guarantee, txn_ms)
 
 
 class _Listener:
