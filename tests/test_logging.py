@@ -62,9 +62,9 @@ def test_records_carry_the_time_librdkafka_logged_them(caplog: pytest.LogCapture
     when librdkafka logged each one (for reading a stalled member's log), ``created`` when it was handed
     over."""
     caplog.set_level(logging.DEBUG, logger="kipconsumer.librdkafka")
+    before = time.time()  # librdkafka may log its first failed connect while the consumer is created
     c = KafkaConsumer({"bootstrap.servers": _dead_bootstrap(), "group.id": "g-logging-time"})
     try:
-        before = time.time()
         c.subscribe(["t"])
         time.sleep(1.0)  # librdkafka fails to connect meanwhile; nothing is handed over
         c.poll(0.1)
