@@ -212,10 +212,11 @@ class AsyncKafkaShareConsumer:
         that no ``poll()`` handed out are released, not accepted. A second call does nothing."""
         if self._foreign_pid is not None:
             raise _fork.foreign_error("AsyncKafkaShareConsumer", self._foreign_pid)
-        if self._closed:
-            return
         seconds = timeout_seconds(timeout, self._sync.settings.default_api_timeout_ms)
         loop = asyncio.get_running_loop()
+        if self._closed:  # again, or after a close() that raised: the synchronous close does what is left
+            await loop.run_in_executor(None, self._sync.close, timeout)
+            return
         self._loop = loop
         self._closed = True
         pending, self._pending = self._pending, None
