@@ -393,8 +393,8 @@ cdef class NativeShareConsumer:
 
     def poll(self, int timeout_ms):
         """At most max.poll.records records: from the buffer, or from one librdkafka batch (waiting
-        up to timeout_ms for it) when the buffer is empty. Implicit mode: first accepts the records
-        the previous poll returned."""
+        up to timeout_ms for it) when the buffer is empty; the records unreturn() kept, if any, first.
+        Implicit mode: first accepts the records the previous poll returned."""
         cdef size_t n, i
         self._check_open("poll")
         self._check_security("poll")

@@ -7,11 +7,14 @@ The contract (docs/share-groups.md, API.md "Share groups"):
   ``delivery_count`` (1 on its first delivery).
 - ``share.acknowledgement.mode=implicit`` (default): the records one ``poll()`` returned are
   accepted by the next ``poll()``, ``commit_sync()``, ``commit_async()`` or ``close()``; records
-  fetched but not yet returned are never accepted. ``acknowledge()`` raises ``IllegalStateError``.
+  fetched but not yet returned are never accepted, nor are those of a ``poll()`` that raised after
+  librdkafka returned them (a signal's ``KeyboardInterrupt``): the next ``poll()`` returns them, and
+  ``close()`` / ``unsubscribe()`` release them. ``acknowledge()`` raises ``IllegalStateError``.
 - ``explicit``: ``acknowledge(record, type)`` every returned record once (ACCEPT, RELEASE, REJECT)
   before the next ``poll()``, which raises ``IllegalStateError`` otherwise; acknowledging a record
   twice, or one not returned, raises ``IllegalStateError``. Acknowledgements go to the broker with
-  the next ``poll()``, ``commit_sync()``, ``commit_async()`` or ``close()``.
+  the next ``poll()``, ``commit_sync()``, ``commit_async()`` or ``close()``; ``unsubscribe()`` releases
+  the records still unacknowledged.
 - Threads and signals as ``KafkaConsumer``: one thread at a time (``ConcurrentAccessError`` for a
   second one); ``wakeup()``, ``close()`` and ``metrics()`` from any thread; ``poll()`` waits in
   slices of at most 50 ms, so Ctrl+C, ``wakeup()`` (``WakeupError``) and ``close()`` end it.
