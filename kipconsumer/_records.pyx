@@ -177,11 +177,12 @@ cdef class ConsumerRecord:
 
     def __reduce__(self):
         """Pickles (and copies) as plain data: a kipconsumer.structs.ConsumerRecordData with the same
-        attributes, holding no librdkafka memory."""
+        attributes (delivery_count included), holding no librdkafka memory."""
         from kipconsumer.structs import ConsumerRecordData
         return (ConsumerRecordData, (self.topic, self.partition, self.offset, self.key, self.value,
                                      self.timestamp, self.timestamp_type, self.headers,
-                                     self.serialized_key_size, self.serialized_value_size))
+                                     self.serialized_key_size, self.serialized_value_size,
+                                     self.delivery_count))
 
 
 cdef inline ConsumerRecord _make_record(ConsumerRecords batch, Py_ssize_t i):
