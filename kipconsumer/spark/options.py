@@ -28,6 +28,7 @@ from kipconsumer.spark.offsets import (
     parse_timestamps_spec,
     shown,
 )
+from kipconsumer.spark.topicpattern import compile_topic_pattern
 
 #: Records per executor poll() (a Spark Arrow batch is at least this big when data is there).
 DEFAULT_MAX_POLL_RECORDS = 10_000
@@ -161,7 +162,7 @@ class ReadOptions:
 
     kafka: tuple[tuple[str, str], ...]
     subscribe: tuple[str, ...] = ()
-    pattern: str | None = None  # subscribePattern as a Python re pattern (javaregex)
+    pattern: str | None = None  # subscribePattern as a Python re pattern (javaregex), matched by topicpattern
     assign: tuple[TP, ...] = ()
     starting: str | dict[TP, int] = "latest"
     starting_by_timestamp: dict[TP, int] | None = None
@@ -221,8 +222,10 @@ class ReadOptions:
         if assign:
             assigned = parse_assign_spec(assign)
         if pattern:
-            # a Java regex in Spark's connector: translated to Python's re or refused by name
+            # a Java regex in Spark's connector: translated to Python's re or refused by name, then
+            # compiled once here for the driver's linear-time matcher (refusals surface now)
             pattern = java_pattern_to_python(pattern)
+            compile_topic_pattern(pattern)
         starting = parse_offsets_spec(_get(low, "startingOffsets"), "latest" if streaming else "earliest",
                                       "startingOffsets")
         if not streaming and starting == "latest":
