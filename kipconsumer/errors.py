@@ -7,6 +7,16 @@ name in ``code``.
 
 from __future__ import annotations
 
+from typing import Any
+
+
+def _restore(cls: type[KafkaError], args: tuple[Any, ...]) -> KafkaError:
+    """Unpickles a ``KafkaError`` without calling ``__init__`` (whose keyword-only fields the pickled
+    ``__dict__`` restores)."""
+    err = cls.__new__(cls, *args)
+    err.args = args
+    return err
+
 
 class KafkaError(Exception):
     """Base class of every error kipconsumer raises about Kafka operations.
@@ -19,6 +29,11 @@ class KafkaError(Exception):
         super().__init__(message)
         self.code = code
         self.retriable = retriable
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception's own reduce calls cls(*args), which misses required keyword-only fields
+        # (ProcessingError): pickle, copy and deepcopy keep the class, the args and every attribute.
+        return _restore, (type(self), self.args), self.__dict__
 
 
 class ConfigError(KafkaError, ValueError):
