@@ -32,7 +32,7 @@ from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
 from kipconsumer._validate import check_topic_name
 from kipconsumer.config import ConsumerSettings, consumer_settings
-from kipconsumer.errors import ConcurrentAccessError, IllegalStateError
+from kipconsumer.errors import ConcurrentAccessError, IllegalStateError, UnsupportedVersionError
 from kipconsumer.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 # librdkafka's logical offsets
@@ -141,6 +141,7 @@ class KafkaConsumer:
         self._method = ""
         self._closer: int | None = None
         self._close_after: float | None = None
+        self._protocol_checked = False  # group.protocol=consumer: the broker was seen to serve it
         _fork.register(self)
 
     def _mark_foreign(self, pid: int) -> None:
@@ -226,7 +227,32 @@ class KafkaConsumer:
             hasattr(listener, "on_partitions_revoked") and hasattr(listener, "on_partitions_assigned")
         ):
             raise TypeError("listener must have on_partitions_revoked() and on_partitions_assigned()")
+        self._check_broker_serves_protocol()
         self._native.subscribe(names, listener)
+
+    def _check_broker_serves_protocol(self) -> None:
+        """``group.protocol=consumer`` on a PLAINTEXT listener, once: UnsupportedVersionError if the
+        broker has no ConsumerGroupHeartbeat API (librdkafka would retry silently and every poll()
+        return nothing; kipconsumer._api_versions)."""
+        rd = self._settings.rdkafka
+        if (self._protocol_checked or str(rd.get("group.protocol", "classic")).lower() != "consumer"
+                or str(rd.get("security.protocol", "plaintext")).lower() != "plaintext"):
+            return
+        from kipconsumer._api_versions import (
+            CONSUMER_GROUP_HEARTBEAT,
+            CONSUMER_GROUP_HEARTBEAT_MIN,
+            api_version_ranges,
+        )
+
+        ranges = api_version_ranges(str(rd.get("bootstrap.servers", "")))
+        self._protocol_checked = ranges is not None
+        newest = -1 if ranges is None else ranges.get(CONSUMER_GROUP_HEARTBEAT, (0, -1))[1]
+        if ranges is not None and newest < CONSUMER_GROUP_HEARTBEAT_MIN:
+            raise UnsupportedVersionError(
+                f"group.protocol=consumer: the broker at {rd.get('bootstrap.servers')} does not serve the "
+                f"consumer group protocol (KIP-848) as librdkafka speaks it (ConsumerGroupHeartbeat v1+): it "
+                f"needs Apache Kafka >= 4.0; Kafka 3.7-3.9 has only a preview (v0) or none. Use "
+                f"group.protocol=classic with this broker.", code="UNSUPPORTED_VERSION")
 
     @_owned
     def subscription(self) -> set[str]:

@@ -140,7 +140,15 @@ class RecordDeserializationError(SerializationError):
         self.origin = origin
 
 
-class ShareGroupsUnsupportedError(KafkaError):
+class UnsupportedVersionError(KafkaError):
+    """The broker does not serve a protocol the configuration asks for (Java's
+    ``UnsupportedVersionException``), e.g. ``group.protocol=consumer`` (KIP-848) on a broker without the
+    ConsumerGroupHeartbeat API (Kafka < 4.0). The message names the feature and the broker versions
+    that serve it; ``code`` is ``"UNSUPPORTED_VERSION"``. Raised at once instead of librdkafka's silent
+    retries (polls that return nothing)."""
+
+
+class ShareGroupsUnsupportedError(UnsupportedVersionError):
     """Share groups (KIP-932) are not available: the loaded librdkafka is older than 2.15 (no share
     consumer API), or the broker does not serve share groups (Kafka < 4.1, or the cluster's
     ``share.version`` feature is off). ``code`` is librdkafka's error name when the broker refused."""
@@ -190,6 +198,7 @@ class ClusterAuthorizationError(AuthorizationError):
 
 __all__ = [
     "ShareGroupsUnsupportedError",
+    "UnsupportedVersionError",
     "TransactionBlockedError",
     "KafkaError",
     "ConfigError",

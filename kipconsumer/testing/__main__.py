@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 from kipconsumer.broker import add_topic_argument, check_topic_specs, stop_on_signals
 from kipconsumer.broker import main as embedded_main
+from kipconsumer.errors import ConfigError
+from kipconsumer.testing._distribution import DEFAULT_KAFKA_VERSION
 from kipconsumer.testing._errors import KafkaClusterError
 from kipconsumer.testing.kafka_cluster import KafkaCluster
 
@@ -27,7 +29,9 @@ def _kafka(argv: Sequence[str]) -> int:
         "--brokers", type=int, default=1, metavar="N", help="number of nodes, 1..9 (default 1)"
     )
     parser.add_argument(
-        "--version", default=None, help="Apache Kafka release (default: $KIPCONSUMER_KAFKA_VERSION or 4.2.1)"
+        "--version", default=None,
+        help="Apache Kafka release, 3.7.0 to 4.4.x; X.Y is that line's newest patch "
+        f"(default: $KIPCONSUMER_KAFKA_VERSION, $KAFKA_VERSION or {DEFAULT_KAFKA_VERSION})",
     )
     parser.add_argument(
         "--kafka-home", default=None, metavar="DIR", help="a Kafka installation to run instead"
@@ -38,12 +42,17 @@ def _kafka(argv: Sequence[str]) -> int:
     if not 1 <= args.brokers <= 9:
         parser.error(f"--brokers: must be in 1..9, got {args.brokers}")
     check_topic_specs(parser, args.topic, args.brokers)
+    try:
+        cluster = KafkaCluster(
+            args.brokers, version=args.version, kafka_home=args.kafka_home, base_dir=args.base_dir
+        )
+    except ConfigError as e:
+        parser.error(str(e))
     stop = stop_on_signals()
-    cluster = KafkaCluster(
-        args.brokers, version=args.version, kafka_home=args.kafka_home, base_dir=args.base_dir
-    )
     try:
         cluster.start()
+    except ConfigError as e:  # a release Maven Central does not serve
+        parser.error(str(e))
     except KafkaClusterError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -20,18 +20,20 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kipconsumer.errors import ConfigError
 from kipconsumer.testing._errors import KafkaClusterError
+from kipconsumer.testing._releases import SUPPORTED_RANGE, parse_release
 
 __all__ = ["DEFAULT_KAFKA_VERSION", "KafkaDistribution", "find_java", "resolve_distribution"]
 
-#: The Apache Kafka release a KafkaCluster runs unless told otherwise (``$KIPCONSUMER_KAFKA_VERSION``).
+#: The Apache Kafka release a KafkaCluster runs unless told otherwise (``$KIPCONSUMER_KAFKA_VERSION``
+#: or ``$KAFKA_VERSION``): the newest release our Kafka test tier passed on.
 DEFAULT_KAFKA_VERSION = "4.2.1"
 
 #: log4j2's SLF4J 1.x binding: Kafka's runtime closure has slf4j-api but no binding, so without it
 #: the broker logs nothing.
 _LOG4J_SLF4J = ("org.apache.logging.log4j", "log4j-slf4j-impl", "2.25.4")
 
-_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 _MIN_JAVA = 17
 
 
@@ -98,9 +100,28 @@ def copy_dependencies(
     return cmd, subprocess.run(cmd, capture_output=True, text=True, timeout=900)
 
 
-def _pom(version: str) -> str:
+def _pom(version: str, jackson_yaml: str | None = None) -> str:
     deps = [("org.apache.kafka", "kafka_2.13", version), _LOG4J_SLF4J]
+    if jackson_yaml is not None:
+        deps.append(("com.fasterxml.jackson.dataformat", "jackson-dataformat-yaml", jackson_yaml))
     return runtime_pom("kafka-broker-runtime", version, deps)
+
+
+def _jackson_without_yaml(libs: Path) -> str | None:
+    """The Jackson version of ``libs`` if it lacks jackson-dataformat-yaml (Kafka 3.x's closure), which
+    log4j2 needs to read the cluster's YAML logging config; else None."""
+    if any(libs.glob("jackson-dataformat-yaml-*.jar")):
+        return None
+    for jar in libs.glob("jackson-databind-*.jar"):
+        m = re.match(r"jackson-databind-(\d+\.\d+\.\d+)\.jar$", jar.name)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _not_served(output: str) -> bool:
+    return "Could not find artifact org.apache.kafka:kafka_2.13" in output or (
+        "Could not resolve dependencies" in output and "org.apache.kafka:kafka_2.13:jar" in output)
 
 
 def _resolve_with_maven(version: str, target: Path) -> None:
@@ -115,6 +136,14 @@ def _resolve_with_maven(version: str, target: Path) -> None:
     work = Path(tempfile.mkdtemp(prefix=f".resolve-{version}-", dir=target.parent))
     try:
         cmd, proc = copy_dependencies(mvn, _pom(version), work, work / "libs")
+        jackson = _jackson_without_yaml(work / "libs") if proc.returncode == 0 else None
+        if jackson is not None:
+            cmd, proc = copy_dependencies(mvn, _pom(version, jackson), work, work / "libs")
+        if proc.returncode != 0 and _not_served(proc.stdout + proc.stderr):
+            raise ConfigError(
+                f"version: Kafka {version} is not served by Maven Central (no org.apache.kafka:kafka_2.13:"
+                f"{version}); supported: {SUPPORTED_RANGE}"
+            )
         if proc.returncode != 0 or _version_of_libs(work / "libs") != version:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
             raise KafkaClusterError(
@@ -131,8 +160,10 @@ def resolve_distribution(
     version: str | None = None, kafka_home: str | os.PathLike[str] | None = None
 ) -> KafkaDistribution:
     """The jars to run: ``kafka_home`` (or ``$KAFKA_HOME``) if given, else ``version`` (default
-    ``$KIPCONSUMER_KAFKA_VERSION`` or :data:`DEFAULT_KAFKA_VERSION`) from the cache, fetched with
-    Maven on first use. Raises :class:`KafkaClusterError` saying what is missing."""
+    ``$KIPCONSUMER_KAFKA_VERSION``, ``$KAFKA_VERSION`` or :data:`DEFAULT_KAFKA_VERSION`; ``"X.Y"`` is
+    that line's newest patch, ``kipconsumer.testing._releases``) from the cache, fetched with Maven on
+    first use. Raises ConfigError for a release outside the supported range or not on Maven Central
+    (naming ``version`` and the range), :class:`KafkaClusterError` saying what is missing otherwise."""
     home = kafka_home if kafka_home is not None else os.environ.get("KAFKA_HOME")
     if home:
         libs = Path(home) / "libs"
@@ -141,16 +172,18 @@ def resolve_distribution(
             raise KafkaClusterError(
                 f"kafka_home: {str(home)!r} is not an Apache Kafka installation (no libs/kafka_2.13-*.jar)"
             )
-        if version is not None and version != found:
+        if version is not None and str(parse_release(version)) != found:
             raise KafkaClusterError(f"version: {version!r} asked, but kafka_home holds Kafka {found}")
+        try:
+            parse_release(found)
+        except ConfigError:
+            raise ConfigError(
+                f"kafka_home: {str(home)!r} holds Kafka {found}, which KafkaCluster does not run; "
+                f"supported: {SUPPORTED_RANGE}") from None
         return KafkaDistribution(libs, found)
-    version = version or os.environ.get("KIPCONSUMER_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
-    if not _VERSION_RE.match(version):
-        raise KafkaClusterError(f"version: expected a Kafka release such as '4.2.1', got {version!r}")
-    if int(version.split(".")[0]) < 4:
-        raise KafkaClusterError(
-            f"version: KafkaCluster runs Kafka 4.x or later (KRaft only), got {version!r}"
-        )
+    version = str(parse_release(
+        version or os.environ.get("KIPCONSUMER_KAFKA_VERSION") or os.environ.get("KAFKA_VERSION")
+        or DEFAULT_KAFKA_VERSION))
     root = cache_root()
     target = root / version / "libs"
     if _version_of_libs(target) == version:

@@ -1,10 +1,10 @@
-"""A real Apache Kafka 4.x cluster on loopback for tests: KRaft nodes as JVM processes, no Docker.
+"""A real Apache Kafka cluster (3.7 to 4.4) on loopback for tests: KRaft nodes as JVM processes, no Docker.
 
 ``KafkaCluster(brokers=1|3)`` runs each node as a combined broker+controller (``kafka.Kafka``) on
 127.0.0.1, from jars resolved once with Maven (``kipconsumer.testing._distribution``). Storage is
 formatted at start; the configs are made for fast tests (no initial rebalance delay, small internal
-topics with replication factor ``min(3, brokers)``, short minimum session timeouts, share groups on).
-The cluster is ready when every node answers metadata. Each node's log is
+topics with replication factor ``min(3, brokers)``, short minimum session timeouts, share groups on
+from Kafka 4.1). The cluster is ready when every node answers metadata. Each node's log is
 ``<base_dir>/node-<id>/server.log`` and stays after :meth:`KafkaCluster.stop` (the data is removed
 unless ``base_dir`` was given). Every JVM is gone when the cluster stops, when the interpreter exits,
 or when this process dies (the kernel's parent-death signal).
@@ -36,6 +36,7 @@ from kipconsumer.testing._certs import CertPair, TestCA
 from kipconsumer.testing._distribution import KafkaDistribution, find_java, resolve_distribution
 from kipconsumer.testing._errors import KafkaClusterError
 from kipconsumer.testing._process import free_ports, port_open, spawn_tied, terminate
+from kipconsumer.testing._releases import parse_release
 
 __all__ = ["KafkaCluster"]
 
@@ -120,8 +121,11 @@ class KafkaCluster:
     """A real Apache Kafka cluster of ``brokers`` KRaft nodes (1 to 9) on 127.0.0.1.
 
     Starts on :meth:`start` or on entering the ``with`` block; :meth:`stop` (idempotent, also at
-    interpreter exit) ends every JVM. ``version`` picks the release fetched from Maven Central
-    (default ``$KIPCONSUMER_KAFKA_VERSION`` or 4.2.1); ``kafka_home`` (or ``$KAFKA_HOME``) runs a
+    interpreter exit) ends every JVM. ``version`` picks the release fetched from Maven Central:
+    3.7.0 to 4.4.x, ``"X.Y.Z"`` or ``"X.Y"`` for that line's newest patch (default
+    ``$KIPCONSUMER_KAFKA_VERSION``, ``$KAFKA_VERSION`` or 4.2.1; anything else is a ConfigError naming
+    the supported range; share groups from 4.1, KIP-848 from 4.0: ``kipconsumer.testing._releases``);
+    ``kafka_home`` (or ``$KAFKA_HOME``) runs a
     Kafka installation instead. ``broker_config`` adds or overrides server properties on every node.
     ``base_dir`` keeps data and logs there (default: a temporary folder whose data is removed at
     stop; its logs stay).
@@ -188,7 +192,7 @@ class KafkaCluster:
         self._ca: TestCA | None = None
         self._server_cert: CertPair | None = None
         self._client_cert: CertPair | None = None
-        self._version_wanted = version
+        self._version_wanted = None if version is None else str(parse_release(version))
         self._kafka_home = kafka_home
         self._extra = {str(k): _prop(v) for k, v in (broker_config or {}).items()}
         self._base_given = base_dir is not None
@@ -664,6 +668,9 @@ class KafkaCluster:
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
             "transaction.remove.expired.transaction.cleanup.interval.ms": "5000",
         }
+        assert self._dist is not None
+        if not parse_release(self._dist.version).share_groups:
+            props = {k: v for k, v in props.items() if not k.startswith(("share.", "group.share."))}
         if self._sasl_ssl:
             props.update(self._security_properties(node))
         props.update(self._extra)
@@ -673,8 +680,11 @@ class KafkaCluster:
         assert self._dist is not None
         procs = []
         for node in self._nodes.values():
+            # each release formats with its own storage tool (from 4.4 a newer tool's format is not
+            # readable by an older broker); share groups need the share.version feature from the start
+            share = ["--feature", "share.version=1"] if parse_release(self._dist.version).share_groups else []
             cmd = [self._java, "-Xmx256m", "-cp", self._dist.classpath, "kafka.tools.StorageTool", "format",
-                   "-t", self._cluster_id, "-c", str(node.properties), "--feature", "share.version=1",
+                   "-t", self._cluster_id, "-c", str(node.properties), *share,
                    "--ignore-formatted"]  # fmt: skip
             procs.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
         for node, proc in procs:

@@ -4,7 +4,7 @@ Loaded automatically where kipconsumer is installed (the ``pytest11`` entry poin
 ``-p kipconsumer.testing.pytest_plugin``:
 
 * ``kafka_cluster``: one real Apache Kafka cluster per test session (``--kafka-brokers N``, default 1;
-  ``--kafka-version X.Y.Z``), started on first use;
+  ``--kafka-version X.Y.Z``, 3.7 to 4.4), started on first use;
 * ``embedded_broker``: one embedded broker (librdkafka's mock cluster, 3 brokers) per test session.
 
 Both are shared by the session's tests: give each test its own topics and groups. A cluster that
@@ -27,7 +27,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--kafka-brokers", type=int, default=1, help="nodes of the kafka_cluster fixture (default 1)"
     )
-    group.addoption("--kafka-version", default=None, help="Apache Kafka release of the kafka_cluster fixture")
+    group.addoption(
+        "--kafka-version", default=None,
+        help="Apache Kafka release of the kafka_cluster fixture: 3.7.0 to 4.4.x, X.Y for that line's newest "
+        "patch (default $KIPCONSUMER_KAFKA_VERSION, $KAFKA_VERSION or kipconsumer's default)")
 
 
 @pytest.fixture(scope="session")
