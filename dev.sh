@@ -7,6 +7,9 @@
 #                    everyday tier (no slow, Spark or real-Kafka tests); other args go to pytest
 #   ./dev.sh setup   only set up: system packages, .venv/, native build (idempotent)
 #   ./dev.sh bench   set up, then run the full benchmark comparison (bench/all.py; --quick for ~6 min)
+#   ./dev.sh kafka-matrix [--smoke] [X.Y ...]  set up, then run the feature smoke and the Kafka-semantics
+#                    tier on each Kafka release (default 3.7 3.9 4.0 4.2 4.4; by hand, not in CI; --smoke:
+#                    only tests/test_kafka_versions.py); prints which releases passed
 #   ./dev.sh wheels  set up, then build the sdist and one manylinux wheel per CPython 3.10-3.13 found
 #                    (pyenv or PATH) into dist/ (scripts/build_wheels.py; --python 3.X to pick some)
 set -euo pipefail
@@ -106,6 +109,27 @@ KAFKA_TIER=(
     tests/test_spark_options.py
 )
 
+# The broker-version matrix: one release at a time (one JVM), niced; a failing release does not stop
+# the others. Features a release lacks are expected to be refused (tests/test_kafka_versions.py).
+kafka_matrix() {
+    local tier=("${KAFKA_TIER[@]}")
+    if [ "${1:-}" = "--smoke" ]; then tier=(); shift; fi
+    local versions=("$@")
+    [ ${#versions[@]} -gt 0 ] || versions=(3.7 3.9 4.0 4.2 4.4)
+    local passed=() failed=()
+    for v in "${versions[@]}"; do
+        log "Kafka $v: tests/test_kafka_versions.py ${tier[*]:+and the Kafka-semantics tier} (--broker kafka)"
+        if nice -n 5 "$VENV/bin/python" -m pytest -q -p no:cacheprovider --broker kafka --kafka-version "$v" \
+                tests/test_kafka_versions.py "${tier[@]}"; then
+            passed+=("$v")
+        else
+            failed+=("$v")
+        fi
+    done
+    log "kafka-matrix: passed: ${passed[*]:-none}; failed: ${failed[*]:-none}"
+    [ ${#failed[@]} -eq 0 ]
+}
+
 cmd=${1:-}
 shift || true
 case "$cmd" in
@@ -121,6 +145,7 @@ case "$cmd" in
         exec "$VENV/bin/python" -m kipconsumer.spark_demo "${spark_args[@]}" ;;
     test) setup; run_tests "$@" ;;
     bench) setup; exec "$VENV/bin/python" bench/all.py "$@" ;;
+    kafka-matrix) setup; kafka_matrix "$@" ;;
     wheels) setup; exec "$VENV/bin/python" scripts/build_wheels.py "$@" ;;
-    *) echo "usage: ./dev.sh {demo|test|setup|bench|wheels} [args]" >&2; exit 2 ;;
+    *) echo "usage: ./dev.sh {demo|test|setup|bench|kafka-matrix|wheels} [args]" >&2; exit 2 ;;
 esac

@@ -5,6 +5,7 @@ Imported by bench/*.py with ``sys.path`` pointing at bench/ (each script does it
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
@@ -152,6 +153,27 @@ class Kafka:
 
 
 BROKERS = ("kafka", "tansu", "mock")
+
+
+class _KafkaVersion(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from kipconsumer.errors import ConfigError
+        from kipconsumer.testing._releases import parse_release
+
+        try:
+            version = str(parse_release(values))
+        except ConfigError as e:
+            parser.error(str(e))
+        os.environ["KIPCONSUMER_KAFKA_VERSION"] = version
+        setattr(namespace, self.dest, version)
+
+
+def add_kafka_version_argument(ap: argparse.ArgumentParser) -> None:
+    """``--kafka-version X.Y[.Z]``: the Kafka release (3.7 to 4.4) of every KafkaCluster this benchmark
+    starts; it becomes ``$KIPCONSUMER_KAFKA_VERSION``, so worker processes see it too."""
+    ap.add_argument("--kafka-version", action=_KafkaVersion, default=None, metavar="X.Y[.Z]",
+                    help="Apache Kafka release of the kafka broker, 3.7 to 4.4 (default: KafkaCluster's)")
 
 
 def start_broker(kind: str) -> Kafka | Tansu | Mock:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import BROKERS, HERE, ensure_peer, fill_partitions, start_broker  # noqa: E402
+from _common import BROKERS, HERE, add_kafka_version_argument, ensure_peer, fill_partitions, start_broker  # noqa: E402
 from run import build_raw_consumer  # noqa: E402
 
 TOPIC = "aio"
@@ -220,6 +220,7 @@ def main() -> int:
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--broker", choices=BROKERS, default="kafka")
+    add_kafka_version_argument(ap)
     ap.add_argument("--clients", default=",".join(CONSUMERS + PRODUCERS))
     ap.add_argument("--no-install", action="store_true",
                     help="skip aiokafka if missing instead of installing it")

@@ -457,6 +457,7 @@ def main() -> int:
         help="real Apache Kafka (one KRaft node, kipconsumer.testing.KafkaCluster; the headline figures) "
         "or Tansu",
     )
+    _common.add_kafka_version_argument(ap)
     ap.add_argument(
         "--records", type=int, help="records for throughput, scaling (100 B) and memory (default 1M)"
     )

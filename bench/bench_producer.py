@@ -154,6 +154,9 @@ def start_broker(kind: str) -> Any:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--broker", choices=["kafka", "mock", "tansu"], default="kafka")
+    from _common import add_kafka_version_argument
+
+    add_kafka_version_argument(ap)
     ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=6)

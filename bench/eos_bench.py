@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import HERE, fill_partitions, start_broker  # noqa: E402
+from _common import HERE, add_kafka_version_argument, fill_partitions, start_broker  # noqa: E402
 
 CLIENTS = ["kipconsumer", "confluent"]
 
@@ -154,6 +154,7 @@ def main() -> None:
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--broker", choices=["kafka", "tansu"], default="kafka")
+    add_kafka_version_argument(ap)
     ap.add_argument("--commit-interval-ms", type=int, default=100)
     ap.add_argument("--worker", choices=CLIENTS, help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)

@@ -343,6 +343,7 @@ def print_table(result: dict[str, Any]) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--broker", choices=["kafka", "tansu", "mock"], default="kafka")
+    _common.add_kafka_version_argument(ap)
     ap.add_argument("--deep", type=int, default=200_000, help="records in partition 0")
     ap.add_argument("--shallow", type=int, default=2_000, help="records in each shallow partition")
     ap.add_argument("--shallow-partitions", type=int, default=7)

@@ -57,7 +57,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from _common import ROOT, fill_partitions, run_json  # noqa: E402
+from _common import ROOT, add_kafka_version_argument, fill_partitions, run_json  # noqa: E402
 
 _PY_CONSUMERS = {
     "confluent-kafka": """
@@ -407,6 +407,7 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=1)
+    add_kafka_version_argument(ap)
     ap.add_argument("--only", default=",".join(SECTIONS),
                     help="sections, comma-separated: " + ",".join(SECTIONS))
     ap.add_argument("--deep", type=int, default=50_000, help="fairness: records in partition 0")

@@ -507,6 +507,7 @@ def print_table(result: dict[str, Any]) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--broker", choices=["kafka", "tansu", "mock"], default="kafka")
+    _common.add_kafka_version_argument(ap)
     ap.add_argument("--session-ms", type=int, default=6000)
     ap.add_argument("--busy-factor", type=float, default=3.0, help="busy time in units of session.timeout.ms")
     ap.add_argument("--hold", choices=["gil", "loop"], default="gil")

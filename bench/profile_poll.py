@@ -161,6 +161,7 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--client", default="kipconsumer-iter")
     ap.add_argument("--broker", choices=["kafka", "tansu", "mock"], default="kafka")
+    _common.add_kafka_version_argument(ap)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--rate", type=int, default=500, help="samples per second")

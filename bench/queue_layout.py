@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import start_broker  # noqa: E402
+from _common import add_kafka_version_argument, start_broker  # noqa: E402
 from run import TOPIC, build_raw_consumer, fill, run_client  # noqa: E402
 
 FIGURES = (
@@ -44,6 +44,7 @@ def main() -> int:
     ap.add_argument("--kbytes", type=int, default=8192, help="total prefetch bound (kipconsumer's default)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--broker", choices=["kafka", "tansu", "mock"], default="kafka")
+    add_kafka_version_argument(ap)
     ap.add_argument("--modes", default="throughput,pause", help="throughput, pause (10 x 1 s pauses)")
     args = ap.parse_args()
     modes = args.modes.split(",")

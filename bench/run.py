@@ -47,7 +47,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, fill_partitions, start_broker  # noqa: E402
+from _common import ROOT, add_kafka_version_argument, fill_partitions, start_broker  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TOPIC = "bench"
@@ -122,6 +122,7 @@ def results_polls(results: dict[str, list[dict[str, float]]], names: list[str]) 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--broker", choices=["kafka", "tansu", "mock"], default="kafka")
+    add_kafka_version_argument(ap)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--value-size", type=int, default=100)

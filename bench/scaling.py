@@ -119,6 +119,7 @@ def print_table(result: dict[str, Any]) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--broker", choices=["kafka", "tansu", "mock"], default="kafka")
+    _common.add_kafka_version_argument(ap)
     ap.add_argument("--full", action="store_true", help="all 9 cells instead of the reduced 5")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--max-records", type=int, default=1_000_000)

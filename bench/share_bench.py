@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import HERE, fill_partitions, run_json, start_broker  # noqa: E402
+from _common import HERE, add_kafka_version_argument, fill_partitions, run_json, start_broker  # noqa: E402
 
 TOPIC = "share"
 CLIENTS = ["kipconsumer", "confluent", "java"]
@@ -116,6 +116,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--max-poll-records", type=int, default=500)
     ap.add_argument("--broker", choices=["kafka", "mock"], default="kafka")
+    add_kafka_version_argument(ap)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--java-passes", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1, help="untimed rounds of the Python clients first")

@@ -46,7 +46,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import fill_partitions, start_broker  # noqa: E402
+from _common import add_kafka_version_argument, fill_partitions, start_broker  # noqa: E402
 
 from kipconsumer.spark import (  # noqa: E402
     ARROW_SCHEMA,
@@ -203,6 +203,7 @@ def worker_totals(stats_dir: Path) -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--broker", choices=("kafka", "tansu", "mock"), default="kafka")
+    add_kafka_version_argument(ap)
     ap.add_argument("--records", type=int, default=1_200_000)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--value-size", type=int, default=32)
