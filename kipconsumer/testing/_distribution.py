@@ -154,6 +154,11 @@ def _resolve_with_maven(version: str, target: Path) -> None:
         os.replace(work / "libs", target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if not target.exists():
+            try:
+                target.parent.rmdir()  # no empty folder left for a release that failed
+            except OSError:
+                pass
 
 
 def resolve_distribution(
