@@ -28,7 +28,7 @@ __all__ = ["DEFAULT_KAFKA_VERSION", "KafkaDistribution", "find_java", "resolve_d
 
 #: The Apache Kafka release a KafkaCluster runs unless told otherwise (``$KIPCONSUMER_KAFKA_VERSION``
 #: or ``$KAFKA_VERSION``): the newest release our Kafka test tier passed on.
-DEFAULT_KAFKA_VERSION = "4.2.1"
+DEFAULT_KAFKA_VERSION = "4.4.0"
 
 #: log4j2's SLF4J 1.x binding: Kafka's runtime closure has slf4j-api but no binding, so without it
 #: the broker logs nothing.

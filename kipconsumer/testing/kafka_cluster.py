@@ -123,7 +123,7 @@ class KafkaCluster:
     Starts on :meth:`start` or on entering the ``with`` block; :meth:`stop` (idempotent, also at
     interpreter exit) ends every JVM. ``version`` picks the release fetched from Maven Central:
     3.7.0 to 4.4.x, ``"X.Y.Z"`` or ``"X.Y"`` for that line's newest patch (default
-    ``$KIPCONSUMER_KAFKA_VERSION``, ``$KAFKA_VERSION`` or 4.2.1; anything else is a ConfigError naming
+    ``$KIPCONSUMER_KAFKA_VERSION``, ``$KAFKA_VERSION`` or 4.4.0; anything else is a ConfigError naming
     the supported range; share groups from 4.1, KIP-848 from 4.0: ``kipconsumer.testing._releases``);
     ``kafka_home`` (or ``$KAFKA_HOME``) runs a
     Kafka installation instead. ``broker_config`` adds or overrides server properties on every node.
@@ -309,7 +309,7 @@ class KafkaCluster:
 
     @property
     def version(self) -> str:
-        """The Apache Kafka release the nodes run, e.g. ``"4.2.1"``."""
+        """The Apache Kafka release the nodes run, e.g. ``"4.4.0"``."""
         self._ensure_running()
         assert self._dist is not None
         return self._dist.version
