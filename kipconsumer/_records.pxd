@@ -1,4 +1,5 @@
 from libc.stdint cimport int16_t
+from posix.types cimport pid_t
 
 from kipconsumer._rdk cimport rd_kafka_message_t
 
@@ -15,6 +16,7 @@ cdef class ConsumerRecords:
     cdef object _value_deser # the consumer's value.deserializer, or None
     cdef bint _borrowed      # the messages belong to _owner (a share batch): never destroyed here
     cdef int16_t *_dcount    # delivery count per record (share consumer); NULL otherwise
+    cdef pid_t _pid          # the process the messages belong to: elsewhere they are leaked
 
     cdef object _topic_of(self, Py_ssize_t i)
     cdef _build_groups(self)

@@ -14,6 +14,7 @@ from libc.string cimport memcpy
 
 from kipconsumer._arrow cimport (ArrowArray, ArrowSchema, KC_ARROW_WITH_TIMESTAMP_TYPE, kc_arrow_build,
                                  kc_arrow_build_headers)
+from kipconsumer._process cimport foreign_process, this_process
 from kipconsumer._rdk cimport (rd_kafka_header_cnt, rd_kafka_header_get_all, rd_kafka_headers_t,
                                rd_kafka_message_destroy, rd_kafka_message_headers,
                                rd_kafka_message_t, rd_kafka_message_timestamp,
@@ -233,7 +234,8 @@ cdef class ConsumerRecords:
     def __dealloc__(self):
         cdef Py_ssize_t i
         if self.msgs != NULL:
-            if not self._borrowed:
+            # in a child made by fork() the messages are the parent's librdkafka's: leaked (_process.pxd)
+            if not self._borrowed and not foreign_process(self._pid):
                 for i in range(self.n):
                     rd_kafka_message_destroy(self.msgs[i])
             free(self.msgs)
@@ -425,6 +427,7 @@ cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, objec
     their fields are used."""
     cdef ConsumerRecords b = ConsumerRecords.__new__(ConsumerRecords)
     b._owner = owner
+    b._pid = this_process()
     cdef Py_ssize_t i
     b.n = 0
     if n == 0:
@@ -446,6 +449,7 @@ cdef ConsumerRecords records_borrow(rd_kafka_message_t **msgs, int16_t *dcount, 
     `dcount` (n delivery counts) is copied too."""
     cdef ConsumerRecords b = ConsumerRecords.__new__(ConsumerRecords)
     b._owner = owner
+    b._pid = this_process()
     b._borrowed = True
     b.n = 0
     b._dcount = <int16_t *>malloc((n if n > 0 else 1) * sizeof(int16_t))  # also empty: to_arrow's schema
