@@ -22,7 +22,7 @@ cdef class ConsumerRecords:
     cdef _build_groups(self)
 
 
-cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner)
+cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner, pid_t pid)
 cdef ConsumerRecords records_borrow(rd_kafka_message_t **msgs, int16_t *dcount, Py_ssize_t n,
                                     object owner)
 cdef void records_set_deserializers(ConsumerRecords batch, object key_deser, object value_deser)

@@ -11,10 +11,11 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int16_t, int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
+from posix.types cimport pid_t
 
 from kipconsumer._arrow cimport (ArrowArray, ArrowSchema, KC_ARROW_WITH_TIMESTAMP_TYPE, kc_arrow_build,
                                  kc_arrow_build_headers)
-from kipconsumer._process cimport foreign_process, this_process
+from kipconsumer._process cimport foreign_process
 from kipconsumer._rdk cimport (rd_kafka_header_cnt, rd_kafka_header_get_all, rd_kafka_headers_t,
                                rd_kafka_message_destroy, rd_kafka_message_headers,
                                rd_kafka_message_t, rd_kafka_message_timestamp,
@@ -416,18 +417,19 @@ cdef class ConsumerRecords:
         return f"ConsumerRecords(count={self.n}, partitions={len(self._groups)})"
 
 
-cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner):
+cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner, pid_t pid):
     """Takes ownership of n messages (the array itself is copied). `owner` is the object
     that destroys the librdkafka handle when freed: librdkafka's destroy waits for every
     message to be released, so a batch that outlives close() must keep the handle alive
-    (messages are destroyed in __dealloc__, before the owner reference is dropped).
+    (messages are destroyed in __dealloc__, before the owner reference is dropped). `pid`: the
+    process the handle belongs to (in any other, the messages are leaked: _process.pxd).
     Reads none of the messages: the partition groups (TopicPartition keys, topic names, the
     group of each record) are built on first use (_build_groups), which a loop that only
     iterates values or calls to_arrow() never needs, and the messages are first read where
     their fields are used."""
     cdef ConsumerRecords b = ConsumerRecords.__new__(ConsumerRecords)
     b._owner = owner
-    b._pid = this_process()
+    b._pid = pid
     cdef Py_ssize_t i
     b.n = 0
     if n == 0:
@@ -449,7 +451,6 @@ cdef ConsumerRecords records_borrow(rd_kafka_message_t **msgs, int16_t *dcount, 
     `dcount` (n delivery counts) is copied too."""
     cdef ConsumerRecords b = ConsumerRecords.__new__(ConsumerRecords)
     b._owner = owner
-    b._pid = this_process()
     b._borrowed = True
     b.n = 0
     b._dcount = <int16_t *>malloc((n if n > 0 else 1) * sizeof(int16_t))  # also empty: to_arrow's schema

@@ -371,7 +371,7 @@ cdef class NativeShareConsumer:
         if msgs == NULL:
             return 0
         batch = _Batch.__new__(_Batch)
-        (<_Batch>batch).pid = this_process()
+        (<_Batch>batch).pid = self._handle.pid
         (<_Batch>batch).msgs = msgs
         (<_Batch>batch).handle = self._handle
         self.batches_fetched += 1
