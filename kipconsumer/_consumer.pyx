@@ -35,6 +35,7 @@ from kipconsumer._conf cimport conf_from_dict
 from kipconsumer._core cimport *
 from kipconsumer._cstr cimport c_string
 from kipconsumer._logring cimport drain_logs, kc_log_cb
+from kipconsumer._process cimport foreign_process, this_process
 from kipconsumer._rdk cimport *
 from kipconsumer._records cimport ConsumerRecords, records_set_deserializers, records_take
 
@@ -220,10 +221,13 @@ cdef class _Handle:
     """Owns the rd_kafka_t; destroys it when the consumer and every batch holding its messages are
     gone (rd_kafka_destroy blocks until all messages are released). With a `reaper` (close() timed
     out, or the consumer was dropped without close()), the rest of librdkafka's close and the
-    destruction run on the reaper's thread instead (csrc/consumer_close.c)."""
+    destruction run on the reaper's thread instead (csrc/consumer_close.c). In a process other than
+    the one that created it (a child made by fork()), everything is leaked (_process.pxd)."""
 
     def __dealloc__(self):
         cdef kc_reaper_t *r = self.reaper
+        if foreign_process(self.pid):
+            return
         self.reaper = NULL
         if r != NULL:
             self.rk = NULL
@@ -272,7 +276,8 @@ cdef class NativeConsumer:
         cdef rd_kafka_conf_t *conf
         cdef kc_fairness_t mode = (KC_FAIRNESS_GREEDY if settings.poll_fairness == "greedy"
                                    else KC_FAIRNESS_PROPORTIONAL)
-        self._close = CloseControl.__new__(CloseControl)  # first: __dealloc__ and the callbacks read it
+        self.pid = this_process()  # first: __dealloc__ reads it
+        self._close = CloseControl.__new__(CloseControl)  # __dealloc__ and the callbacks read it
         self._commits = AsyncCommits()
         self._security = SecurityHold()
         self._stats_cb = stats_cb
@@ -322,6 +327,7 @@ cdef class NativeConsumer:
         self._handle = _Handle.__new__(_Handle)
         self._handle.rk = self.rk
         self._handle.hb = self.core.heartbeat
+        self._handle.pid = self.pid
         if kc_consumer_attach(self.core, self.rk) != 0:
             raise KafkaError("cannot attach to librdkafka's consumer queue")
         _oauth_start(self.rk, oauth_cb)
@@ -331,6 +337,8 @@ cdef class NativeConsumer:
         drain_logs()
 
     def __dealloc__(self):
+        if foreign_process(self.pid):
+            return  # inherited through fork(): the handle, the core and its threads are leaked
         if self.rk != NULL and not self._close.is_done():
             # Dropped without close(): rd_kafka_destroy() would close the consumer itself and run the
             # rebalance callback on this object while it is being freed. The reaper finishes the
