@@ -82,17 +82,6 @@ def test_sdist_holds_the_sources_and_wheels_only_what_runs(dist: Path) -> None:
         assert sum(n.endswith(".so") for n in names) == 6
         assert not [n for n in names if n.endswith((".pyx", ".pxd", ".c", ".h"))]
         assert any(n.endswith("licenses/LICENSE") for n in names)
-        entry_points = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
-        with zipfile.ZipFile(wheel) as zf:
-            assert not any("pytest11" in zf.read(n).decode() for n in entry_points), "a pytest plugin for all"
-
-
-def test_the_pytest_plugin_is_opt_in() -> None:
-    """Installing kipconsumer registers no pytest plugin (``pytest11``) for every pytest run of the
-    environment: users load ``kipconsumer.testing.pytest_plugin`` with ``-p`` or ``pytest_plugins``."""
-    tomllib = pytest.importorskip("tomllib")
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert "pytest11" not in project.get("entry-points", {})
 
 
 @pytest.mark.slow

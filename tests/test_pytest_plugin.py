@@ -1,13 +1,15 @@
 """The pytest plugin (``kipconsumer.testing.pytest_plugin``) is opt-in and works where it is loaded.
 
-Each case runs pytest in a fresh process on a user's test folder, with entry-point plugins off (as in
-an environment where the plugin is registered by nothing: the wheel carries no ``pytest11`` entry
-point, ``tests/test_packaging.py`` checks that).
+Installing kipconsumer registers no plugin: the package's metadata (the ``.dist-info`` the wheel
+carries, built here by setuptools from pyproject.toml) has no ``pytest11`` entry point. The other cases
+run pytest in a fresh process on a user's test folder, with entry-point plugins off (as in an
+environment where nothing registers the plugin).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +31,25 @@ def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
                           cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_installing_registers_no_pytest_plugin(tmp_path: Path) -> None:
+    src, out = tmp_path / "src", tmp_path / "out"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "tests", "bench", "docs", "examples", "*.so", "*.egg-info",
+        "__pycache__", ".*_cache"))
+    out.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    made = subprocess.run(
+        [sys.executable, "-c", "import sys; from setuptools import build_meta; "
+         "build_meta.prepare_metadata_for_build_wheel(sys.argv[1])", str(out)],
+        cwd=src, env=env, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    (dist_info,) = out.glob("kipconsumer-*.dist-info")
+    assert (dist_info / "METADATA").is_file(), made.stdout[-3000:]
+    entry_points = dist_info / "entry_points.txt"
+    text = entry_points.read_text() if entry_points.exists() else ""
+    assert "pytest11" not in text, f"the wheel would register a pytest plugin for everyone: {text}"
 
 
 @pytest.fixture
