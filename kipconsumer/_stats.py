@@ -31,7 +31,7 @@ def summary(doc: str) -> dict[str, Any]:
 
 
 def share_summary(doc: str) -> dict[str, Any]:
-    """:func:`summary` plus what a share consumer's statistics carry (librdkafka 2.16, measured):
+    """:func:`summary` plus what a share consumer's statistics carry (librdkafka 2.16):
     per-partition fetch counts (``rxmsgs``, ``rxbytes``: value bytes) and the share group's state from
     ``cgrp`` (its partition assignment and rebalance count). Offsets, lag and high watermarks are not
     given for share partitions (librdkafka reports -1 / -1001) and are left out."""
