@@ -37,7 +37,8 @@ setup() {
     # headers for the C benchmark consumers (bench/c; they link the wheel's library), valgrind for the
     # C unit tests, openssl for the certificates of KafkaCluster(sasl_ssl=True) (tests/test_security_*.py).
     # librdkafka itself is not linked by kipconsumer: it comes from the confluent-kafka wheel.
-    apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind openssl
+    # autoconf generates jemalloc's configure (scripts/native_bundle.py: the allocator librdkafka is bound to).
+    apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind openssl autoconf
     # Java 17 for Spark (local[2]) and for real Apache Kafka (kipconsumer.testing.KafkaCluster);
     # Maven fetches Kafka's jars from Maven Central once, into ~/.cache/kipconsumer/kafka, and Spark's
     # Kafka connector (format("kafka"), the same version as pyspark) into ~/.cache/kipconsumer/spark-kafka.

@@ -250,6 +250,16 @@ def dynamic_symbols(lib: Path) -> tuple[set[str], set[str]]:
     return undefined, defined
 
 
+def glibc_versions(lib: Path) -> set[tuple[int, ...]]:
+    """The GLIBC_x.y versions ``lib`` requires (manylinux_2_28 allows up to 2.28)."""
+    from elftools.elf.elffile import ELFFile
+
+    with open(lib, "rb") as f:
+        section = ELFFile(f).get_section_by_name(".gnu.version_r")
+        names = [aux.name for _, auxes in section.iter_versions() for aux in auxes] if section else []
+    return {tuple(int(x) for x in n.split("_", 1)[1].split(".")) for n in names if n.startswith("GLIBC_2")}
+
+
 def allocating_imports(lib: Path) -> set[str]:
     """Imports of ``lib`` that return caller-freed memory and that :data:`RENAMES` does not cover."""
     undefined, _ = dynamic_symbols(lib)
@@ -294,6 +304,12 @@ def bind_library(lib: Path, jemalloc: Path) -> None:
     try:
         patchelf = _patchelf()
         _run([patchelf, "--rename-dynamic-symbols", map_file, str(lib)])
+        # The renamed imports still carry libc's version (kcje_malloc@GLIBC_2.2.5): ld.so accepts
+        # that from an unversioned library, but a link against the bound copy (ld) refuses it.
+        clear: list[str] = []
+        for new_name in sorted(set(RENAMES.values()) & dynamic_symbols(lib)[0]):
+            clear += ["--clear-symbol-version", new_name]
+        _run([patchelf, *clear, str(lib)])
         _run([patchelf, "--add-needed", SONAME, str(lib)])
         rpath = subprocess.run([patchelf, "--print-rpath", str(lib)], capture_output=True, text=True).stdout
         rpath = rpath.strip()

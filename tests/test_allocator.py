@@ -71,8 +71,25 @@ def test_bound_librdkafka_imports_no_allocation_function_from_libc(bound_lib: Pa
                             capture_output=True, text=True, check=True).stdout.split()
     assert native_bundle.SONAME in needed
     assert (bound_lib.parent / native_bundle.SONAME).exists()
-    _, exported = native_bundle.dynamic_symbols(bound_lib.parent / native_bundle.SONAME)
+    jemalloc = bound_lib.parent / native_bundle.SONAME
+    _, exported = native_bundle.dynamic_symbols(jemalloc)
     assert "malloc" not in exported and "free" not in exported, "the bundled jemalloc must not replace libc's"
+    assert max(native_bundle.glibc_versions(jemalloc)) <= (2, 28), "the wheels are manylinux_2_28"
+
+
+def test_a_program_links_and_runs_against_the_bound_copy(bound_lib: Path, tmp_path: Path) -> None:
+    """The renamed imports carry no libc symbol version, so ld links against the bound copy (as
+    bench/c/raw_consumer.c does) and the program finds the bundled jemalloc through $ORIGIN."""
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    src = tmp_path / "v.c"
+    src.write_text("#include <stdio.h>\nint rd_kafka_version(void);\n"
+                   "int main(void) { printf(\"%x\\n\", rd_kafka_version()); return 0; }\n")
+    exe = tmp_path / "v"
+    subprocess.run(["cc", "-o", str(exe), str(src), f"-L{bound_lib.parent}", f"-l:{bound_lib.name}",
+                    f"-Wl,-rpath,{bound_lib.parent}"], check=True, capture_output=True, text=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and int(out.stdout, 16) >= 0x020600FF, out.stdout + out.stderr
 
 
 def test_native_build_info_names_the_allocator(bound_lib: Path) -> None:
