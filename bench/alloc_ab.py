@@ -1,7 +1,7 @@
 """A/B: librdkafka on glibc's malloc against the same librdkafka bound to the bundled jemalloc (issue #37).
 
     python bench/alloc_ab.py [--broker kafka] [--records 1200000] [--partitions 12] [--rounds 5]
-                             [--bound /path/to/bound/librdkafka.so.1]
+                             [--bound /path/to/bound/librdkafka.so.1] [--preload LIBJEMALLOC]
 
 Fills one topic, then per round runs, each in its own process and in alternating order (ABBA, so drift
 hits both sides alike): the raw C consumer (bench/c/raw_consumer.c, linked once against the plain
@@ -57,6 +57,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--bound", help="a bound librdkafka (default: scripts/native_bundle.py makes one)")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--preload", metavar="LIBJEMALLOC",
+                    help="add a third side: the plain library with this allocator in LD_PRELOAD for the "
+                    "whole process (e.g. Debian's libjemalloc.so.2), as a reference")
     args = ap.parse_args()
 
     plain_env = {k: v for k, v in os.environ.items() if k != ENV}
@@ -77,17 +80,20 @@ def main() -> int:
         raw["jemalloc"] = build_raw_consumer(str(Path(tmp) / "jemalloc"))
         os.environ.pop(ENV)
         envs = {"plain": plain_env, "jemalloc": bound_env}
+        if args.preload:
+            envs["preload"] = {**plain_env, "LD_PRELOAD": args.preload}
+            raw["preload"] = raw["plain"]
 
         broker = start_broker(args.broker)
         runs: dict[str, list[dict[str, float]]] = {}
-        memory: dict[str, list[dict[str, float]]] = {"plain": [], "jemalloc": []}
+        memory: dict[str, list[dict[str, float]]] = {side: [] for side in envs}
         try:
             broker.create_topic(TOPIC, args.partitions)
             print(f"broker {args.broker}: filling {args.records} x {args.value_size} B", flush=True)
             fill(broker.bootstrap, args.records, args.partitions, args.value_size)
             tail = [broker.bootstrap, TOPIC, str(args.partitions), str(args.records)]
             for rnd in range(-1, args.rounds):  # round -1: warm-up, not counted
-                order = ["plain", "jemalloc"] if rnd % 2 == 0 else ["jemalloc", "plain"]
+                order = list(envs) if rnd % 2 == 0 else list(reversed(envs))
                 for client in ("raw-c", "kipconsumer-iter"):
                     for side in order:
                         cmd = (
@@ -99,7 +105,7 @@ def main() -> int:
                         r = run_json(cmd, envs[side])
                         if r is not None and rnd >= 0 and r["records"] == args.records:
                             runs.setdefault(f"{client}/{side}", []).append(r)
-            for side in ("plain", "jemalloc"):
+            for side in envs:
                 cmd = [sys.executable, str(HERE / "memory.py"), "--worker", "kipconsumer",
                        "--mode", "consume", "--bootstrap", broker.bootstrap,
                        "--partitions", str(args.partitions), "--records", str(args.records),
@@ -118,14 +124,16 @@ def main() -> int:
         summary[name] = {"records_per_s": rate, "cpu_ns_per_record": cpu, "runs": len(rs)}
         print(f"{name:28} {rate['min']:>11,.0f} {rate['median']:>11,.0f} {rate['max']:>11,.0f} "
               f"{cpu['median']:>18,.0f}")
-    print(f"\n{'client':20} {'jemalloc / plain, per round: min':>34} {'median':>8} {'max':>8}")
+    print(f"\n{'client':20} {'side / plain, per round: min':>40} {'median':>8} {'max':>8}")
     for client in ("raw-c", "kipconsumer-iter"):
-        a, b = runs.get(f"{client}/plain", []), runs.get(f"{client}/jemalloc", [])
-        ratios = [y["records_per_s"] / x["records_per_s"] for x, y in zip(a, b, strict=False)]
-        if ratios:
-            s = spread(ratios)
-            summary[f"{client} ratio"] = s
-            print(f"{client:20} {s['min']:>34.2f} {s['median']:>8.2f} {s['max']:>8.2f}")
+        for side in [s for s in envs if s != "plain"]:
+            a, b = runs.get(f"{client}/plain", []), runs.get(f"{client}/{side}", [])
+            ratios = [y["records_per_s"] / x["records_per_s"] for x, y in zip(a, b, strict=False)]
+            if ratios:
+                r = spread(ratios)
+                summary[f"{client} {side}/plain"] = r
+                label = f"{side} / plain"
+                print(f"{client:20} {label:>40} {r['min']:>8.2f} {r['median']:>8.2f} {r['max']:>8.2f}")
     for side, rs in memory.items():
         if rs:
             summary[f"memory/{side}"] = {k: rs[0][k] for k in ("base_rss_mb", "peak_rss_mb", "end_rss_mb")}
