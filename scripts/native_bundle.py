@@ -238,12 +238,13 @@ def _arch(name: str) -> Arch:
 def dynamic_symbols(lib: Path) -> tuple[set[str], set[str]]:
     """(undefined, defined) dynamic symbol names of an ELF shared object, of any architecture."""
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
 
     undefined: set[str] = set()
     defined: set[str] = set()
     with open(lib, "rb") as f:
         dynsym = ELFFile(f).get_section_by_name(".dynsym")
-        for sym in dynsym.iter_symbols() if dynsym is not None else ():
+        for sym in dynsym.iter_symbols() if isinstance(dynsym, SymbolTableSection) else ():
             if not sym.name:
                 continue
             (undefined if sym["st_shndx"] == "SHN_UNDEF" else defined).add(sym.name)
@@ -253,10 +254,13 @@ def dynamic_symbols(lib: Path) -> tuple[set[str], set[str]]:
 def glibc_versions(lib: Path) -> set[tuple[int, ...]]:
     """The GLIBC_x.y versions ``lib`` requires (manylinux_2_28 allows up to 2.28)."""
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.gnuversions import GNUVerNeedSection
 
     with open(lib, "rb") as f:
         section = ELFFile(f).get_section_by_name(".gnu.version_r")
-        names = [aux.name for _, auxes in section.iter_versions() for aux in auxes] if section else []
+        if not isinstance(section, GNUVerNeedSection):
+            return set()
+        names = [aux.name for _, auxes in section.iter_versions() for aux in auxes]
     return {tuple(int(x) for x in n.split("_", 1)[1].split(".")) for n in names if n.startswith("GLIBC_2")}
 
 

@@ -275,3 +275,11 @@ def test_confluent_kafka_in_the_same_process_commits_metadata(bound_lib: Path) -
     proc = _run(code, _checked_env(bound_lib, strict=False))
     assert proc.returncode == 0 and "CONFLUENT OK" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     assert proc.stdout.startswith("jemalloc")
+
+
+def test_a_missing_override_is_an_import_error_naming_the_variable(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), KIPCONSUMER_LIBRDKAFKA=str(tmp_path / "nope.so.1"))
+    proc = _run("import kipconsumer", env, timeout=60)
+    assert proc.returncode != 0
+    assert "ImportError: KIPCONSUMER_LIBRDKAFKA=" in proc.stderr, proc.stderr
+    assert "no such file" in proc.stderr, proc.stderr
