@@ -283,3 +283,23 @@ def test_a_missing_override_is_an_import_error_naming_the_variable(tmp_path: Pat
     assert proc.returncode != 0
     assert "ImportError: KIPCONSUMER_LIBRDKAFKA=" in proc.stderr, proc.stderr
     assert "no such file" in proc.stderr, proc.stderr
+
+
+def test_binding_refuses_an_unreviewed_allocating_import_and_is_idempotent(
+    bound_lib: Path, tmp_path: Path
+) -> None:
+    """A librdkafka importing a libc function whose result the caller frees (asprintf) and that has no
+    kc_alloc_* shim is refused by name; binding an already bound copy changes nothing."""
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    src = tmp_path / "fake.c"
+    src.write_text("#define _GNU_SOURCE\n#include <stdio.h>\n#include <stdlib.h>\n"
+                   "char *f(int x) { char *s; if (asprintf(&s, \"%d\", x) < 0) return NULL; return s; }\n"
+                   "void g(void *p) { free(malloc(8)); free(p); }\n")
+    fake = tmp_path / "librdkafka-fake.so.1"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(fake), str(src)], check=True)
+    with pytest.raises(native_bundle.BundleError, match=r"\['asprintf'\]"):
+        native_bundle.bind_library(fake, bound_lib.parent / native_bundle.SONAME)
+    before = bound_lib.read_bytes()
+    native_bundle.bind_allocator(bound_lib.parent, "x86_64")
+    assert bound_lib.read_bytes() == before
