@@ -27,7 +27,7 @@ cdef rd_kafka_topic_partition_list_t *_offsets_list(dict offsets) except NULL:
             e.offset = om.offset
             if om.metadata:
                 md = om.metadata.encode()
-                e.metadata = malloc(len(md))  # freed by rd_kafka_topic_partition_list_destroy
+                e.metadata = rd_kafka_mem_malloc(NULL, len(md))  # librdkafka frees it with the list
                 if e.metadata == NULL:
                     raise MemoryError()
                 memcpy(e.metadata, <char *>md, len(md))
@@ -313,7 +313,7 @@ cdef rd_kafka_resp_err_t _committed_lookup(NativeConsumer c, rd_kafka_topic_part
             e.err = res.elems[i].err
             e.offset = res.elems[i].offset if res.elems[i].offset >= 0 else RD_KAFKA_OFFSET_INVALID
             if res.elems[i].metadata != NULL and res.elems[i].metadata_size and e.metadata == NULL:
-                e.metadata = malloc(res.elems[i].metadata_size)  # freed with lst
+                e.metadata = rd_kafka_mem_malloc(NULL, res.elems[i].metadata_size)  # librdkafka frees it with lst
                 if e.metadata != NULL:
                     memcpy(e.metadata, res.elems[i].metadata, res.elems[i].metadata_size)
                     e.metadata_size = res.elems[i].metadata_size
