@@ -4,8 +4,11 @@ per-broker round trip and throttle time from librdkafka's statistics. Embedded b
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +96,41 @@ def test_statistics_give_each_brokers_round_trip(cluster: EmbeddedBroker) -> Non
     assert b["state"] == "UP" and str(b["name"]).startswith("127.0.0.1:")
     assert 45_000 <= int(b["rtt_avg_us"]) < 1_000_000  # type: ignore[call-overload]
     assert b["throttle_avg_ms"] == 0
+
+
+_CLOSE_WHILE_READ = """
+import sys, threading, time
+from kipconsumer import KafkaConsumer, TopicPartition
+from kipconsumer.broker import EmbeddedBroker
+with EmbeddedBroker(1) as b:
+    b.create_topic("t", 64)
+    end, cycles = time.monotonic() + float(sys.argv[1]), 0
+    while time.monotonic() < end:
+        c = KafkaConsumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "g"})
+        c.assign([TopicPartition("t", p) for p in range(64)])
+        stop = threading.Event()
+        def scrape():
+            while not stop.is_set():
+                m = c.metrics()
+                assert m.get("closed") or len(m["partition_lag"]) <= 64
+        threads = [threading.Thread(target=scrape) for _ in range(2)]
+        for t in threads:
+            t.start()
+        time.sleep(0.01)
+        c.close(0.5)
+        stop.set()
+        for t in threads:
+            t.join()
+        cycles += 1
+    print("cycles", cycles)
+"""
+
+
+def test_metrics_from_other_threads_while_the_consumer_closes_never_crashes(tmp_path: Path) -> None:
+    """A scrape (metrics() on the HTTP server's thread) racing close(): main crashed the interpreter
+    (SIGSEGV, within ~1 s of this loop) reading the buffer's partitions the close had freed."""
+    script = tmp_path / "close_while_read.py"
+    script.write_text(_CLOSE_WHILE_READ)
+    r = subprocess.run([sys.executable, str(script), "4"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert int(r.stdout.split()[-1]) >= 5
