@@ -57,8 +57,10 @@ def test_otel_instruments_read_the_clients_at_collection(broker: EmbeddedBroker,
         pts = _collect(reader)
         mine = {"messaging.system": "kafka", "messaging.client.id": cid,
                 "messaging.consumer.group.name": group}
-        assert _of(pts, "messaging.client.consumed.messages", **mine) == [50.0]
-        assert _of(pts, "messaging.client.sent.messages", **{"messaging.client.id": pid}) == [50.0]
+        polled = {**mine, "messaging.operation.name": "poll"}
+        assert _of(pts, "messaging.client.consumed.messages", **polled) == [50.0]
+        assert _of(pts, "messaging.client.sent.messages", **{"messaging.client.id": pid,
+                                                             "messaging.operation.name": "send"}) == [50.0]
         lag = [(a["messaging.destination.name"], a["messaging.destination.partition.id"], v)
                for a, v in pts["kipconsumer.consumer.lag"] if a.get("messaging.client.id") == cid]
         assert sorted(lag) == [(topic, "0", 0.0), (topic, "1", 0.0)]

@@ -27,8 +27,8 @@ BROKER = ("client_id", "client_type", "broker")
 @dataclass(frozen=True)
 class Metric:
     """One exported metric: its Prometheus name (counters without ``_total``, which the exposition
-    adds), its OpenTelemetry instrument name and unit, kind (``counter`` or ``gauge``), label names
-    and help text."""
+    adds), its OpenTelemetry instrument name and unit, kind (``counter`` or ``gauge``), label names,
+    help text and the messaging operation it counts (OpenTelemetry)."""
 
     prom: str
     otel: str
@@ -36,10 +36,13 @@ class Metric:
     kind: str
     labels: tuple[str, ...]
     help: str
+    #: ``messaging.operation.name`` for the semantic conventions' metrics, which require it
+    operation: str = ""
 
 
 def _m(prom: str, otel: str, unit: str, kind: str, labels: tuple[str, ...], help: str) -> Metric:
-    return Metric("kipconsumer_" + prom, otel, unit, kind, labels, help)
+    operation = {"messaging.client.consumed.messages": "poll", "messaging.client.sent.messages": "send"}
+    return Metric("kipconsumer_" + prom, otel, unit, kind, labels, help, operation.get(otel, ""))
 
 
 _STATS = " (librdkafka statistics: needs statistics.interval.ms > 0)"
@@ -158,7 +161,7 @@ METRICS: dict[str, Metric] = {
         "By", "counter", PRODUCER,
         "Record bytes sent to brokers" + _STATS),
     # Pipeline
-    "pipeline_processed": _m("pipeline_records_processed", "messaging.process.messages",
+    "pipeline_processed": _m("pipeline_records_processed", "kipconsumer.pipeline.processed",
         "{message}", "counter", CONSUMER,
         "Records process() handled"),
     "pipeline_outputs_acked": _m("pipeline_outputs_acked", "kipconsumer.pipeline.outputs.acked",
@@ -248,11 +251,13 @@ class ClientRegistry:
         total: dict[tuple[str, tuple[str, ...]], float] = {}
         for client in self.clients():
             try:
-                for s in read(client):
-                    k = (s.key, s.labels)
-                    total[k] = total.get(k, 0.0) + s.value
+                samples = list(read(client))
             except Exception as exc:  # a client closing under the scrape: skip it this time
                 log.debug("metrics of %r not read: %s", client, exc)
+                continue
+            for s in samples:
+                k = (s.key, s.labels)
+                total[k] = total.get(k, 0.0) + s.value
         return [Sample(k, labels, v) for (k, labels), v in total.items()]
 
 

@@ -3,10 +3,11 @@
 ``instrument(*clients, meter_provider=None)`` creates observable instruments on a meter named
 ``kipconsumer`` and registers the clients; the meter provider's reader collects them by calling each
 live, open client's ``metrics()`` (once per collection, on the collecting thread). Messaging
-semantic conventions are followed where they define a metric (``messaging.client.consumed.messages``,
-``messaging.client.sent.messages``, ``messaging.process.messages``; attributes ``messaging.system``,
-``messaging.client.id``, ``messaging.consumer.group.name``, ``messaging.destination.name``,
-``messaging.destination.partition.id``); the rest are ``kipconsumer.*`` (``docs/metrics.md``).
+semantic conventions are followed where they define a metric (``messaging.client.consumed.messages``
+and ``messaging.client.sent.messages``, with their ``messaging.operation.name`` ``poll`` / ``send``;
+attributes ``messaging.system``, ``messaging.client.id``, ``messaging.consumer.group.name``,
+``messaging.destination.name``, ``messaging.destination.partition.id``); the rest are
+``kipconsumer.*`` (``docs/metrics.md``).
 ``messaging.client.operation.duration`` is a histogram recorded per call, which would put work on
 ``poll()``'s path: poll time is exported as ``kipconsumer.consumer.poll.time`` (a sum) and
 ``kipconsumer.consumer.polls`` instead."""
@@ -87,8 +88,11 @@ class OtelInstrumentation:
             total: dict[tuple[tuple[str, str], ...], float] = {}
             for s in self._reading():
                 if s.key in keys:
-                    named = zip(METRICS[s.key].labels, s.labels, strict=True)
+                    spec = METRICS[s.key]
+                    named = zip(spec.labels, s.labels, strict=True)
                     attrs = (("messaging.system", "kafka"), *((_ATTRS[n], v) for n, v in named if v != ""))
+                    if spec.operation:
+                        attrs = (*attrs, ("messaging.operation.name", spec.operation))
                     total[attrs] = total.get(attrs, 0.0) + s.value
             return [Observation(v, dict(a)) for a, v in total.items()]
         return observe
