@@ -27,8 +27,8 @@ BROKER = ("client_id", "client_type", "broker")
 @dataclass(frozen=True)
 class Metric:
     """One exported metric: its Prometheus name without the prefix (counters without ``_total``,
-    which the exposition adds), its OpenTelemetry instrument name and unit, kind (``counter`` or ``gauge``), label names,
-    help text and the messaging operation it counts (OpenTelemetry)."""
+    which the exposition adds), its OpenTelemetry instrument name and unit, kind (``counter`` or
+    ``gauge``), label names, help text and the messaging operation it counts (OpenTelemetry)."""
 
     prom: str
     otel: str
