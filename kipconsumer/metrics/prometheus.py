@@ -1,12 +1,12 @@
 """A ``prometheus_client`` collector of kipconsumer clients (``pip install kipconsumer[prometheus]``).
 
 ``register(client, registry=None, prefix="kipconsumer")`` adds a client to the collector of that
-registry and prefix (created and registered on first use; ``None``: prometheus_client's ``REGISTRY``)
-and returns the collector. ``KipconsumerCollector()`` registers itself on a ``CollectorRegistry``
-(the default one unless told); ``register_client()`` adds a KafkaConsumer, KafkaProducer,
-KafkaShareConsumer, one of their asyncio classes or a Pipeline. A scrape calls each live, open client's ``metrics()`` on the scraping thread;
-a dropped client disappears (held weakly), a closed one is skipped. Names and labels:
-``docs/metrics.md``."""
+registry and prefix (created and registered on first use; ``None``: prometheus_client's
+``REGISTRY``) and returns the collector. ``KipconsumerCollector()`` registers itself on a
+``CollectorRegistry`` (the default one unless told); ``register_client()`` adds a KafkaConsumer,
+KafkaProducer, KafkaShareConsumer, one of their asyncio classes or a Pipeline. A scrape calls each
+live, open client's ``metrics()`` on the scraping thread; a dropped client disappears (held
+weakly), a closed one is skipped. Names and labels: ``docs/metrics.md``."""
 
 from __future__ import annotations
 
