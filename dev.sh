@@ -38,7 +38,8 @@ setup() {
     # C unit tests, openssl for the certificates of KafkaCluster(sasl_ssl=True) (tests/test_security_*.py).
     # librdkafka itself is not linked by kipconsumer: it comes from the confluent-kafka wheel.
     # autoconf generates jemalloc's configure (scripts/native_bundle.py: the allocator librdkafka is bound to).
-    apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind openssl autoconf
+    # prometheus: the real server tests/test_metrics_prometheus.py scrapes the exporter with.
+    apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind openssl autoconf prometheus
     # Java 17 for Spark (local[2]) and for real Apache Kafka (kipconsumer.testing.KafkaCluster);
     # Maven fetches Kafka's jars from Maven Central once, into ~/.cache/kipconsumer/kafka, and Spark's
     # Kafka connector (format("kafka"), the same version as pyspark) into ~/.cache/kipconsumer/spark-kafka.
