@@ -162,6 +162,8 @@ cdef class Membership:
     cdef set stale_parts                 # partitions of a discarded assignment librdkafka may still hold
     cdef ListenerInvoker listener        # the application's rebalance listener
     cdef long rebalances                 # assignments served
+    cdef int64_t rebalance_us            # time spent serving rebalance events (listener included)
+    cdef long commit_failures            # commits (sync or async) the broker or librdkafka refused
     cdef long poll_interval_expiries     # times librdkafka left the group for max.poll.interval.ms
     cdef long stale_epoch_retries        # commit_sync() retries after STALE_MEMBER_EPOCH (KIP-848)
     cdef long revoked_records_dropped    # buffered records dropped with their revoked or lost partitions
