@@ -258,6 +258,9 @@ void rd_kafka_destroy_flags(rd_kafka_t *rk, int flags);
 const char *rd_kafka_name(const rd_kafka_t *rk);
 char *rd_kafka_memberid(const rd_kafka_t *rk);
 void rd_kafka_mem_free(rd_kafka_t *rk, void *ptr);
+/* Memory librdkafka will free (e.g. a topic partition's metadata) must come from here: a bound
+ * librdkafka allocates with the bundled jemalloc, not libc (scripts/native_bundle.py). */
+void *rd_kafka_mem_malloc(rd_kafka_t *rk, size_t size);
 int rd_kafka_poll(rd_kafka_t *rk, int timeout_ms);
 rd_kafka_resp_err_t rd_kafka_poll_set_consumer(rd_kafka_t *rk);
 int rd_kafka_outq_len(rd_kafka_t *rk);

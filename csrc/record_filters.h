@@ -101,8 +101,7 @@ kc_seek_guard_verdict_t kc_seek_guard_jump(kc_partition_filters_t *f, rd_kafka_t
  * offset is still being resolved (committed offset, then auto.offset.reset's ListOffsets), and when
  * that lookup's answer lands after the seek, librdkafka moves the fetch position there (before the
  * first record of the seek, or after some), with no version barrier that would stop the records
- * (seen against Tansu: assign() + seek_to_beginning() returned only the last batch of a partition;
- * on the embedded broker with a live producer, a partition jumped from the middle to its end). For
+ * (what that did before the guard: docs/reliability.md, appendix). For
  * KC_SEEK_GUARD_MS after the seek, a record past the next expected offset E makes the guard seek to
  * E again (asynchronously: the version barrier drops what is still queued of that fetch) and drop
  * the records of the batch it came in (they are of that fetch too). If the fetch after the re-seek

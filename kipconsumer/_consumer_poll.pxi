@@ -51,7 +51,7 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
     _serve_commit_callbacks(c)
     while True:
         if c._close.requested:
-            return records_take(c.out, 0, None)
+            return records_take(c.out, 0, None, c.pid)
         with nogil:
             st = kc_consumer_poll(c.core, _slice(deadline), c.out, &n)
         drain_logs()
@@ -64,31 +64,31 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
             if n and c._membership.has_left() and c._membership.subscription:
                 # fetched before the member left (KIP-62): its partitions belong to others now, and
                 # the lost assignment's event may come polls later (real Kafka; the mock sends it at once)
-                records_take(c.out, n, c._handle)
+                records_take(c.out, n, c._handle, c.pid)
                 c._membership.revoked_records_dropped += n + c.core.fb.records
                 kc_fb_purge_all(&c.core.fb)
                 n = 0
             if n or c._pending_exc is not None:
-                batch = records_take(c.out, n, c._handle)
+                batch = records_take(c.out, n, c._handle, c.pid)
                 if c._key_deser is not None or c._value_deser is not None:
                     records_set_deserializers(batch, c._key_deser, c._value_deser)
                 c._raise_pending()
                 return batch
             _serve_commit_callbacks(c)
             if kc_now_ms() >= deadline or c._close.requested:
-                return records_take(c.out, 0, None)
+                return records_take(c.out, 0, None, c.pid)
             PyErr_CheckSignals()
             continue
         if st == KC_POLL_WAKEUP:
             if c._close.requested:
-                return records_take(c.out, 0, None)
+                return records_take(c.out, 0, None, c.pid)
             raise WakeupError("poll() interrupted by wakeup()")
         if st == KC_POLL_ABORT:
             c._raise_pending()
         if st == KC_POLL_EVENT:
             _handle_errors(c)
         if kc_now_ms() >= deadline:
-            return records_take(c.out, 0, None)
+            return records_take(c.out, 0, None, c.pid)
         PyErr_CheckSignals()
 
 

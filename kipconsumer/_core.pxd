@@ -60,6 +60,7 @@ cdef extern from "consumer_core.h" nogil:
         int abort_poll
         uint64_t records_returned
         uint64_t polls
+        uint64_t poll_time_us
         uint64_t dropped_foreign
         uint64_t dropped_refetched
         uint64_t dropped_below_committed

@@ -178,6 +178,7 @@ cdef extern from "rdk.h" nogil:
     const char *rd_kafka_name(const rd_kafka_t *rk)
     char *rd_kafka_memberid(const rd_kafka_t *rk)
     void rd_kafka_mem_free(rd_kafka_t *rk, void *ptr)
+    void *rd_kafka_mem_malloc(rd_kafka_t *rk, size_t size)
     int rd_kafka_poll(rd_kafka_t *rk, int timeout_ms)
     rd_kafka_resp_err_t rd_kafka_poll_set_consumer(rd_kafka_t *rk)
     int rd_kafka_outq_len(rd_kafka_t *rk)

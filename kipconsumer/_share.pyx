@@ -21,6 +21,7 @@ Not thread-safe: kipconsumer.share.KafkaShareConsumer serialises the calls.
 cimport cython
 from libc.stdint cimport int16_t, int32_t, int64_t
 from libc.stdlib cimport free, malloc
+from posix.types cimport pid_t
 
 from kipconsumer._clock cimport kc_now_ms
 from kipconsumer._conf cimport conf_from_dict
@@ -30,6 +31,7 @@ from kipconsumer._fetch_buffer cimport (KC_FAIRNESS_GREEDY, KC_FAIRNESS_PROPORTI
 from kipconsumer._cstr cimport c_string
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._mock cimport MockCluster
+from kipconsumer._process cimport foreign_process, this_process
 from kipconsumer._rdk cimport *
 from kipconsumer._rdk_share cimport *
 from kipconsumer._records cimport ConsumerRecords, records_borrow, records_set_deserializers
@@ -158,14 +160,16 @@ cdef void _error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) n
 
 cdef class _Handle:
     """Owns the rd_kafka_share_t; destroyed when the consumer and every batch are gone (librdkafka
-    waits for every message to be released)."""
+    waits for every message to be released). Leaked in any other process than its creator's (a child
+    made by fork(): _process.pxd)."""
     cdef rd_kafka_share_t *rks
     cdef list acks                     # acknowledgement commit results not yet taken (_ack_commit_cb)
     cdef _Reports reports              # the client callbacks' opaque (released after the destroy)
+    cdef pid_t pid                     # the process rks belongs to
 
     def __dealloc__(self):
         cdef rd_kafka_error_t *error
-        if self.rks != NULL:
+        if self.rks != NULL and not foreign_process(self.pid):
             # no callback into an object being freed
             error = rd_kafka_share_set_acknowledgement_commit_cb(self.rks, NULL, NULL)
             if error != NULL:
@@ -183,12 +187,14 @@ cdef class _Handle:
 # (seen: an interpreter hung at exit after a close() that raised a callback's exception).
 @cython.no_gc_clear
 cdef class _Batch:
-    """Owns one rd_kafka_messages_t (every message in it); keeps the handle alive."""
+    """Owns one rd_kafka_messages_t (every message in it); keeps the handle alive. Leaked in any other
+    process than its creator's (a child made by fork(): _process.pxd)."""
     cdef rd_kafka_messages_t *msgs
     cdef _Handle handle
+    cdef pid_t pid                     # the process msgs belongs to
 
     def __dealloc__(self):
-        if self.msgs != NULL:
+        if self.msgs != NULL and not foreign_process(self.pid):
             rd_kafka_messages_destroy(self.msgs)
             self.msgs = NULL
 
@@ -252,6 +258,7 @@ cdef class NativeShareConsumer:
             drain_logs()
             raise ConfigError(errstr.decode(errors="replace"))
         self._handle = _Handle.__new__(_Handle)
+        self._handle.pid = this_process()
         self._handle.rks = self.rks
         self._handle.acks = []
         self._handle.reports = reports
@@ -372,6 +379,7 @@ cdef class NativeShareConsumer:
         if msgs == NULL:
             return 0
         batch = _Batch.__new__(_Batch)
+        (<_Batch>batch).pid = self._handle.pid
         (<_Batch>batch).msgs = msgs
         (<_Batch>batch).handle = self._handle
         self.batches_fetched += 1

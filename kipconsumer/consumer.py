@@ -473,8 +473,10 @@ class KafkaConsumer:
     # -- introspection / lifecycle -----------------------------------------------------
     def metrics(self) -> dict[str, Any]:
         """Counters and gauges: assigned_partitions, buffered_records, buffered_bytes,
-        time_since_last_poll_ms, last_heartbeat_ms_ago, rebalances, records_returned,
-        poll_interval_expiries, heartbeats, ..., and ``partition_lag``: ``{TopicPartition: int |
+        time_since_last_poll_ms, last_heartbeat_ms_ago, rebalances, records_returned, polls,
+        ``poll_time_ms`` (time spent inside ``poll()``, summed), ``rebalance_time_ms`` (time spent serving
+        rebalance events, the listener included, summed), ``commit_failures`` (commits refused, sync or
+        async), poll_interval_expiries, heartbeats, ..., and ``partition_lag``: ``{TopicPartition: int |
         None}`` over the assigned partitions, :meth:`current_lag` of each (None also while records
         never returned are buffered without a returned position: metrics() may run on any thread and
         does not read the buffer). Thread-safe."""

@@ -105,6 +105,7 @@ class KafkaProducer:
                  value_serializer: Serializer | None = None) -> None:
         settings = producer_settings(config)
         self._settings = settings
+        self._transactions = {"commit": 0, "abort": 0}  # completed, for metrics()
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._core = ProducerCore(_rdkafka_properties(settings.rdkafka, settings.request_timeout_ms),
@@ -203,6 +204,8 @@ class KafkaProducer:
         seconds = timeout_seconds(timeout, self._settings.max_block_ms)
         # math.inf stays unbounded (the core clamps it); the core reads a negative value as None
         self._core.txn(op, seconds, offsets, group_metadata)
+        if op in self._transactions:
+            self._transactions[op] += 1
 
     @property
     def transaction_blocked(self) -> bool:
@@ -321,9 +324,12 @@ class KafkaProducer:
         ``records_delivered``, ``records_failed``, ``records_timed_out``, ``buffer_full_waits``,
         ``buffer_full_timeouts``, ``delivery_batches``, ``callback_errors``, ``client_errors``,
         ``fatal_error``, ``last_error``, ``librdkafka_queue_len``, ``topics_known``, ``statistics`` (a summary
-        of the last ``statistics.interval.ms`` document, or None), plus the
-        effective ``max_block_ms``, ``request_timeout_ms``, ``delivery_timeout_ms``."""
+        of the last ``statistics.interval.ms`` document, or None), ``transactions_committed`` /
+        ``transactions_aborted`` (completed ``commit_transaction()`` / ``abort_transaction()`` calls),
+        plus the effective ``max_block_ms``, ``request_timeout_ms``, ``delivery_timeout_ms``."""
         m: dict[str, Any] = self._core.metrics()
+        m["transactions_committed"] = self._transactions["commit"]
+        m["transactions_aborted"] = self._transactions["abort"]
         m["max_block_ms"] = self._settings.max_block_ms
         m["request_timeout_ms"] = self._settings.request_timeout_ms
         m["delivery_timeout_ms"] = self._settings.delivery_timeout_ms
