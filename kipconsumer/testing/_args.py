@@ -33,7 +33,7 @@ def check_brokers(brokers: object) -> int:
 
 
 def check_version(version: object) -> str | None:
-    """None or a str; which releases are supported is kipconsumer.testing._releases' question (ConfigError)."""
+    """None or a str; which releases are supported is _releases' question (ConfigError)."""
     if version is not None and not isinstance(version, str):
         raise ConfigError(
             f"version: expected None or a Kafka release as a str such as '4.2.1', got {version!r}")
