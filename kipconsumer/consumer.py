@@ -327,7 +327,7 @@ class KafkaConsumer:
     def position(self, partition: TopicPartition, timeout: float | None = None) -> int:
         """Offset of the next record ``poll()`` will return for ``partition``."""
         tp = _as_tp(partition, "partition")
-        pos = self._native.position_or_none(tp)
+        pos = self._native.position_or_none(tp, self._api_timeout(timeout))
         if pos is not None:
             return int(pos)
         first = self._native.buffered_first_offset(tp)
