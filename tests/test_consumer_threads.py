@@ -174,6 +174,71 @@ def test_close_from_another_thread_waits_for_a_long_call_then_it_closes() -> Non
     assert r["committed"] == 7, r
 
 
+def test_a_signal_in_the_deferred_close_does_not_keep_the_thread_lock() -> None:
+    # Issue #38 item 7: close() from another thread gave up waiting for a commit_sync() and left the
+    # close to it; a KeyboardInterrupt landed in that thread right after it took the thread contract's
+    # lock (_leave, after the deferred close: Python runs signal handlers after a call returns, and
+    # Condition.__enter__ is Python code around the lock's acquire), so the lock was never released
+    # and every later close() of another thread waited for it forever (the concurrency fuzzer under
+    # ASan: a worker 30 s in close()). The signal is delivered deterministically here: a profile
+    # function raises KeyboardInterrupt when a lock acquire returns inside _leave's frames.
+    r = _run("""
+        c.assign([tp])
+        n = 0
+        while n < 10:
+            n += len(c.poll(1))
+        b.set_rtt(1, 1500)
+
+        def in_leave(frame):
+            while frame is not None:
+                if frame.f_code.co_name == "_leave" and frame.f_code.co_filename.endswith("consumer.py"):
+                    return True
+                frame = frame.f_back
+            return False
+
+        fired = []
+        def inject(frame, event, arg):
+            if (event == "c_return" and not fired and getattr(arg, "__name__", "") in (
+                    "__enter__", "acquire", "_acquire_restore") and in_leave(frame)):
+                fired.append(f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_code.co_name}")
+                raise KeyboardInterrupt
+
+        gave_up = threading.Event()
+        def close_soon():
+            time.sleep(0.3)
+            c.close(timeout=0.2)  # gives up: commit_sync() is still running, and leaves the close to it
+            gave_up.set()
+        th = threading.Thread(target=close_soon)
+        th.start()
+        sys.setprofile(inject)
+        try:
+            c.commit_sync({tp: 7}, timeout=10)
+            interrupted = False
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            sys.setprofile(None)
+        th.join(10)
+        b.set_rtt(1, 0)
+        # a close() of another thread returns within its timeout
+        took = {}
+        def close_again():
+            t0 = time.monotonic()
+            c.close(timeout=0.5)
+            took["close"] = time.monotonic() - t0
+        th2 = threading.Thread(target=close_again, daemon=True)
+        th2.start()
+        th2.join(10)
+        result(gave_up=gave_up.is_set(), fired=fired, interrupted=interrupted, hung=th2.is_alive(),
+               close=took.get("close"), closed=c.closed)
+        os._exit(0)  # a thread stuck on the lock would keep the interpreter from exiting
+    """)
+    assert r["gave_up"] is True, r
+    assert r["hung"] is False, r            # before the fix: blocked on the lock the signal left held
+    assert r["close"] < 1.5, r
+    assert r["closed"] is True, r
+
+
 # ------------------------------------------------------------------------------ callbacks re-entering
 
 
