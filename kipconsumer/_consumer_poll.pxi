@@ -55,7 +55,13 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
             return records_take(c.out, 0, None)
         with nogil:
             st = kc_consumer_poll(c.core, _slice(deadline), c.out, &n)
-        drain_logs()
+        # Own the records before any Python code runs: a signal's exception raised there (logging in
+        # drain_logs() is Python) left their messages in c.out, lost to the application and never
+        # destroyed, and rd_kafka_destroy() in a later close() waited for them forever (issue #38
+        # item 7). With records in hand the logs wait for the next call.
+        batch = records_take(c.out, n, c._handle) if n else None
+        if not n:
+            drain_logs()
         if c._security.reports and not n:
             _handle_errors(c)
         if again:
@@ -65,12 +71,13 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
             if n and c._membership.has_left() and c._membership.subscription:
                 # fetched before the member left (KIP-62): its partitions belong to others now, and
                 # the lost assignment's event may come polls later (real Kafka; the mock sends it at once)
-                records_take(c.out, n, c._handle)
+                batch = None  # their messages go with it
                 c._membership.revoked_records_dropped += n + c.core.fb.records
                 kc_fb_purge_all(&c.core.fb)
                 n = 0
             if n or c._pending_exc is not None:
-                batch = records_take(c.out, n, c._handle)
+                if batch is None:
+                    batch = records_take(c.out, 0, c._handle)
                 if c._key_deser is not None or c._value_deser is not None:
                     records_set_deserializers(batch, c._key_deser, c._value_deser)
                 c._raise_pending()

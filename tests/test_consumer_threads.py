@@ -239,6 +239,51 @@ def test_a_signal_in_the_deferred_close_does_not_keep_the_thread_lock() -> None:
     assert r["closed"] is True, r
 
 
+def test_a_signal_while_poll_logs_loses_no_record_and_close_returns() -> None:
+    # Issue #38 item 7: poll() took records out of the fetch buffer, then ran Python code (handing
+    # librdkafka's log lines to logging) before it owned them; a KeyboardInterrupt raised there lost
+    # them and left their messages undestroyed, so a later close() waited in rd_kafka_destroy() for
+    # them forever (the fuzzer's main thread takes SIGINTs in poll(); a worker's close() then hung).
+    # A profile function raises KeyboardInterrupt at the first log line handed over while poll()
+    # holds records that the application has not got.
+    r = _run("""
+        c.close()
+        c = KafkaConsumer(dict(conf, **{"debug": "fetch", "max.poll.records": 2}))  # many log lines
+        c.assign([tp])
+        got, fired = [], []
+        def inject(frame, event, arg):
+            if (event == "call" and not fired and frame.f_code.co_name == "emit"
+                    and frame.f_code.co_filename.endswith("_rdklog.py")
+                    and c._native.metrics()["records_returned"] > len(got)):
+                fired.append(1)
+                raise KeyboardInterrupt
+        end = time.monotonic() + 30
+        while time.monotonic() < end and len(got) < 10:
+            sys.setprofile(inject)
+            try:
+                got += [r.offset for r in c.poll(0.5)]
+            except KeyboardInterrupt:
+                pass
+            finally:
+                sys.setprofile(None)
+        returned = c.metrics()["records_returned"]
+        took = {}
+        def close_elsewhere():
+            t0 = time.monotonic()
+            c.close(timeout=1.0)
+            took["close"] = time.monotonic() - t0
+        th = threading.Thread(target=close_elsewhere, daemon=True)
+        th.start()
+        th.join(15)
+        result(got=got, returned=returned, fired=len(fired), hung=th.is_alive(), close=took.get("close"))
+        os._exit(0)  # a thread stuck in rd_kafka_destroy() would keep the interpreter from exiting
+    """)
+    assert r["got"] == list(range(10)), r    # before the fix: the interrupted poll's records were lost
+    assert r["returned"] == 10, r
+    assert r["hung"] is False, r             # before the fix: close() waited for the lost messages
+    assert r["close"] < 3, r
+
+
 # ------------------------------------------------------------------------------ callbacks re-entering
 
 
