@@ -758,7 +758,9 @@ cdef class NativeConsumer:
         cdef int64_t hb = self.core.heartbeat.last_ok_ms if self.core != NULL else 0
         if self.core == NULL:
             return {"closed": True}
-        return {
+        # read before anything below runs Python code (another thread's close() may free the core then)
+        lags = _lag_snapshot(self)
+        out = {
             "assigned_partitions": self.core.fb.n,
             "buffered_records": self.core.fb.records,
             "buffered_bytes": self.core.fb.bytes,
@@ -784,9 +786,10 @@ cdef class NativeConsumer:
             "poll_moved_records": self.core.poll_moved,
             "paused_partitions": sum(1 for i in range(self.core.fb.n) if self.core.fb.parts[i].paused),
             "statistics": self._stats,
-            "partition_lag": {TopicPartition(self.core.fb.parts[i].topic.decode(), self.core.fb.parts[i].partition):
-                              _partition_lag(self, self.core.fb.parts[i], False) for i in range(self.core.fb.n)},
         }
+        out["partition_lag"] = {TopicPartition(topic.decode(), partition): _lag_from(self, topic, partition, pos)
+                                for topic, partition, pos in lags}
+        return out
 
     def group_metadata(self):
         """librdkafka's serialized consumer group metadata (group id, generation, member id, instance

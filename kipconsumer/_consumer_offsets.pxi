@@ -93,6 +93,8 @@ cdef object _cached_end_offset(NativeConsumer c, const char *topic, int32_t part
     cdef int64_t low = -1, high = -1
     if c._read_committed:
         tp = TopicPartition(topic.decode(), partition)
+        if c.rk == NULL:  # closed by another thread meanwhile (metrics())
+            return None
         c._lso.serve_answers()
         c._lso.request(c.rk, topic, partition, tp)
         return c._lso.known.get(tp)
@@ -136,28 +138,53 @@ cdef object _seek_reset_position(NativeConsumer c, kc_partition_t *p, bint ask, 
     return lo if c._reset_policy == RESET_EARLIEST else hi
 
 
-cdef object _partition_lag(NativeConsumer c, kc_partition_t *p, bint owner):
-    """Java's ``currentLag``: cached end offset - position (the offset of the next record ``poll()``
-    returns), without a request; None when either is unknown. ``owner``: called by the thread that
-    owns the consumer (may step over transaction markers and read the fetch buffer); otherwise
-    (``metrics()``) only fields a single read gives, and None while records that were never returned
-    sit in the buffer with no returned position."""
+cdef object _lag_position(NativeConsumer c, kc_partition_t *p, bint owner):
+    """The position Java's ``currentLag`` counts from (the offset of the next record ``poll()``
+    returns), or None when unknown. ``owner``: called by the thread that owns the consumer (may step
+    over transaction markers and read the fetch buffer); otherwise (``metrics()``) only fields a
+    single read gives, and None while records that were never returned sit in the buffer with no
+    returned position. Runs no Python code (metrics() relies on it: see _lag_snapshot)."""
     if owner:
         kc_consumer_step_over_markers(c.core, p)
     if p.position != KC_POSITION_UNKNOWN:
         pos = _seek_reset_position(c, p, False, 0)
-        if pos is None:
-            pos = p.position
-    elif owner and kc_fb_first_offset(p) != KC_POSITION_UNKNOWN:
-        pos = kc_fb_first_offset(p)
-    elif p.len == 0:
-        pos = _fetch_position(c, p)
-    else:
-        pos = None
-    if pos is None:
+        return p.position if pos is None else pos
+    if owner and kc_fb_first_offset(p) != KC_POSITION_UNKNOWN:
+        return kc_fb_first_offset(p)
+    if p.len == 0:
+        return _fetch_position(c, p)
+    return None
+
+
+cdef object _lag_from(NativeConsumer c, bytes topic, int32_t partition, object pos):
+    """Java's ``currentLag``: cached end offset - `pos`, without a request; None when either is
+    unknown or the consumer was closed meanwhile."""
+    if pos is None or c.rk == NULL:
         return None
-    end = _cached_end_offset(c, p.topic, p.partition)
+    end = _cached_end_offset(c, topic, partition)
     return None if end is None else end - pos
+
+
+cdef object _partition_lag(NativeConsumer c, kc_partition_t *p, bint owner):
+    """Java's ``currentLag`` of p (see _lag_position, _lag_from)."""
+    return _lag_from(c, <bytes>p.topic, p.partition, _lag_position(c, p, owner))
+
+
+cdef list _lag_snapshot(NativeConsumer c):
+    """``(topic, partition, position)`` of every assigned partition, for metrics(), which any thread
+    may call while another closes the consumer: read in one go without running Python code, so no
+    other thread runs meanwhile and frees the core (metrics() built a TopicPartition, Python code,
+    between reads: the fuzzer under ASan crashed there once a close() on another thread had freed
+    it). The lags are computed from the snapshot afterwards."""
+    cdef size_t i
+    cdef kc_partition_t *p
+    out = []
+    if c.core == NULL:
+        return out
+    for i in range(c.core.fb.n):
+        p = c.core.fb.parts[i]
+        out.append((<bytes>p.topic, p.partition, _lag_position(c, p, False)))
+    return out
 
 
 cdef dict _offsets_for_times(NativeConsumer c, list queries, double timeout):
