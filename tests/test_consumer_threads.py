@@ -284,6 +284,35 @@ def test_a_signal_while_poll_logs_loses_no_record_and_close_returns() -> None:
     assert r["close"] < 3, r
 
 
+def test_metrics_while_another_thread_closes_does_not_crash() -> None:
+    # metrics() (any thread) built its per-partition lags from the core with Python code (the
+    # TopicPartition keys) between the reads; a close() on another thread that ran then freed the
+    # core, and the next read crashed (SEGV in the concurrency fuzzer under ASan). The other thread's
+    # close() is run exactly there: a profile function starts it at metrics()' first TopicPartition.
+    r = _run("""
+        c.assign([tp])
+        n = 0
+        while n < 10:
+            n += len(c.poll(1))
+        closed = []
+        def inject(frame, event, arg):
+            if (event == "call" and not closed
+                    and frame.f_globals.get("__name__") == "namedtuple_TopicPartition"):
+                th = threading.Thread(target=c.close, args=(2.0,))
+                th.start()
+                th.join(10)
+                closed.append(c.closed)
+        sys.setprofile(inject)
+        try:
+            m = c.metrics()
+        finally:
+            sys.setprofile(None)
+        result(closed=closed, lag=list(m.get("partition_lag", {}).values()))
+    """)
+    assert r["closed"] == [True], r     # the close ran inside metrics()
+    assert r["lag"] in ([None], [0]), r  # read before the close, or unknown once closed
+
+
 # ------------------------------------------------------------------------------ callbacks re-entering
 
 
