@@ -120,7 +120,9 @@ kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, i
 static void push_error(kc_consumer_t *c, rd_kafka_message_t *m) {
     if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
         kc_partition_t *p = kc_fb_find(&c->fb, rd_kafka_topic_name(m->rkt), m->partition);
-        if (p) {
+        /* a stop about p's current state: no committed offset to start from (never once a seek()
+         * restarted p at an offset: a report queued before that is stale), or the position refused */
+        if (p && (m->offset < 0 ? !p->fetch_restarted : m->offset == p->position)) {
             p->fetch_stopped = 1;
             p->stopped_offset = m->offset;
         }
@@ -166,6 +168,7 @@ static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n);
 
 void kc_consumer_fetch_restarted(kc_consumer_t *c, kc_partition_t *p) {
     p->fetch_stopped = 0;
+    p->fetch_restarted = 1;
     p->refetch_forward = 1;
     c->refetch_forwards++;
 }

@@ -45,6 +45,7 @@ typedef struct kc_partition {
                                 start from (it reported _AUTO_OFFSET_RESET); until a seek() restarts it */
     int64_t stopped_offset;  /* the position the broker refused then (out of range), or < 0: none was
                                 committed */
+    int fetch_restarted;     /* a seek() restarted p's fetcher at an offset (kc_consumer_fetch_restarted) */
     int refetch_forward;     /* the fetcher was restarted (kc_consumer_fetch_restarted): forward
                                 `queue` again until a record of p comes */
     size_t take;             /* scratch: records to take in the current drain */

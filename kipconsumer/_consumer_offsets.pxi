@@ -277,6 +277,14 @@ cdef _seek(NativeConsumer c, tp, int64_t offset, double timeout, bint _fetcher_o
             kc_seek_guard_start(&p.filters, offset)  # the seek wins over a fetch librdkafka started
     try:
         while True:
+            if p.fetch_stopped and not _fetcher_only:
+                # librdkafka stopped p's fetcher: auto.offset.reset=none and no offset to start from
+                # (it reported _AUTO_OFFSET_RESET). Start it at `offset`, as Java's seek() gives such
+                # a partition its position (a seek would be refused, or overtaken by the committed
+                # offset lookup of an eager group's reassignment, which fails again)
+                _restart_fetch(c, p, offset)
+                code = RD_KAFKA_RESP_ERR_NO_ERROR
+                break
             tmo = <int>max(0, min(seek_deadline - kc_now_ms(), 2_000_000_000))
             with nogil:
                 error = rd_kafka_seek_partitions(c.rk, lst, tmo)
@@ -285,23 +293,16 @@ cdef _seek(NativeConsumer c, tp, int64_t offset, double timeout, bint _fetcher_o
                 break
             # librdkafka has no fetcher running for tp, or the fetcher's start overtook the seek
             # (_OUTDATED). Right after assign() (or in on_partitions_assigned) it first looks up the
-            # committed offset: retry until it has started. With auto.offset.reset=none and no offset
-            # to start from, it never starts (it reported _AUTO_OFFSET_RESET): start it at `offset`,
-            # as Java's seek() gives such a partition its position.
+            # committed offset: retry until it has started, or has stopped for want of an offset.
             if not _fetcher_only:
                 kc_consumer_refill(c.core, <size_t>-1, 0)  # takes in a stop reported meanwhile
-            if p.fetch_stopped and not _fetcher_only:
-                if error != NULL:
-                    rd_kafka_error_destroy(error)
-                    error = NULL
-                _restart_fetch(c, p, offset)
-                code = RD_KAFKA_RESP_ERR_NO_ERROR
-                break
-            if kc_now_ms() >= seek_deadline:
-                break
             if error != NULL:
                 rd_kafka_error_destroy(error)
                 error = NULL
+            if p.fetch_stopped and not _fetcher_only:
+                continue
+            if kc_now_ms() >= seek_deadline:
+                break
             lst.elems[0].err = RD_KAFKA_RESP_ERR_NO_ERROR
             with nogil:
                 usleep(5000)
@@ -342,6 +343,10 @@ cdef _restart_fetch(NativeConsumer c, kc_partition_t *p, int64_t offset):
                     offset if q == p else (next if next >= 0 else RD_KAFKA_OFFSET_STORED))
             with nogil:
                 err = rd_kafka_assign(c.rk, lst)
+            for i in range(c.core.fb.n):  # every fetcher restarts: each queue is forwarded again
+                if c.core.fb.parts[i] != p:
+                    c.core.fb.parts[i].refetch_forward = 1
+                    c.core.refetch_forwards += 1
         else:
             rd_kafka_topic_partition_list_add(lst, p.topic, p.partition).offset = offset
             with nogil:

@@ -67,6 +67,7 @@ cdef extern from "consumer_core.h" nogil:
         uint64_t dropped_before_seek
         uint64_t seek_retries
         uint64_t resets_after_seek
+        size_t refetch_forwards
         kc_rebalance_barrier_t barrier
         uint64_t barrier_polls
         int hold_records

@@ -28,6 +28,7 @@ cdef extern from "fetch_buffer.h" nogil:
         rd_kafka_queue_t *queue
         int fetch_stopped
         int64_t stopped_offset
+        int refetch_forward
         kc_partition_filters_t filters
     ctypedef struct kc_fetch_buffer_t:
         kc_partition_t **parts

@@ -185,3 +185,36 @@ def test_reset_none_seek_outside_the_log_raises_out_of_range(broker: object, top
         assert c.position(tp) == FAR  # no reset policy: the position stays where the seek put it
         c.seek(tp, 5)
         assert _offsets_within(c, 20, N - 5) == list(range(5, N))
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_reset_none_in_a_group_raises_until_each_partition_is_sought(
+        broker: object, topic_factory: Callable[..., str], strategy: str) -> None:
+    """A subscribed member (eager and cooperative): poll() names every partition without a committed
+    offset, a seek() gives one its position (the others still raise), and each reads from its seek."""
+    bs = broker.bootstrap_servers  # type: ignore[attr-defined]
+    topic = topic_factory(2, "seekreset")
+    with KafkaProducer({"bootstrap.servers": bs}) as p:
+        for i in range(2 * N):
+            p.send(topic, b"v%d" % i, partition=i % 2)
+        p.flush(30)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    with _consumer(bs, "none", **{"partition.assignment.strategy": strategy}) as c:
+        c.subscribe([topic])
+        with pytest.raises(NoOffsetForPartitionError) as info:
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                assert not list(c.poll(0.2))
+        assert info.value.partitions == frozenset({tp0, tp1})
+        c.seek(tp0, 3)
+        with pytest.raises(NoOffsetForPartitionError) as info:
+            c.poll(0.5)
+        assert info.value.partitions == frozenset({tp1})
+        c.seek(tp1, 8)
+        got: dict[int, list[int]] = {0: [], 1: []}
+        end = time.monotonic() + 20
+        while time.monotonic() < end and len(got[0]) + len(got[1]) < N - 3 + N - 8:
+            for r in c.poll(0.2):
+                got[r.partition].append(r.offset)
+        assert got == {0: list(range(3, N)), 1: list(range(8, N))}, got
+        assert (c.position(tp0), c.position(tp1)) == (N, N)
