@@ -106,6 +106,7 @@ run_tests() {
 # fault-injection tests keep an EmbeddedBroker of their own; embedded_only ones are skipped).
 KAFKA_TIER=(
     tests/test_consumer_kip41.py tests/test_consumer_kip62.py tests/test_consumer_api.py tests/test_seek.py
+    tests/test_seek_reset.py
     tests/test_producer.py tests/test_kip848.py tests/test_records_batch.py tests/test_prefetch_thread.py
     tests/test_aio.py tests/test_streams.py tests/test_consumer_interop.py tests/test_mixed_group.py
     tests/test_spark_options.py
