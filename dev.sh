@@ -8,7 +8,9 @@
 #   ./dev.sh setup   only set up: system packages, .venv/, native build (idempotent)
 #   ./dev.sh bench   set up, then run the full benchmark comparison (bench/all.py; --quick for ~6 min)
 #   ./dev.sh wheels  set up, then build the sdist and one manylinux wheel per CPython 3.10-3.13 found
-#                    (pyenv or PATH) into dist/ (scripts/build_wheels.py; --python 3.X to pick some)
+#                    (pyenv or PATH) into dist/ (scripts/build_wheels.py; --python 3.X to pick some;
+#                    --arch aarch64 cross-builds manylinux_2_28_aarch64 wheels for 3.10-3.15, --test
+#                    also smoke-tests them under qemu-user emulation)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -121,6 +123,12 @@ case "$cmd" in
         exec "$VENV/bin/python" -m kipconsumer.spark_demo "${spark_args[@]}" ;;
     test) setup; run_tests "$@" ;;
     bench) setup; exec "$VENV/bin/python" bench/all.py "$@" ;;
-    wheels) setup; exec "$VENV/bin/python" scripts/build_wheels.py "$@" ;;
+    wheels)
+        setup
+        # --arch aarch64: Debian's arm64 headers come through apt-get/dpkg-deb; --test runs the wheels under
+        # qemu-user in debootstrapped arm64 roots (scripts/emulated_aarch64.py)
+        case " $* " in *" aarch64 "*|*" --arch=aarch64 "*)
+            apt_install qemu-user-static binfmt-support debootstrap ;; esac
+        exec "$VENV/bin/python" scripts/build_wheels.py "$@" ;;
     *) echo "usage: ./dev.sh {demo|test|setup|bench|wheels} [args]" >&2; exit 2 ;;
 esac

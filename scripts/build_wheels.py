@@ -8,6 +8,11 @@ zig links against its own glibc 2.28 stubs, so no Docker image or old system is 
 ``auditwheel repair`` tags it ``manylinux_2_28_x86_64`` and ``auditwheel show`` checks the tag.
 Interpreters are looked up under pyenv, then as ``pythonX.Y`` on the PATH. Prints one line per
 wheel (tag, size) and exits non-zero if any interpreter is missing or any step fails.
+
+``--arch aarch64`` cross-builds ``manylinux_2_28_aarch64`` wheels for CPython 3.10-3.15 instead
+(``scripts/cross_aarch64.py``: zig cc with each CPython's aarch64 headers; no arm64 interpreter is
+run); with ``--test`` each one whose CPython Debian ships for arm64 is installed and smoke-tested under
+qemu-user emulation (``scripts/emulated_aarch64.py``).
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # cross_aarch64, emulated_aarch64
 DEFAULT_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 ZIG_TARGET = "x86_64-linux-gnu.2.28"
 PLATFORM = "manylinux_2_28_x86_64"
@@ -84,12 +91,71 @@ def build_wheel(python: str, sdist: Path, out: Path, work: Path) -> Path:
     return repaired
 
 
+AARCH64_PYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
+
+
+def build_aarch64(versions: list[str], out: Path, test: bool) -> int:
+    """Cross-build (and with ``test``, smoke-test under emulation) one aarch64 wheel per version."""
+    import cross_aarch64
+    import emulated_aarch64
+
+    unknown = sorted(set(versions) - set(AARCH64_PYTHONS))
+    if unknown:
+        raise SystemExit(f"build_wheels: --arch aarch64 builds for CPython {', '.join(AARCH64_PYTHONS)}, "
+                         f"not {', '.join(unknown)}")
+    if test:
+        emulated_aarch64.ensure_binfmt()
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("kipconsumer-*"):
+        old.unlink()
+    sdist = build_sdist(out)
+    print(f"{sdist.name}  {sdist.stat().st_size / 1024:.0f} KiB")
+    version = sdist.name[len("kipconsumer-"):-len(".tar.gz")]
+    failed = []
+    with tempfile.TemporaryDirectory(prefix="kipconsumer-aarch64-") as tmp:
+        for v in versions:
+            t0 = time.monotonic()
+            try:
+                wheel, headers = cross_aarch64.build_wheel(v, find_python(v), sdist, out, Path(tmp))
+            except cross_aarch64.CrossBuildError as e:
+                print(f"Python {v} aarch64: build FAILED: {e}")
+                failed.append(v)
+                continue
+            print(f"{wheel.name}  {wheel.stat().st_size / 1024:.0f} KiB  "
+                  f"(built in {time.monotonic() - t0:.0f} s; headers: {headers})", flush=True)
+            if not test:
+                continue
+            if v in emulated_aarch64.NO_INTERPRETER:
+                print(f"  not run emulated: {emulated_aarch64.NO_INTERPRETER[v]}")
+                continue
+            try:
+                res = emulated_aarch64.smoke(v, wheel, ROOT / "tests" / "wheel_smoke.py", version)
+            except emulated_aarch64.EmulationError as e:
+                print(f"  emulated smoke FAILED: {e}")
+                failed.append(v)
+                continue
+            took = ", ".join(f"{k} {s:.0f} s" for k, s in res.steps.items())
+            arrow = "yes" if res.pyarrow else "not installable"
+            print(f"  emulated (qemu-user): {res.last_line}\n  pyarrow: {arrow}; {took}", flush=True)
+    if failed:
+        print(f"build_wheels: aarch64 failed for Python {', '.join(failed)}")
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", action="append", dest="pythons",
-                    help=f"CPython version to build for (repeatable; default {' '.join(DEFAULT_PYTHONS)})")
+                    help=f"CPython version to build for (repeatable; default {' '.join(DEFAULT_PYTHONS)}; "
+                         f"for aarch64 {' '.join(AARCH64_PYTHONS)})")
     ap.add_argument("--out", default=str(ROOT / "dist"), help="output directory (default: dist/)")
+    ap.add_argument("--arch", choices=("x86_64", "aarch64"), default="x86_64",
+                    help="target architecture (default x86_64; aarch64 is cross-built)")
+    ap.add_argument("--test", action="store_true",
+                    help="aarch64: also smoke-test each wheel under qemu-user emulation")
     args = ap.parse_args(argv)
+    if args.arch == "aarch64":
+        return build_aarch64(args.pythons or list(AARCH64_PYTHONS), Path(args.out).resolve(), args.test)
     versions = args.pythons or list(DEFAULT_PYTHONS)
     interpreters = {v: find_python(v) for v in versions}
     missing = [v for v, p in interpreters.items() if p is None]

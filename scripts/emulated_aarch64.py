@@ -1,0 +1,165 @@
+"""Run the wheel smoke test of kipconsumer's aarch64 wheels under emulation (qemu-user) on x86_64.
+
+    python scripts/build_wheels.py --arch aarch64 --test [--python 3.13 ...]
+
+Each aarch64 CPython runs from a Debian arm64 root (:data:`ROOT_SUITE`) made once by ``debootstrap
+--foreign`` and a second stage run under ``qemu-aarch64-static`` (binfmt_misc, ``F`` flag), cached under
+``~/.cache/kipconsumer/roots/``. For each wheel: a fresh venv inside the root, ``pip install`` of the
+wheel file (its dependencies from PyPI), pyarrow if pip can install it there, then ``tests/wheel_smoke.py``
+from a directory where no checkout is importable. The root's network is the host's (loopback
+included: a Kafka on the host is reachable), its ``/proc`` and ``/dev`` are mounted in a private mount
+namespace (``unshare --mount``), so nothing stays mounted when a run ends. Needs root, debootstrap,
+qemu-user-static and binfmt-support (Debian packages; ``./dev.sh wheels`` installs them).
+
+CPython versions with no Debian arm64 interpreter (:data:`NO_INTERPRETER`) are built but not run.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOTS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kipconsumer" / "roots"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+# The Debian suite whose arm64 root holds python3.X (and python3.X-venv).
+ROOT_SUITE = {"3.11": "bookworm", "3.13": "sid", "3.14": "sid", "3.15": "sid"}
+NO_INTERPRETER = {
+    "3.10": "no Debian suite on deb.debian.org ships an arm64 python3.10",
+    "3.12": "no Debian suite on deb.debian.org ships an arm64 python3.12 (trixie went from 3.11 to 3.13)",
+}
+APT_PACKAGES = "qemu-user-static binfmt-support debootstrap"
+BINFMT = Path("/proc/sys/fs/binfmt_misc")
+SMOKE_DIR = "/opt/kipconsumer-smoke"  # inside the root
+
+
+class EmulationError(RuntimeError):
+    """The emulated test could not run or failed; the message names the step."""
+
+
+@dataclass
+class SmokeResult:
+    """What one emulated smoke run did, with the duration of each step in seconds."""
+
+    version: str
+    wheel: str
+    steps: dict[str, float]
+    pyarrow: bool
+    last_line: str
+
+
+def _run(cmd: Sequence[str], timeout: float, what: str) -> str:
+    try:
+        proc = subprocess.run(list(cmd), text=True, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise EmulationError(f"{what}: timed out after {timeout:.0f} s: {' '.join(cmd)}") from e
+    if proc.returncode != 0:
+        raise EmulationError(f"{what}: failed ({proc.returncode}): {' '.join(cmd)}\n"
+                             f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def ensure_binfmt() -> None:
+    """aarch64 ELF files run through qemu-aarch64-static (binfmt_misc mounted, the handler enabled)."""
+    if os.geteuid() != 0:
+        raise EmulationError("emulated tests need root (binfmt_misc, chroot, debootstrap)")
+    for tool in ("qemu-aarch64-static", "debootstrap", "unshare", "chroot"):
+        if shutil.which(tool) is None:
+            raise EmulationError(f"{tool} not found: apt-get install {APT_PACKAGES}")
+    if not (BINFMT / "register").exists():
+        _run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT)], 30, "mount binfmt_misc")
+    handler = BINFMT / "qemu-aarch64"
+    if not handler.exists() and shutil.which("update-binfmts"):
+        _run(["update-binfmts", "--enable", "qemu-aarch64"], 30, "update-binfmts --enable qemu-aarch64")
+    if not handler.exists() or "enabled" not in handler.read_text():
+        raise EmulationError(f"no enabled binfmt handler {handler} (apt-get install {APT_PACKAGES})")
+    if "F" not in next((ln for ln in handler.read_text().splitlines() if ln.startswith("flags:")), ""):
+        raise EmulationError(f"{handler} lacks the F flag: a chroot could not find qemu-aarch64-static")
+
+
+def root_packages(suite: str) -> list[str]:
+    """The interpreters (and their venv module) a root of ``suite`` carries, plus ca-certificates."""
+    versions = sorted(v for v, s in ROOT_SUITE.items() if s == suite)
+    return [p for v in versions for p in (f"python{v}", f"python{v}-venv")] + ["ca-certificates"]
+
+
+def ensure_root(suite: str, log: list[str]) -> Path:
+    """The arm64 Debian ``suite`` root under :data:`ROOTS`, made when missing (takes tens of minutes)."""
+    root = ROOTS / f"{suite}-arm64"
+    marker = root / ".kipconsumer-root"
+    if marker.is_file():
+        return root
+    ensure_binfmt()
+    ROOTS.mkdir(parents=True, exist_ok=True)
+    partial = ROOTS / f"{suite}-arm64.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    started = time.monotonic()
+    _run(["debootstrap", "--arch=arm64", "--foreign", "--variant=minbase",
+          "--include=" + ",".join(root_packages(suite)), suite, str(partial), DEBIAN_MIRROR],
+         3600, f"debootstrap {suite} arm64 (first stage)")
+    _run(["nice", "-n", "10", "chroot", str(partial), "/debootstrap/debootstrap", "--second-stage"],
+         7200, f"debootstrap {suite} arm64 (second stage, emulated)")
+    shutil.rmtree(root, ignore_errors=True)
+    partial.rename(root)
+    marker.write_text(" ".join(root_packages(suite)) + "\n")
+    log.append(f"made the {suite} arm64 root in {time.monotonic() - started:.0f} s")
+    return root
+
+
+def in_root(root: Path, argv: Sequence[str], timeout: float, what: str, cwd: str = "/") -> str:
+    """Run ``argv`` inside ``root`` (chroot, emulated) with /proc and /dev mounted in a private mount
+    namespace, so the mounts go away with the process."""
+    shutil.copyfile("/etc/resolv.conf", root / "etc" / "resolv.conf")  # pip reaches PyPI from the root
+    command = shlex.quote(f"cd {cwd} && exec {shlex.join(argv)}")
+    inner = (f"mount -t proc proc {shlex.quote(str(root / 'proc'))} && "
+             f"mount --rbind /dev {shlex.quote(str(root / 'dev'))} && "
+             f"exec chroot {shlex.quote(str(root))} /bin/sh -c {command}")
+    unshare = ["unshare", "--mount", "--propagation", "private", "--"]
+    return _run([*unshare, "/bin/sh", "-c", inner], timeout, what)
+
+
+def smoke(version: str, wheel: Path, smoke_script: Path, expected_version: str) -> SmokeResult:
+    """Install ``wheel`` into a fresh venv of the emulated CPython ``version`` and run the smoke test."""
+    if version not in ROOT_SUITE:
+        raise EmulationError(f"Python {version}: {NO_INTERPRETER.get(version, 'no arm64 root configured')}")
+    log: list[str] = []
+    steps: dict[str, float] = {}
+    started = time.monotonic()
+    root = ensure_root(ROOT_SUITE[version], log)
+    steps["root"] = time.monotonic() - started
+    ensure_binfmt()
+    work = root / SMOKE_DIR.lstrip("/")
+    venv = f"{SMOKE_DIR}/venv-{version}"
+    shutil.rmtree(root / venv.lstrip("/"), ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    for old in work.glob("*.whl"):
+        old.unlink()
+    shutil.copy(wheel, work / wheel.name)
+    shutil.copy(smoke_script, work / "wheel_smoke.py")
+    run_dir = f"{SMOKE_DIR}/run"  # no checkout there: kipconsumer can only come from the venv
+    (root / run_dir.lstrip("/")).mkdir(exist_ok=True)
+
+    def step(name: str, argv: Sequence[str], timeout: float, cwd: str = "/") -> str:
+        t0 = time.monotonic()
+        out = in_root(root, argv, timeout, f"Python {version} aarch64: {name}", cwd)
+        steps[name] = time.monotonic() - t0
+        return out
+
+    py = f"{venv}/bin/python"
+    step("venv", [f"/usr/bin/python{version}", "-m", "venv", venv], 900)
+    step("pip install wheel", [py, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                               f"{SMOKE_DIR}/{wheel.name}"], 1800)
+    try:
+        step("pip install pyarrow", [py, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                                     "--only-binary", ":all:", "pyarrow"], 1800)
+        pyarrow = True
+    except EmulationError:
+        pyarrow = False
+    out = step("smoke", [py, f"{SMOKE_DIR}/wheel_smoke.py", expected_version], 1800, cwd=run_dir)
+    lines = out.strip().splitlines()
+    return SmokeResult(version, wheel.name, steps, pyarrow, lines[-1] if lines else "")
