@@ -7,10 +7,11 @@
 #                    everyday tier (no slow, Spark or real-Kafka tests); other args go to pytest
 #   ./dev.sh setup   only set up: system packages, .venv/, native build (idempotent)
 #   ./dev.sh bench   set up, then run the full benchmark comparison (bench/all.py; --quick for ~6 min)
-#   ./dev.sh wheels  set up, then build the sdist and one manylinux wheel per CPython 3.10-3.13 found
-#                    (pyenv or PATH) into dist/ (scripts/build_wheels.py; --python 3.X to pick some;
-#                    --arch aarch64 cross-builds manylinux_2_28_aarch64 wheels for 3.10-3.15, --test
-#                    also smoke-tests them under qemu-user emulation)
+#   ./dev.sh wheels  set up, then build the sdist and one manylinux wheel per CPython 3.10-3.15 into
+#                    dist/ (pyenv, PATH, or a Debian sid root for 3.14/3.15: scripts/build_wheels.py;
+#                    --python 3.X to pick some; --test to test each wheel on its own interpreter;
+#                    --arch aarch64 cross-builds manylinux_2_28_aarch64 wheels, --test then runs them
+#                    under qemu-user emulation)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -38,7 +39,8 @@ setup() {
     # kcat for interop tests, a C compiler and Python headers for the native build, librdkafka's
     # headers for the C benchmark consumers (bench/c; they link the wheel's library), valgrind for the
     # C unit tests, openssl for the certificates of KafkaCluster(sasl_ssl=True) (tests/test_security_*.py).
-    # librdkafka itself is not linked by kipconsumer: it comes from the confluent-kafka wheel.
+    # librdkafka itself is not linked by kipconsumer: the build grafts the one it carries into
+    # kipconsumer/_native_libs/ (from confluent-kafka's manylinux wheel, cached in ~/.cache/kipconsumer/librdkafka).
     apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind openssl
     # Java 17 for Spark (local[2]) and for real Apache Kafka (kipconsumer.testing.KafkaCluster);
     # Maven fetches Kafka's jars from Maven Central once, into ~/.cache/kipconsumer/kafka, and Spark's
@@ -76,10 +78,10 @@ j(); d = r(); print("Apache Kafka", d.version, "in", d.libs)'
 
 run_tests() {
     log "ruff"
-    "$VENV/bin/ruff" check kipconsumer tests bench scripts
+    "$VENV/bin/ruff" check kipconsumer tests bench scripts build_support setup.py
     log "mypy"
     "$VENV/bin/mypy" kipconsumer
-    "$VENV/bin/mypy" --strict scripts
+    "$VENV/bin/mypy" --strict scripts build_support
     log "clang-format (.clang-format: one C style)"
     "$VENV/bin/clang-format" --dry-run --Werror csrc/*.c csrc/*.h tests/c/*.c tests/c/*.h bench/c/*.c
     # pytest's exit code 5 (no tests collected) is a failure here, as any non-zero code.
