@@ -113,10 +113,14 @@ def build_aarch64(versions: list[str], out: Path, test: bool) -> int:
     version = sdist.name[len("kipconsumer-"):-len(".tar.gz")]
     failed = []
     with tempfile.TemporaryDirectory(prefix="kipconsumer-aarch64-") as tmp:
+        try:
+            prepared = cross_aarch64.prepare(sdist, Path(tmp))
+        except cross_aarch64.CrossBuildError as e:
+            raise SystemExit(f"build_wheels: aarch64: {e}") from None
         for v in versions:
             t0 = time.monotonic()
             try:
-                wheel, headers = cross_aarch64.build_wheel(v, find_python(v), sdist, out, Path(tmp))
+                wheel, headers = cross_aarch64.build_wheel(v, find_python(v), prepared, out, Path(tmp))
             except cross_aarch64.CrossBuildError as e:
                 print(f"Python {v} aarch64: build FAILED: {e}")
                 failed.append(v)

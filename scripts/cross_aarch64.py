@@ -9,8 +9,9 @@ For each CPython version, from the unpacked sdist:
 2. each extension is compiled and linked with ``python -m ziglang cc -target aarch64-linux-gnu.2.28``
    (zig's glibc 2.28 stubs) against the *aarch64* headers of that CPython (:func:`python_headers`) and
    named ``_x.cpython-3XY-aarch64-linux-gnu.so``;
-3. the pure part of the package (and, on branches whose ``setup.py`` grafts it, the carried librdkafka of
-   confluent-kafka's aarch64 wheel, via ``$KIPCONSUMER_CONFLUENT_WHEEL``) comes from ``setup.py build_py``;
+3. the pure part of the package and the carried librdkafka (``kipconsumer/_native_libs/``, from
+   confluent-kafka's ``manylinux_2_28_aarch64`` wheel, handed over in ``$KIPCONSUMER_CONFLUENT_WHEEL``)
+   come from the sdist's ``setup.py build_py``;
 4. the files are zipped into a ``cp3X-cp3X-linux_aarch64`` wheel whose METADATA is the sdist's PKG-INFO,
    ``auditwheel repair --plat manylinux_2_28_aarch64`` tags it and ``auditwheel show`` must confirm it.
 
@@ -38,10 +39,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # build_support/ of the checkout
+
 ZIG_TARGET = "aarch64-linux-gnu.2.28"
 PLATFORM = "manylinux_2_28_aarch64"
 MULTIARCH = "aarch64-linux-gnu"
-CONFLUENT_VERSION = "2.16.1"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kipconsumer" / "aarch64"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
@@ -193,15 +195,22 @@ def ext_suffix(version: str) -> str:
 
 def compile_extension(src: Path, spec: ExtensionSpec, version: str, includes: list[Path],
                       stage: Path, objdir: Path) -> Path:
-    """Compile and link ``spec`` for aarch64 CPython ``version``; returns the .so under ``stage``."""
+    """Compile and link ``spec`` for aarch64 CPython ``version``; returns the .so under ``stage``.
+
+    An object file is reused for another extension of the same version compiled with the same flags
+    (the C core's files are linked into several modules)."""
     zig = [sys.executable, "-m", "ziglang", "cc", "-target", ZIG_TARGET]
     macros = [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in spec.macros]
     incs = [f"-I{d}" for d in spec.include_dirs] + [f"-I{d}" for d in includes]
     objects = []
     for source in spec.sources:
-        obj = objdir / version / spec.name / (Path(source).stem + ".o")
-        obj.parent.mkdir(parents=True, exist_ok=True)
-        _run([*zig, *BASE_CFLAGS, *macros, *incs, *spec.compile_args, "-c", source, "-o", str(obj)], cwd=src)
+        flags = [*BASE_CFLAGS, *macros, *incs, *spec.compile_args]
+        key = hashlib.sha1("\0".join([source, *flags]).encode()).hexdigest()[:12]
+        obj = objdir / version / f"{Path(source).stem}-{key}.o"
+        if not obj.is_file():
+            obj.parent.mkdir(parents=True, exist_ok=True)
+            _run([*zig, *flags, "-c", source, "-o", f"{obj}.tmp"], cwd=src)
+            os.replace(f"{obj}.tmp", obj)
         objects.append(str(obj))
     target = stage / (spec.name.replace(".", "/") + ext_suffix(version))
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -210,8 +219,8 @@ def compile_extension(src: Path, spec: ExtensionSpec, version: str, includes: li
 
 
 def stage_pure(src: Path, stage: Path, confluent_wheel: Path) -> None:
-    """``setup.py build_py`` of the sdist into ``stage``: the Python package, stubs, py.typed and, where
-    setup.py grafts it, the carried librdkafka taken from ``confluent_wheel`` (aarch64)."""
+    """``setup.py build_py`` of the sdist into ``stage``: the Python package, stubs, py.typed and the
+    carried librdkafka grafted from ``confluent_wheel`` (aarch64)."""
     env = dict(os.environ, KIPCONSUMER_CONFLUENT_WHEEL=str(confluent_wheel))
     _run([sys.executable, "setup.py", "-q", "build_py", "-d", str(stage)], cwd=src, env=env)
 
@@ -255,17 +264,14 @@ def write_wheel(src: Path, stage: Path, version: str, out: Path) -> Path:
 
 
 def confluent_aarch64_wheel() -> Path:
-    """confluent-kafka's manylinux_2_28_aarch64 wheel (any Python: its librdkafka is the same), cached."""
-    dest = CACHE / "wheels"
-    found = sorted(dest.glob(f"confluent_kafka-{CONFLUENT_VERSION}-*-manylinux_2_28_aarch64.whl"))
-    if not found:
-        _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
-              "--platform", "manylinux_2_28_aarch64", "--python-version", "3.13",
-              f"confluent-kafka=={CONFLUENT_VERSION}", "-d", str(dest)])
-        found = sorted(dest.glob(f"confluent_kafka-{CONFLUENT_VERSION}-*-manylinux_2_28_aarch64.whl"))
-    if not found:
-        raise CrossBuildError(f"pip download gave no confluent-kafka {CONFLUENT_VERSION} aarch64 wheel")
-    return found[0]
+    """confluent-kafka's manylinux_2_28_aarch64 wheel (its librdkafka serves every Python), cached by
+    ``build_support.carried_librdkafka`` like the x86_64 one."""
+    from build_support import carried_librdkafka
+
+    try:
+        return carried_librdkafka.fetch_wheel(PLATFORM)
+    except carried_librdkafka.CarriedLibraryError as e:
+        raise CrossBuildError(str(e)) from None
 
 
 def unpack_sdist(sdist: Path, work: Path) -> Path:
@@ -284,18 +290,37 @@ _AUDITWHEEL_AS_AARCH64 = (
 )
 
 
-def build_wheel(version: str, python: str | None, sdist: Path, out: Path, work: Path) -> tuple[Path, str]:
-    """One ``manylinux_2_28_aarch64`` wheel for CPython ``version`` from ``sdist``, repaired and checked
-    into ``out``; returns it and where its headers came from."""
+@dataclass(frozen=True)
+class PreparedSource:
+    """The sdist unpacked and cythonized once for every version: its tree, pure stage and extensions."""
+
+    src: Path
+    pure: Path
+    specs: list[ExtensionSpec]
+
+
+def prepare(sdist: Path, work: Path) -> PreparedSource:
+    """Unpack ``sdist`` under ``work``, stage its pure part (with the carried aarch64 librdkafka) and
+    cythonize its extensions."""
+    src = unpack_sdist(sdist, work / "src")
+    pure = work / "pure"
+    stage_pure(src, pure, confluent_aarch64_wheel())
+    return PreparedSource(src, pure, extension_specs(src))
+
+
+def build_wheel(version: str, python: str | None, prepared: PreparedSource, out: Path,
+                work: Path) -> tuple[Path, str]:
+    """One ``manylinux_2_28_aarch64`` wheel for CPython ``version`` from the ``prepared`` sdist, repaired
+    and checked into ``out``; returns it and where its headers came from."""
     includes, origin = python_headers(version, python)
-    src = unpack_sdist(sdist, work / f"src-{version}")
     stage = work / f"stage-{version}"
-    stage_pure(src, stage, confluent_aarch64_wheel())
-    for spec in extension_specs(src):
-        compile_extension(src, spec, version, includes, stage, work / "obj")
+    shutil.rmtree(stage, ignore_errors=True)
+    shutil.copytree(prepared.pure, stage)
+    for spec in prepared.specs:
+        compile_extension(prepared.src, spec, version, includes, stage, work / "obj")
     raw = work / f"raw-{version}"
     raw.mkdir(parents=True, exist_ok=True)
-    wheel = write_wheel(src, stage, version, raw)
+    wheel = write_wheel(prepared.src, stage, version, raw)
     before = set(out.glob("kipconsumer-*aarch64*.whl"))
     auditwheel = [sys.executable, "-c", _AUDITWHEEL_AS_AARCH64]
     _run([*auditwheel, "repair", "--plat", PLATFORM, "-w", str(out), str(wheel)])

@@ -35,6 +35,7 @@ NO_INTERPRETER = {
 }
 APT_PACKAGES = "qemu-user-static binfmt-support debootstrap"
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
+HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 SMOKE_DIR = "/opt/kipconsumer-smoke"  # inside the root
 
 
@@ -53,9 +54,9 @@ class SmokeResult:
     last_line: str
 
 
-def _run(cmd: Sequence[str], timeout: float, what: str) -> str:
+def _run(cmd: Sequence[str], timeout: float, what: str, env: dict[str, str] | None = None) -> str:
     try:
-        proc = subprocess.run(list(cmd), text=True, capture_output=True, timeout=timeout)
+        proc = subprocess.run(list(cmd), text=True, capture_output=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as e:
         raise EmulationError(f"{what}: timed out after {timeout:.0f} s: {' '.join(cmd)}") from e
     if proc.returncode != 0:
@@ -113,18 +114,32 @@ def ensure_root(suite: str, log: list[str]) -> Path:
 
 def in_root(root: Path, argv: Sequence[str], timeout: float, what: str, cwd: str = "/") -> str:
     """Run ``argv`` inside ``root`` (chroot, emulated) with /proc and /dev mounted in a private mount
-    namespace, so the mounts go away with the process."""
+    namespace, so the mounts go away with the process. The environment is a clean one, with this
+    machine's CA bundle for pip (it may trust a proxy that the root's ca-certificates does not)."""
     shutil.copyfile("/etc/resolv.conf", root / "etc" / "resolv.conf")  # pip reaches PyPI from the root
+    cafile = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or HOST_CA_BUNDLE
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "LANG": "C.UTF-8",
+           "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_DEFAULT_TIMEOUT": "180"}
+    if os.path.isfile(cafile):
+        bundle = root / SMOKE_DIR.lstrip("/") / "ca-bundle.crt"
+        bundle.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(cafile, bundle)
+        inside = f"{SMOKE_DIR}/ca-bundle.crt"
+        env.update(PIP_CERT=inside, SSL_CERT_FILE=inside)
+    proxies = ("http_proxy", "https_proxy", "no_proxy")
+    env.update({k: v for k, v in os.environ.items() if k.lower() in proxies})
     command = shlex.quote(f"cd {cwd} && exec {shlex.join(argv)}")
     inner = (f"mount -t proc proc {shlex.quote(str(root / 'proc'))} && "
              f"mount --rbind /dev {shlex.quote(str(root / 'dev'))} && "
              f"exec chroot {shlex.quote(str(root))} /bin/sh -c {command}")
     unshare = ["unshare", "--mount", "--propagation", "private", "--"]
-    return _run([*unshare, "/bin/sh", "-c", inner], timeout, what)
+    return _run([*unshare, "/bin/sh", "-c", inner], timeout, what, env)
 
 
-def smoke(version: str, wheel: Path, smoke_script: Path, expected_version: str) -> SmokeResult:
-    """Install ``wheel`` into a fresh venv of the emulated CPython ``version`` and run the smoke test."""
+def smoke(version: str, wheel: Path, smoke_script: Path, expected_version: str,
+          smoke_args: Sequence[str] = ()) -> SmokeResult:
+    """Install ``wheel`` into a fresh venv of the emulated CPython ``version`` and run the smoke test
+    (``smoke_script EXPECTED_VERSION *smoke_args``)."""
     if version not in ROOT_SUITE:
         raise EmulationError(f"Python {version}: {NO_INTERPRETER.get(version, 'no arm64 root configured')}")
     log: list[str] = []
@@ -160,6 +175,6 @@ def smoke(version: str, wheel: Path, smoke_script: Path, expected_version: str) 
         pyarrow = True
     except EmulationError:
         pyarrow = False
-    out = step("smoke", [py, f"{SMOKE_DIR}/wheel_smoke.py", expected_version], 1800, cwd=run_dir)
+    out = step("smoke", [py, f"{SMOKE_DIR}/wheel_smoke.py", expected_version, *smoke_args], 1800, cwd=run_dir)
     lines = out.strip().splitlines()
     return SmokeResult(version, wheel.name, steps, pyarrow, lines[-1] if lines else "")
