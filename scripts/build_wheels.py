@@ -18,6 +18,7 @@ qemu-user emulation (``scripts/emulated_aarch64.py``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import os
 import re
@@ -27,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # cross_aarch64, emulated_aarch64
@@ -95,7 +97,7 @@ AARCH64_PYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
 
 
 def build_aarch64(versions: list[str], out: Path, test: bool) -> int:
-    """Cross-build (and with ``test``, smoke-test under emulation) one aarch64 wheel per version."""
+    """Cross-build one aarch64 wheel per version; with ``test``, smoke-test them under emulation."""
     import cross_aarch64
     import emulated_aarch64
 
@@ -109,9 +111,9 @@ def build_aarch64(versions: list[str], out: Path, test: bool) -> int:
     for old in out.glob("kipconsumer-*"):
         old.unlink()
     sdist = build_sdist(out)
-    print(f"{sdist.name}  {sdist.stat().st_size / 1024:.0f} KiB")
-    version = sdist.name[len("kipconsumer-"):-len(".tar.gz")]
+    print(f"{sdist.name}  {sdist.stat().st_size / 1024:.0f} KiB", flush=True)
     failed = []
+    wheels: dict[str, Path] = {}
     with tempfile.TemporaryDirectory(prefix="kipconsumer-aarch64-") as tmp:
         try:
             prepared = cross_aarch64.prepare(sdist, Path(tmp))
@@ -120,31 +122,55 @@ def build_aarch64(versions: list[str], out: Path, test: bool) -> int:
         for v in versions:
             t0 = time.monotonic()
             try:
-                wheel, headers = cross_aarch64.build_wheel(v, find_python(v), prepared, out, Path(tmp))
+                wheels[v], headers = cross_aarch64.build_wheel(v, find_python(v), prepared, out, Path(tmp))
             except cross_aarch64.CrossBuildError as e:
-                print(f"Python {v} aarch64: build FAILED: {e}")
+                print(f"Python {v} aarch64: build FAILED: {e}", flush=True)
                 failed.append(v)
                 continue
-            print(f"{wheel.name}  {wheel.stat().st_size / 1024:.0f} KiB  "
+            print(f"{wheels[v].name}  {wheels[v].stat().st_size / 1024:.0f} KiB  "
                   f"(built in {time.monotonic() - t0:.0f} s; headers: {headers})", flush=True)
-            if not test:
-                continue
-            if v in emulated_aarch64.NO_INTERPRETER:
-                print(f"  not run emulated: {emulated_aarch64.NO_INTERPRETER[v]}")
-                continue
-            try:
-                res = emulated_aarch64.smoke(v, wheel, ROOT / "tests" / "wheel_smoke.py", version)
-            except emulated_aarch64.EmulationError as e:
-                print(f"  emulated smoke FAILED: {e}")
-                failed.append(v)
-                continue
-            took = ", ".join(f"{k} {s:.0f} s" for k, s in res.steps.items())
-            arrow = "yes" if res.pyarrow else "not installable"
-            print(f"  emulated (qemu-user): {res.last_line}\n  pyarrow: {arrow}; {took}", flush=True)
+    if test:
+        failed += test_aarch64(wheels, sdist.name[len("kipconsumer-"):-len(".tar.gz")])
     if failed:
         print(f"build_wheels: aarch64 failed for Python {', '.join(failed)}")
         return 1
     return 0
+
+
+def test_aarch64(wheels: dict[str, Path], version: str) -> list[str]:
+    """Smoke-test each wheel under qemu-user (the newest interpreter first); returns the versions that
+    failed. When the smoke test takes ``--kafka-bootstrap``, a one-node Apache Kafka runs on this
+    machine's loopback for it (the emulated roots share the network)."""
+    import emulated_aarch64
+
+    smoke_script = ROOT / "tests" / "wheel_smoke.py"
+    failed = []
+    with contextlib.ExitStack() as stack:
+        cluster: Any = None
+        if "--kafka-bootstrap" in smoke_script.read_text():
+            from kipconsumer.testing import KafkaCluster
+
+            cluster = stack.enter_context(KafkaCluster(1, start_timeout=300))
+        for v in sorted(wheels, key=lambda v: tuple(map(int, v.split("."))), reverse=True):
+            if v in emulated_aarch64.NO_INTERPRETER:
+                print(f"Python {v} aarch64: not run emulated: {emulated_aarch64.NO_INTERPRETER[v]}")
+                continue
+            args: list[str] = []
+            if cluster is not None:
+                topic = f"smoke-aarch64-{v.replace('.', '')}"
+                cluster.create_topic(topic, partitions=3)
+                args = ["--kafka-bootstrap", cluster.bootstrap_servers, "--kafka-topic", topic]
+            try:
+                res = emulated_aarch64.smoke(v, wheels[v], smoke_script, version, args)
+            except emulated_aarch64.EmulationError as e:
+                print(f"Python {v} aarch64: emulated smoke FAILED: {e}", flush=True)
+                failed.append(v)
+                continue
+            took = ", ".join(f"{k} {s:.0f} s" for k, s in res.steps.items())
+            arrow = "yes" if res.pyarrow else "not installable"
+            print(f"Python {v} aarch64 emulated (qemu-user): {res.last_line}\n  pyarrow: {arrow}; {took}",
+                  flush=True)
+    return failed
 
 
 def main(argv: list[str] | None = None) -> int:
