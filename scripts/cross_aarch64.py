@@ -325,7 +325,7 @@ def build_wheel(version: str, python: str | None, prepared: PreparedSource, out:
     auditwheel = [sys.executable, "-c", _AUDITWHEEL_AS_AARCH64]
     _run([*auditwheel, "repair", "--plat", PLATFORM, "-w", str(out), str(wheel)])
     (repaired,) = sorted(set(out.glob("kipconsumer-*aarch64*.whl")) - before) or [out / wheel.name]
-    shown = _run([*auditwheel, "show", str(repaired)])
-    if PLATFORM not in repaired.name or "is consistent with" not in shown:
+    shown = " ".join(_run([*auditwheel, "show", str(repaired)]).split())  # auditwheel wraps its lines
+    if PLATFORM not in repaired.name or f'following platform tag: "{PLATFORM}"' not in shown:
         raise CrossBuildError(f"{repaired.name} is not {PLATFORM}:\n{shown}")
     return repaired, origin
