@@ -128,9 +128,9 @@ case "$cmd" in
     wheels)
         setup
         # --arch aarch64: Debian's arm64 headers come through apt-get/dpkg-deb; --test runs the wheels under
-        # qemu-user in debootstrapped arm64 roots (scripts/emulated_aarch64.py)
+        # qemu-user in arm64 roots unpacked from Debian packages (scripts/emulated_aarch64.py)
         case " $* " in *" aarch64 "*|*" --arch=aarch64 "*)
-            apt_install qemu-user-static binfmt-support debootstrap ;; esac
+            apt_install qemu-user-static binfmt-support ;; esac
         exec "$VENV/bin/python" scripts/build_wheels.py "$@" ;;
     *) echo "usage: ./dev.sh {demo|test|setup|bench|wheels} [args]" >&2; exit 2 ;;
 esac

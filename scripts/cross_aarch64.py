@@ -89,20 +89,23 @@ def _run(cmd: Sequence[str], cwd: Path | None = None, env: dict[str, str] | None
     return proc.stdout
 
 
-def _apt_options() -> list[str]:
-    """apt-get options for a private arm64 view of Debian (sid, bookworm) kept under :data:`CACHE`."""
-    apt = CACHE / "apt"
+def apt_options(suites: Sequence[str], name: str) -> list[str]:
+    """apt-get options for a private arm64 view of the Debian ``suites``, its state kept under
+    ``CACHE/apt-<name>`` (the machine's own apt sources and architectures are not touched)."""
+    apt = CACHE / f"apt-{name}"
     (apt / "lists" / "partial").mkdir(parents=True, exist_ok=True)
     (apt / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
     sources = apt / "sources.list"
     sources.write_text("".join(
-        f"deb [arch=arm64 signed-by={DEBIAN_KEYRING}] {DEBIAN_MIRROR} {suite} main\n"
-        for suite in sorted(set(DEBIAN_SUITE.values()))))
+        f"deb [arch=arm64 signed-by={DEBIAN_KEYRING}] {DEBIAN_MIRROR} {suite} main\n" for suite in suites))
     (apt / "status").touch()
-    return [f"-oDir::Etc::SourceList={sources}", "-oDir::Etc::SourceParts=/nonexistent",
+    opts = [f"-oDir::Etc::SourceList={sources}", "-oDir::Etc::SourceParts=/nonexistent",
             f"-oDir::State::Lists={apt / 'lists'}", f"-oDir::Cache={apt / 'cache'}",
             f"-oDir::State::status={apt / 'status'}", "-oAPT::Architecture=arm64",
             "-oAPT::Architectures=arm64", "-oAPT::Sandbox::User=root", "-qq"]
+    if not any((apt / "lists").glob("*arm64_Packages*")):
+        _run(["apt-get", *opts, "update"])
+    return opts
 
 
 def debian_headers(version: str) -> list[Path]:
@@ -114,9 +117,7 @@ def debian_headers(version: str) -> list[Path]:
         if shutil.which("apt-get") is None or shutil.which("dpkg") is None:
             raise CrossBuildError(f"aarch64 headers of Python {version} come from Debian's arm64 "
                                   f"libpython{version}-dev: this needs apt-get and dpkg (Debian/Ubuntu)")
-        opts = _apt_options()
-        if not any((CACHE / "apt" / "lists").glob("*arm64_Packages*")):
-            _run(["apt-get", *opts, "update"])
+        opts = apt_options([suite], suite)
         policy = _run(["apt-cache", *opts, "madison", f"libpython{version}-dev"])
         candidates = [line.split("|")[1].strip() for line in policy.splitlines() if f" {suite}/" in line]
         if not candidates:
