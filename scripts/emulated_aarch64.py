@@ -5,12 +5,13 @@
 Each aarch64 CPython runs from a Debian arm64 root (:data:`ROOT_SUITE`) made once from Debian's
 packages (:func:`ensure_root`) and cached under ``~/.cache/kipconsumer/roots/``, through
 ``qemu-aarch64-static`` (binfmt_misc with the ``F`` flag: the emulator is found outside the chroot).
-For each wheel: a fresh venv inside the root, ``pip install`` of the wheel file (its dependencies from
-PyPI), pyarrow if pip can install it there, then ``tests/wheel_smoke.py`` from a directory where no
-checkout is importable. The root's network is the host's (loopback included: a Kafka on the host is
-reachable); its ``/proc`` and ``/dev`` are mounted in a private mount namespace (``unshare --mount``),
-so nothing stays mounted when a run ends. Needs root, apt-get, qemu-user-static and binfmt-support
-(Debian packages; ``./dev.sh wheels --arch aarch64`` installs them).
+For each wheel: a fresh venv of the emulated interpreter (``--without-pip``), the wheel file (and its
+dependencies, and pyarrow if PyPI has an aarch64 wheel of it for the version) installed into it by this
+machine's pip for the target platform and ABI, then ``tests/wheel_smoke.py`` under emulation from a
+directory where no checkout is importable. The root's network is the host's (loopback included: a
+Kafka on the host is reachable); its ``/proc`` and ``/dev`` are mounted in a private mount namespace
+(``unshare --mount``), so nothing stays mounted when a run ends. Needs root, apt-get, qemu-user-static
+and binfmt-support (Debian packages; ``./dev.sh wheels --arch aarch64`` installs them).
 
 CPython versions with no Debian arm64 interpreter (:data:`NO_INTERPRETER`) are built but not run.
 """
@@ -21,6 +22,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -182,12 +184,27 @@ def smoke(version: str, wheel: Path, smoke_script: Path, expected_version: str,
         return out
 
     py = f"{venv}/bin/python"
-    step("venv", [f"/usr/bin/python{version}", "-m", "venv", venv], 900)
-    step("pip install wheel", [py, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                               f"{SMOKE_DIR}/{wheel.name}"], 1800)
+    step("venv", [f"/usr/bin/python{version}", "-m", "venv", "--without-pip", venv], 900)
+    site = root / venv.lstrip("/") / "lib" / f"python{version}" / "site-packages"
+    if not site.is_dir():
+        raise EmulationError(f"Python {version} aarch64: the venv has no {site}")
+
+    def pip_install(name: str, *what: str) -> None:
+        # This machine's pip installs for the emulated interpreter (--platform/--python-version/--abi: pip
+        # checks the wheels' tags against the target's), without compiling .pyc files: the emulated
+        # pip took over 6 minutes for ensurepip alone. Python compiles what the smoke imports.
+        t0 = time.monotonic()
+        tag = version.replace(".", "")
+        _run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
+              "--target", str(site), "--platform", cross_platform, "--python-version", version,
+              "--implementation", "cp", "--abi", f"cp{tag}", "--only-binary", ":all:", *what],
+             1800, f"Python {version} aarch64: {name}")
+        steps[name] = time.monotonic() - t0
+
+    cross_platform = "manylinux_2_28_aarch64"
+    pip_install("pip install wheel", str(wheel))
     try:
-        step("pip install pyarrow", [py, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                                     "--only-binary", ":all:", "pyarrow"], 1800)
+        pip_install("pip install pyarrow", "pyarrow")
         pyarrow = True
     except EmulationError:
         pyarrow = False
