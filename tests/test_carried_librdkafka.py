@@ -119,3 +119,14 @@ def test_a_build_without_a_c_compiler_says_what_is_missing(tmp_path: Path) -> No
     assert out.returncode != 0
     assert "building from source needs a C compiler" in out.stderr, out.stderr
     assert "/nonexistent/cc" in out.stderr, out.stderr
+
+
+def test_the_index_file_picked_is_the_platform_wheel_of_the_version_a_gil_build_first() -> None:
+    files = [{"filename": f"confluent_kafka-{v}-{tag}-manylinux_2_28_{m}.whl", "hashes": {}}
+             for v in ("2.16.0", "2.16.1") for m in ("x86_64", "aarch64")
+             for tag in ("cp314-cp314t", "cp310-cp310")]
+    files += [{"filename": "confluent_kafka-2.16.1.tar.gz", "hashes": {}}]
+    picked = carried_librdkafka._pick(files, "manylinux_2_28_aarch64", "2.16.1")
+    assert picked["filename"] == "confluent_kafka-2.16.1-cp310-cp310-manylinux_2_28_aarch64.whl"
+    with pytest.raises(carried_librdkafka.CarriedLibraryError, match="no wheel for musllinux_1_2_x86_64"):
+        carried_librdkafka._pick(files, "musllinux_1_2_x86_64", "2.16.1")
