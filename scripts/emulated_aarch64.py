@@ -166,16 +166,14 @@ def smoke(version: str, wheel: Path, smoke_script: Path, expected_version: str,
     root = ensure_root(ROOT_SUITE[version], log)
     steps["root"] = time.monotonic() - started
     ensure_binfmt()
-    work = root / SMOKE_DIR.lstrip("/")
-    venv = f"{SMOKE_DIR}/venv-{version}"
-    shutil.rmtree(root / venv.lstrip("/"), ignore_errors=True)
-    work.mkdir(parents=True, exist_ok=True)
-    for old in work.glob("*.whl"):
-        old.unlink()
-    shutil.copy(wheel, work / wheel.name)
+    base = f"{SMOKE_DIR}/{version}"  # one directory per version: runs of two versions may overlap
+    work = root / base.lstrip("/")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    venv = f"{base}/venv"
     shutil.copy(smoke_script, work / "wheel_smoke.py")
-    run_dir = f"{SMOKE_DIR}/run"  # no checkout there: kipconsumer can only come from the venv
-    (root / run_dir.lstrip("/")).mkdir(exist_ok=True)
+    run_dir = f"{base}/run"  # no checkout there: kipconsumer can only come from the venv
+    (work / "run").mkdir()
 
     def step(name: str, argv: Sequence[str], timeout: float, cwd: str = "/") -> str:
         t0 = time.monotonic()
@@ -208,6 +206,6 @@ def smoke(version: str, wheel: Path, smoke_script: Path, expected_version: str,
         pyarrow = True
     except EmulationError:
         pyarrow = False
-    out = step("smoke", [py, f"{SMOKE_DIR}/wheel_smoke.py", expected_version, *smoke_args], 1800, cwd=run_dir)
+    out = step("smoke", [py, f"{base}/wheel_smoke.py", expected_version, *smoke_args], 1800, cwd=run_dir)
     lines = out.strip().splitlines()
     return SmokeResult(version, wheel.name, steps, pyarrow, lines[-1] if lines else "")
