@@ -32,8 +32,8 @@ ROOTS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kipc
 # The Debian suite whose arm64 root holds python3.X (and python3.X-venv).
 ROOT_SUITE = {"3.11": "bookworm", "3.13": "sid", "3.14": "sid", "3.15": "sid"}
 NO_INTERPRETER = {
-    "3.10": "no Debian suite on deb.debian.org ships an arm64 python3.10",
-    "3.12": "no Debian suite on deb.debian.org ships an arm64 python3.12 (trixie went from 3.11 to 3.13)",
+    "3.10": "no current Debian suite (sid, trixie, bookworm) ships an arm64 python3.10",
+    "3.12": "no current Debian suite ships an arm64 python3.12 (trixie went from 3.11 to 3.13)",
 }
 APT_PACKAGES = "qemu-user-static binfmt-support"
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
