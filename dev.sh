@@ -9,7 +9,9 @@
 #   ./dev.sh bench   set up, then run the full benchmark comparison (bench/all.py; --quick for ~6 min)
 #   ./dev.sh wheels  set up, then build the sdist and one manylinux wheel per CPython 3.10-3.15 into
 #                    dist/ (pyenv, PATH, or a Debian sid root for 3.14/3.15: scripts/build_wheels.py;
-#                    --python 3.X to pick some; --test to test each wheel on its own interpreter)
+#                    --python 3.X to pick some; --test to test each wheel on its own interpreter;
+#                    --arch aarch64 cross-builds manylinux_2_28_aarch64 wheels, --test then runs them
+#                    under qemu-user emulation)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -129,6 +131,12 @@ case "$cmd" in
         exec "$VENV/bin/python" -m kipconsumer.spark_demo "${spark_args[@]}" ;;
     test) setup; run_tests "$@" ;;
     bench) setup; exec "$VENV/bin/python" bench/all.py "$@" ;;
-    wheels) setup; exec "$VENV/bin/python" scripts/build_wheels.py "$@" ;;
+    wheels)
+        setup
+        # --arch aarch64: Debian's arm64 headers come through apt-get/dpkg-deb; --test runs the wheels under
+        # qemu-user in arm64 roots unpacked from Debian packages (scripts/emulated_aarch64.py)
+        case " $* " in *" aarch64 "*|*" --arch=aarch64 "*)
+            apt_install qemu-user-static binfmt-support ;; esac
+        exec "$VENV/bin/python" scripts/build_wheels.py "$@" ;;
     *) echo "usage: ./dev.sh {demo|test|setup|bench|wheels} [args]" >&2; exit 2 ;;
 esac

@@ -17,6 +17,10 @@ after). ``--test`` then installs each wheel into a fresh venv of its own interpr
 when it installs there) and runs ``tests/wheel_smoke.py`` against the embedded broker and a real
 Apache Kafka started on this machine (``kipconsumer.testing.KafkaCluster``). Prints one line per
 wheel (tag, size, where it was built, what was tested) and exits non-zero if any step fails.
+
+``--arch aarch64`` cross-builds ``manylinux_2_28_aarch64`` wheels instead (``scripts/cross_aarch64.py``:
+zig cc with each CPython's aarch64 headers; no arm64 interpreter runs to build); ``--test`` then runs
+each one whose CPython Debian ships for arm64 under qemu-user emulation (``scripts/emulated_aarch64.py``).
 """
 
 from __future__ import annotations
@@ -30,12 +34,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # cross_aarch64, emulated_aarch64
 from build_support import carried_librdkafka  # noqa: E402
 
 DEFAULT_PYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
@@ -62,6 +69,10 @@ class Arch:
 ARCHES = {
     "x86_64": Arch(name="x86_64", zig_target="x86_64-linux-gnu.2.28", platform_tag="manylinux_2_28_x86_64",
                    confluent_platform="manylinux_2_28_x86_64", debian_arch="amd64"),
+    # cross-built: build_aarch64() below (its zig target and platform tag are cross_aarch64's)
+    "aarch64": Arch(name="aarch64", zig_target="aarch64-linux-gnu.2.28",
+                    platform_tag="manylinux_2_28_aarch64", confluent_platform="manylinux_2_28_aarch64",
+                    debian_arch="arm64"),
 }
 # Kept for tests/test_packaging.py and callers of the former single-architecture module.
 PLATFORM = ARCHES["x86_64"].platform_tag
@@ -270,6 +281,85 @@ class KafkaTopics:
         return self.cluster.bootstrap_servers, name  # type: ignore[attr-defined]
 
 
+# -- aarch64: cross-built here, tested under emulation ---------------------------------------------
+
+AARCH64_PYTHONS = DEFAULT_PYTHONS
+
+
+def build_aarch64(versions: list[str], out: Path, test: bool) -> int:
+    """Cross-build one aarch64 wheel per version; with ``test``, smoke-test them under emulation."""
+    import cross_aarch64
+    import emulated_aarch64
+
+    unknown = sorted(set(versions) - set(AARCH64_PYTHONS))
+    if unknown:
+        raise SystemExit(f"build_wheels: --arch aarch64 builds for CPython {', '.join(AARCH64_PYTHONS)}, "
+                         f"not {', '.join(unknown)}")
+    if test:
+        emulated_aarch64.ensure_binfmt()
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("kipconsumer-*"):
+        old.unlink()
+    sdist = build_sdist(out)
+    print(f"{sdist.name}  {sdist.stat().st_size / 1024:.0f} KiB", flush=True)
+    failed = []
+    wheels: dict[str, Path] = {}
+    with tempfile.TemporaryDirectory(prefix="kipconsumer-aarch64-") as tmp:
+        try:
+            prepared = cross_aarch64.prepare(sdist, Path(tmp))
+        except cross_aarch64.CrossBuildError as e:
+            raise SystemExit(f"build_wheels: aarch64: {e}") from None
+        for v in versions:
+            t0 = time.monotonic()
+            try:
+                wheels[v], headers = cross_aarch64.build_wheel(v, find_python(v), prepared, out, Path(tmp))
+            except cross_aarch64.CrossBuildError as e:
+                print(f"Python {v} aarch64: build FAILED: {e}", flush=True)
+                failed.append(v)
+                continue
+            print(f"{wheels[v].name}  {wheels[v].stat().st_size / 1024:.0f} KiB  "
+                  f"(built in {time.monotonic() - t0:.0f} s; headers: {headers})", flush=True)
+    if test:
+        failed += test_aarch64(wheels, sdist.name[len("kipconsumer-"):-len(".tar.gz")])
+    if failed:
+        print(f"build_wheels: aarch64 failed for Python {', '.join(failed)}")
+        return 1
+    return 0
+
+
+def test_aarch64(wheels: dict[str, Path], version: str) -> list[str]:
+    """Smoke-test each wheel under qemu-user (the newest interpreter first); returns the versions that
+    failed. When the smoke test takes ``--kafka-bootstrap``, a one-node Apache Kafka runs on this
+    machine's loopback for it (the emulated roots share the network)."""
+    import emulated_aarch64
+
+    smoke_script = ROOT / "tests" / "wheel_smoke.py"
+    failed = []
+    with contextlib.ExitStack() as stack:
+        kafka: Any = None
+        if "--kafka-bootstrap" in smoke_script.read_text():
+            kafka = stack.enter_context(kafka_topic_factory())
+        for v in sorted(wheels, key=lambda v: tuple(map(int, v.split("."))), reverse=True):
+            if v in emulated_aarch64.NO_INTERPRETER:
+                print(f"Python {v} aarch64: not run emulated: {emulated_aarch64.NO_INTERPRETER[v]}")
+                continue
+            args: list[str] = []
+            if kafka is not None:
+                bootstrap, topic = kafka.topic_for(f"aarch64-cp{v.replace('.', '')}")
+                args = ["--kafka-bootstrap", bootstrap, "--kafka-topic", topic]
+            try:
+                res = emulated_aarch64.smoke(v, wheels[v], smoke_script, version, args)
+            except emulated_aarch64.EmulationError as e:
+                print(f"Python {v} aarch64: emulated smoke FAILED: {e}", flush=True)
+                failed.append(v)
+                continue
+            took = ", ".join(f"{k} {s:.0f} s" for k, s in res.steps.items())
+            arrow = "yes" if res.pyarrow else "not installable"
+            print(f"Python {v} aarch64 emulated (qemu-user): {res.last_line}\n  pyarrow: {arrow}; {took}",
+                  flush=True)
+    return failed
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--python", action="append", dest="pythons",
@@ -277,8 +367,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="x86_64", choices=sorted(ARCHES), help="target architecture")
     ap.add_argument("--out", default=str(ROOT / "dist"), help="output directory (default: dist/)")
     ap.add_argument("--test", action="store_true",
-                    help="then test each wheel on its interpreter (tests/wheel_smoke.py; real Kafka too)")
+                    help="then test each wheel on its interpreter (tests/wheel_smoke.py; real Kafka too; "
+                         "aarch64: under qemu-user)")
     args = ap.parse_args(argv)
+    if args.arch == "aarch64":
+        return build_aarch64(args.pythons or list(AARCH64_PYTHONS), Path(args.out).resolve(), args.test)
     arch = ARCHES[args.arch]
     versions = args.pythons or list(DEFAULT_PYTHONS)
     host = {v: find_python(v) for v in versions}
