@@ -10,8 +10,11 @@
 #   ./dev.sh kafka-matrix [--smoke] [X.Y ...]  set up, then run the feature smoke and the Kafka-semantics
 #                    tier on each Kafka release (default 3.7 3.9 4.0 4.2 4.4; by hand, not in CI; --smoke:
 #                    only tests/test_kafka_versions.py); prints which releases passed
-#   ./dev.sh wheels  set up, then build the sdist and one manylinux wheel per CPython 3.10-3.13 found
-#                    (pyenv or PATH) into dist/ (scripts/build_wheels.py; --python 3.X to pick some)
+#   ./dev.sh wheels  set up, then build the sdist and one manylinux wheel per CPython 3.10-3.15 into
+#                    dist/ (pyenv, PATH, or a Debian sid root for 3.14/3.15: scripts/build_wheels.py;
+#                    --python 3.X to pick some; --test to test each wheel on its own interpreter;
+#                    --arch aarch64 cross-builds manylinux_2_28_aarch64 wheels, --test then runs them
+#                    under qemu-user emulation)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -39,8 +42,9 @@ setup() {
     # kcat for interop tests, a C compiler and Python headers for the native build, librdkafka's
     # headers for the C benchmark consumers (bench/c; they link the wheel's library), valgrind for the
     # C unit tests, openssl for the certificates of KafkaCluster(sasl_ssl=True) (tests/test_security_*.py).
-    # librdkafka itself is not linked by kipconsumer: it comes from the confluent-kafka wheel.
-    # autoconf generates jemalloc's configure (scripts/native_bundle.py: the allocator librdkafka is bound to).
+    # librdkafka itself is not linked by kipconsumer: the build grafts the one it carries into
+    # kipconsumer/_native_libs/ (from confluent-kafka's manylinux wheel, cached in ~/.cache/kipconsumer/librdkafka).
+    # autoconf generates jemalloc's configure (scripts/native_bundle.py: the allocator librdkafka can be bound to).
     # prometheus: the real server tests/test_metrics_prometheus.py scrapes the exporter with.
     apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind openssl autoconf prometheus
     # Java 17 for Spark (local[2]) and for real Apache Kafka (kipconsumer.testing.KafkaCluster);
@@ -82,10 +86,10 @@ j(); d = r(); print("Apache Kafka", d.version, "in", d.libs)'
 
 run_tests() {
     log "ruff"
-    "$VENV/bin/ruff" check kipconsumer tests bench scripts
+    "$VENV/bin/ruff" check kipconsumer tests bench scripts build_support setup.py
     log "mypy"
     "$VENV/bin/mypy" kipconsumer
-    "$VENV/bin/mypy" --strict scripts
+    "$VENV/bin/mypy" --strict scripts build_support
     log "clang-format (.clang-format: one C style)"
     "$VENV/bin/clang-format" --dry-run --Werror csrc/*.c csrc/*.h csrc/alloc/*.c csrc/alloc/*.h tests/c/*.c tests/c/*.h bench/c/*.c
     # pytest's exit code 5 (no tests collected) is a failure here, as any non-zero code.
@@ -109,6 +113,7 @@ run_tests() {
 # fault-injection tests keep an EmbeddedBroker of their own; embedded_only ones are skipped).
 KAFKA_TIER=(
     tests/test_consumer_kip41.py tests/test_consumer_kip62.py tests/test_consumer_api.py tests/test_seek.py
+    tests/test_seek_reset.py
     tests/test_producer.py tests/test_kip848.py tests/test_records_batch.py tests/test_prefetch_thread.py
     tests/test_aio.py tests/test_streams.py tests/test_consumer_interop.py tests/test_mixed_group.py
     tests/test_spark_options.py
@@ -151,6 +156,12 @@ case "$cmd" in
     test) setup; run_tests "$@" ;;
     bench) setup; exec "$VENV/bin/python" bench/all.py "$@" ;;
     kafka-matrix) setup; kafka_matrix "$@" ;;
-    wheels) setup; exec "$VENV/bin/python" scripts/build_wheels.py "$@" ;;
+    wheels)
+        setup
+        # --arch aarch64: Debian's arm64 headers come through apt-get/dpkg-deb; --test runs the wheels under
+        # qemu-user in arm64 roots unpacked from Debian packages (scripts/emulated_aarch64.py)
+        case " $* " in *" aarch64 "*|*" --arch=aarch64 "*)
+            apt_install qemu-user-static binfmt-support ;; esac
+        exec "$VENV/bin/python" scripts/build_wheels.py "$@" ;;
     *) echo "usage: ./dev.sh {demo|test|setup|bench|kafka-matrix|wheels} [args]" >&2; exit 2 ;;
 esac

@@ -1,23 +1,31 @@
 """Build the native core of kipconsumer: the Cython modules with the C core compiled in.
 
-Needs only a C compiler (and what the build backend installs: setuptools, Cython).
-librdkafka is neither a header nor a link dependency: ``csrc/rdk.h`` declares the part of
-its API we call, the extensions leave those symbols undefined, and at import
-``kipconsumer._loader`` loads the librdkafka of the installed confluent-kafka globally
-so the dynamic linker resolves them (see docs/releasing.md).
+Needs only a C compiler and Python's headers (and what the build backend installs: setuptools,
+Cython). librdkafka is neither a header nor a link dependency: ``csrc/rdk.h`` declares the part of
+its API we call, the extensions leave those symbols undefined, and at import ``kipconsumer._loader``
+loads the librdkafka the package carries in ``kipconsumer/_native_libs/`` globally so the dynamic
+linker resolves them. Every build that produces something importable (``build_py``, so wheels;
+``build_ext --inplace``; editable installs) grafts that library there first, from confluent-kafka's
+manylinux wheel (``build_support/carried_librdkafka.py``; see docs/releasing.md).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import sys
+import sysconfig
 from pathlib import Path
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-
+sys.path.insert(0, str(ROOT))  # build_support/, next to this file in the checkout and the sdist
+from build_support.carried_librdkafka import CarriedLibraryError, graft  # noqa: E402
 
 CSRC = ROOT / "csrc"
 PKG = ROOT / "kipconsumer"
@@ -91,4 +99,45 @@ def extensions() -> list[Extension]:
     )
 
 
-setup(ext_modules=extensions())
+def graft_librdkafka() -> None:
+    """kipconsumer/_native_libs/ holds the carried librdkafka (fetched once, cached)."""
+    try:
+        graft(PKG)
+    except CarriedLibraryError as e:
+        raise SystemExit(f"kipconsumer build: {e}") from None
+
+
+def check_compiler(compiler_so: list[str]) -> None:
+    """A clear error instead of a compiler's traceback when the sdist cannot be compiled here."""
+    missing = []
+    if not compiler_so or shutil.which(compiler_so[0]) is None:
+        missing.append(f"a C compiler ({compiler_so[0] if compiler_so else 'none configured'!r} not found; "
+                       "e.g. apt-get install gcc, or set CC)")
+    include = sysconfig.get_paths()["include"]
+    if not (Path(include) / "Python.h").is_file():
+        missing.append(f"Python's C headers (no Python.h in {include}; e.g. apt-get install python3-dev)")
+    if missing:
+        raise SystemExit(
+            "kipconsumer build: building from source needs " + " and ".join(missing)
+            + f"; or install a kipconsumer wheel for Python {sys.version_info[0]}.{sys.version_info[1]}"
+        )
+
+
+class BuildPy(build_py):
+    def run(self) -> None:
+        graft_librdkafka()
+        super().run()
+
+
+class BuildExt(build_ext):
+    def run(self) -> None:
+        if self.inplace:  # the checkout itself becomes importable: it needs the library too
+            graft_librdkafka()
+        super().run()
+
+    def build_extensions(self) -> None:
+        check_compiler(list(getattr(self.compiler, "compiler_so", None) or []))
+        super().build_extensions()
+
+
+setup(ext_modules=extensions(), cmdclass={"build_py": BuildPy, "build_ext": BuildExt})

@@ -198,6 +198,7 @@ cdef class NativeConsumer:
     cdef bytes _group_id                 # group.id (or the private one of an assign-only consumer)
     cdef bint _cooperative_cfg           # cooperative-sticky, or group.protocol=consumer (KIP-848)
     cdef bint _read_committed            # isolation.level=read_committed (stable offsets only)
+    cdef int _reset_policy               # auto.offset.reset: RESET_LATEST, RESET_EARLIEST or RESET_NONE
     cdef object _key_deser               # key.deserializer / value.deserializer (None: raw bytes),
     cdef object _value_deser             # handed to every batch poll() returns
     cdef int64_t _session_timeout_ms     # for the close settle's bound

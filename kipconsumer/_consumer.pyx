@@ -40,8 +40,8 @@ from kipconsumer._rdk cimport *
 from kipconsumer._records cimport ConsumerRecords, records_set_deserializers, records_take
 
 from kipconsumer.errors import (AuthenticationError, CommitFailedError, ConfigError, GroupAuthorizationError,
-                                IllegalStateError, KafkaError, KafkaTimeoutError, RebalanceInProgressError,
-                                WakeupError)
+                                IllegalStateError, KafkaError, KafkaTimeoutError, NoOffsetForPartitionError,
+                                OffsetOutOfRangeError, RebalanceInProgressError, WakeupError)
 from kipconsumer._rdklog import emit as rdklog_emit
 from kipconsumer._security_errors import is_security_error, security_error
 from kipconsumer._stats import summary as stats_summary
@@ -213,6 +213,13 @@ cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 cdef uint64_t _COMMIT_EVENT = 1
 
 
+# auto.offset.reset (NativeConsumer._reset_policy)
+cdef enum:
+    RESET_LATEST = 0
+    RESET_EARLIEST = 1
+    RESET_NONE = 2
+
+
 cdef inline bint _seek_again(rd_kafka_resp_err_t err) noexcept:
     return err == RD_KAFKA_RESP_ERR__STATE or err == RD_KAFKA_RESP_ERR__OUTDATED
 
@@ -253,8 +260,8 @@ ctypedef struct _MetricsCopy:
     size_t records, bytes, paused
     int64_t since_poll, hb_ok_ms
     uint64_t hb_ok, hb_errors, records_returned, polls, poll_time_us, dropped_refetched
-    uint64_t dropped_below_committed, dropped_before_seek, seek_retries, barrier_polls, prefetch_moved
-    uint64_t poll_moved
+    uint64_t dropped_below_committed, dropped_before_seek, seek_retries, seek_resets, barrier_polls
+    uint64_t prefetch_moved, poll_moved
     int prefetch_running
     size_t prefetched
 
@@ -278,6 +285,7 @@ cdef void _copy_metrics(kc_consumer_t *core, _MetricsCopy *m, _PartCopy *parts, 
     m.dropped_below_committed = core.dropped_below_committed
     m.dropped_before_seek = core.dropped_before_seek
     m.seek_retries = core.seek_retries
+    m.seek_resets = core.resets_after_seek
     m.barrier_polls = core.barrier_polls
     m.prefetched = rd_kafka_queue_length(core.fetchq) if core.fetchq != NULL else 0
     m.prefetch_running = core.prefetch.running
@@ -376,6 +384,8 @@ cdef class NativeConsumer:
         self._heartbeat_interval_ms = settings.heartbeat_interval_ms
         self._cooperative_cfg = settings.cooperative
         self._read_committed = settings.read_committed
+        self._reset_policy = {"earliest": RESET_EARLIEST, "error": RESET_NONE}.get(
+            str(rdkafka.get("auto.offset.reset", "latest")), RESET_LATEST)
         if not self.has_group:
             # librdkafka's assign() needs a group handle; a private id that is never joined
             # or committed to (commits are refused without the user's group.id).
@@ -763,11 +773,20 @@ cdef class NativeConsumer:
     def seek(self, tp, int64_t offset, double timeout, bint _fetcher_only=False):
         _seek(self, tp, offset, timeout, _fetcher_only)
 
-    def position_or_none(self, tp):
+    def position_or_none(self, tp, double timeout=0.0):
+        """The position poll() has reached (past returned records, or a seek()), or None. A seek()'s
+        offset outside the log, before any record came, is reset by auto.offset.reset here, as Java's
+        position() resets a position the broker refused (_seek_reset_position; asks the broker's
+        watermarks within `timeout`): the fetch goes on from the reset's offset, which is returned."""
         self._check_open()
         cdef kc_partition_t *p = _assigned(self, tp)
         kc_consumer_step_over_markers(self.core, p)
         if p.position != KC_POSITION_UNKNOWN:
+            reset = _seek_reset_position(self, p, True, timeout)
+            if reset is not None:
+                # librdkafka resets it too once its fetch is refused; seeking there now makes the
+                # position returned the one poll() goes on from, whatever is produced meanwhile
+                _seek(self, tp, reset, timeout, False)
             return p.position
         return None
 
@@ -866,6 +885,7 @@ cdef class NativeConsumer:
                 "below_committed_records_dropped": snap.dropped_below_committed,
                 "seek_superseded_records_dropped": snap.dropped_before_seek,
                 "seek_retries": snap.seek_retries,
+                "seek_resets": snap.seek_resets,
                 "max_poll_interval_ms": self.max_poll_interval_ms,
                 "rebalance_barrier_polls": snap.barrier_polls,
                 "prefetched_records": snap.prefetched,

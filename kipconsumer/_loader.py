@@ -1,29 +1,28 @@
 """Find and load the librdkafka that the native modules call, before any of them is imported.
 
 The extension modules are not linked against librdkafka (see ``csrc/rdk.h``): their
-librdkafka symbols are resolved at import against the shared library that the installed
-confluent-kafka wheel ships in ``site-packages/confluent_kafka.libs/``. This module loads
-that library once, by absolute path and with ``RTLD_GLOBAL``, and checks that it is at
-least :data:`MIN_VERSION`; an older one raises ``ImportError`` naming both versions.
-``KIPCONSUMER_LIBRDKAFKA=/path/to/librdkafka.so.1`` loads that library instead (experiments, e.g.
-a copy bound to the bundled jemalloc by ``scripts/native_bundle.py``: :mod:`kipconsumer._allocator`).
+librdkafka symbols are resolved at import against the shared library kipconsumer carries in
+``kipconsumer/_native_libs/`` (grafted there when the wheel, or the editable checkout, is built:
+``build_support/carried_librdkafka.py``). ``$KIPCONSUMER_LIBRDKAFKA=/path/to/librdkafka.so.1``
+loads another build instead (experiments). This module loads the library once, by absolute path
+and with ``RTLD_GLOBAL`` (after :func:`kipconsumer._allocator.prepare` has loaded the allocator a
+bound copy needs, ``scripts/native_bundle.py``), and checks that it is at least :data:`MIN_VERSION`;
+an older one raises ``ImportError`` naming both versions.
 """
 
 from __future__ import annotations
 
 import ctypes
 import glob
-import importlib.util
 import os
 
 from kipconsumer import _allocator
 
-# Keep in sync with KC_RDK_MIN_VERSION in csrc/rdk.h and the confluent-kafka range in pyproject.toml.
+# Keep in sync with KC_RDK_MIN_VERSION in csrc/rdk.h.
 MIN_VERSION = 0x020600FF
 MIN_VERSION_STR = "2.6.0"
-_REQUIREMENT = "confluent-kafka>=2.6.0,<3"
-
-ENV_OVERRIDE = "KIPCONSUMER_LIBRDKAFKA"
+OVERRIDE_ENV = "KIPCONSUMER_LIBRDKAFKA"
+CARRIED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native_libs")
 
 _loaded: ctypes.CDLL | None = None
 _loaded_path: str | None = None
@@ -31,27 +30,22 @@ _allocator_name: str | None = None
 
 
 def librdkafka_path() -> str:
-    """Absolute path of the librdkafka to load: ``$KIPCONSUMER_LIBRDKAFKA``, else confluent-kafka's."""
-    override = os.environ.get(ENV_OVERRIDE)
+    """Absolute path of the librdkafka to load: ``$KIPCONSUMER_LIBRDKAFKA`` if set, else the carried one.
+
+    Raises ``ImportError`` naming the path looked at when there is no library there.
+    """
+    override = os.environ.get(OVERRIDE_ENV)
     if override:
         if not os.path.isfile(override):
             raise ImportError(
-                f"{ENV_OVERRIDE}={override!r}: no such file (unset it to use the default librdkafka)"
-            )
+                f"{OVERRIDE_ENV}={override!r}: no such file (unset it to load the carried librdkafka)")
         return os.path.abspath(override)
-    spec = importlib.util.find_spec("confluent_kafka")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            f"kipconsumer needs {_REQUIREMENT!r} installed: its wheel carries the librdkafka "
-            "shared library kipconsumer runs on (pip install kipconsumer installs it)"
-        )
-    pkg_dir = next(iter(spec.submodule_search_locations))
-    libs_dir = os.path.join(os.path.dirname(pkg_dir), "confluent_kafka.libs")
-    libs = sorted(glob.glob(os.path.join(libs_dir, "librdkafka*.so*")))
+    libs = sorted(glob.glob(os.path.join(CARRIED_DIR, "librdkafka*.so*")))
     if not libs:
         raise ImportError(
-            f"no librdkafka shared library in {libs_dir}: kipconsumer needs confluent-kafka installed "
-            f"from its manylinux wheel ({_REQUIREMENT!r}), not built against a system librdkafka"
+            f"no librdkafka shared library in {CARRIED_DIR}: kipconsumer's wheel carries one; a source "
+            "checkout gets it from `python setup.py build_ext --inplace` or `pip install -e .` (fetched "
+            f"from confluent-kafka's wheel); or set {OVERRIDE_ENV}=/path/to/librdkafka.so.1"
         )
     return libs[0]
 
@@ -65,8 +59,8 @@ def check_version(version: int, path: str) -> None:
     """Raise ``ImportError`` if the librdkafka at ``path`` (reporting ``version``) is too old."""
     if version < MIN_VERSION:
         raise ImportError(
-            f"kipconsumer needs librdkafka >= {MIN_VERSION_STR}, but the confluent-kafka installed "
-            f"loads librdkafka {version_str(version)} ({path}); upgrade it: pip install '{_REQUIREMENT}'"
+            f"kipconsumer needs librdkafka >= {MIN_VERSION_STR}, but {path} is librdkafka "
+            f"{version_str(version)}" + (f" (from {OVERRIDE_ENV})" if os.environ.get(OVERRIDE_ENV) else "")
         )
 
 

@@ -7,6 +7,7 @@ name in ``code``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
@@ -68,6 +69,34 @@ class RebalanceInProgressError(CommitFailedError):
 
     def __init__(self, message: str, *, code: str | None = None, retriable: bool = True) -> None:
         super().__init__(message, code=code, retriable=retriable)
+
+
+class InvalidOffsetError(KafkaError):
+    """A partition has no valid position to fetch from and ``auto.offset.reset`` is ``none``, so the
+    consumer may not choose one (Java's ``InvalidOffsetException``). ``partitions`` names them; a
+    ``seek()`` on each gives it a position, after which ``poll()`` goes on."""
+
+    def __init__(self, message: str, *, partitions: Iterable[object] = (), code: str | None = None,
+                 retriable: bool = False) -> None:
+        super().__init__(message, code=code, retriable=retriable)
+        self.partitions: frozenset[object] = frozenset(partitions)
+
+
+class NoOffsetForPartitionError(InvalidOffsetError):
+    """``auto.offset.reset=none`` and the group has no committed offset for ``partitions`` (Java's
+    ``NoOffsetForPartitionException``), raised by ``poll()``."""
+
+
+class OffsetOutOfRangeError(InvalidOffsetError):
+    """``auto.offset.reset=none`` and the broker refused to fetch from the position (it is past the end
+    or before the start of the log; Java's ``OffsetOutOfRangeException``), raised by ``poll()``.
+    ``offsets`` maps each partition to the refused position."""
+
+    def __init__(self, message: str, *, offsets: Mapping[object, int] | None = None,
+                 code: str | None = None, retriable: bool = False) -> None:
+        got: dict[object, int] = dict(offsets or {})
+        super().__init__(message, partitions=got, code=code, retriable=retriable)
+        self.offsets = got
 
 
 class WakeupError(KafkaError):
@@ -206,6 +235,9 @@ __all__ = [
     "CommitFailedError",
     "RebalanceInProgressError",
     "WakeupError",
+    "InvalidOffsetError",
+    "NoOffsetForPartitionError",
+    "OffsetOutOfRangeError",
     "TaskTimeoutError",
     "IllegalStateError",
     "ConcurrentAccessError",

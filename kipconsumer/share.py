@@ -417,7 +417,7 @@ class KafkaShareConsumer:
                 f"{self._method}() of this consumer; call close() after it returns")
         seconds = self._api_timeout(timeout)
         deadline = time.monotonic() + seconds
-        with self._guard:
+        with self._lock:  # not the Condition: its __enter__ is Python code a signal can interrupt
             if self._closed or self._closing:
                 return
             self._closing = True
@@ -447,7 +447,7 @@ class KafkaShareConsumer:
                     break
                 closer.join(min(left, _SLICE_S))
         finally:
-            with self._guard:
+            with self._lock:
                 self._closed = True
                 self._unacked.clear()
         if not closer.is_alive() and self._foreign_pid is None:

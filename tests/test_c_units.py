@@ -2,7 +2,7 @@
 
 Each ``tests/c/test_*.c`` is compiled together with every ``csrc/*.c`` (a superset of
 what any extension links, see setup.py ``c_sources_for``) into a stand-alone program linked against
-the librdkafka shared library from confluent-kafka's wheel, then run directly and, when
+the librdkafka shared library kipconsumer carries (``_loader.librdkafka_path()``), then run directly and, when
 valgrind is installed, under ``valgrind --error-exitcode=1 --leak-check=full``.
 A program passes when it exits 0 and its last line is ``N passed, 0 failed``.
 Binaries are built in a pytest temporary directory, never in the checkout.
