@@ -57,7 +57,7 @@ from kipconsumer._rdk cimport (
 )
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 
-from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError,
+from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError, category_of,
                                 KafkaTimeoutError, ProducerFencedError, SerializationError,
                                 TransactionAbortableError, TransactionBlockedError)
 from kipconsumer._security_errors import security_error
