@@ -307,6 +307,65 @@ def test_a_transaction_that_outlives_transaction_timeout_is_redone_not_fatal(kaf
     assert _committed(kafka.bootstrap, group, source, 2) == {0: n // 2, 1: n // 2}
 
 
+@pytest.mark.kafka
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_commit_whose_outcome_is_unknown_replaces_the_producer_and_resumes_from_the_committed_offsets(
+        kafka: RealKafka, monkeypatch: pytest.MonkeyPatch, protocol: str) -> None:
+    """The only node (transaction coordinator, group coordinator and leaders) is frozen for 5 s right as
+    the third commit_transaction() starts: the commit gives no result within the loop's budget
+    (TransactionOutcomeUnknownError). The pipeline neither retries that commit nor takes it as failed:
+    the producer that made it gets no further call, a new producer (same transactional.id) ends the
+    transaction at the coordinator, every partition resumes from the group's committed offset, and every
+    input is in the read_committed output exactly once. Classic and KIP-848 groups."""
+    source, sink = kafka.create_topic(2), kafka.create_topic(2)
+    n, group = 2000, f"eos-{uuid.uuid4().hex[:8]}"
+    _produce(kafka.bootstrap, source, n, 2)
+    original = KafkaProducer.commit_transaction
+    commits: list[KafkaProducer] = []
+    frozen: list[KafkaProducer] = []
+    after: list[KafkaProducer] = []  # producers whose commit_transaction() was called after the frozen one
+    # longer than the commit's bound (half of max.poll.interval.ms, 3 s, + librdkafka's 1 s grace),
+    # shorter than broker.session.timeout.ms (9 s: the controller would fence the node)
+    thaw = threading.Timer(5.0, kafka.thaw)
+
+    def commit(self: KafkaProducer, timeout: float | None = None) -> None:
+        commits.append(self)
+        if frozen:
+            after.append(self)
+        elif len(commits) == 3:
+            frozen.append(self)
+            kafka.freeze()
+            thaw.start()
+        original(self, timeout)
+
+    monkeypatch.setattr(KafkaProducer, "commit_transaction", commit)
+    extra: dict[str, Any] = {"max.poll.interval.ms": 6000, "task.timeout.ms": 60_000}
+    if protocol == "consumer":  # the broker's group.consumer.session.timeout.ms applies
+        extra.update({"group.protocol": "consumer", "session.timeout.ms": None,
+                      "heartbeat.interval.ms": None})
+    else:
+        extra.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+    conf = {k: v for k, v in _conf(kafka, group, **extra).items() if v is not None}
+
+    def paced(record: ConsumerRecord) -> list[Output]:
+        time.sleep(0.001)  # ~2 s of processing: many commit intervals
+        return _out(record)
+
+    try:
+        with Pipeline(conf, source, paced, sink) as pipeline:
+            pipeline.run(until=lambda: _done(pipeline, source, n), timeout=90)
+            m = pipeline.metrics()
+    finally:
+        thaw.cancel()
+        kafka.thaw()
+    assert frozen, f"the commit to freeze was never reached ({len(commits)} commits)"
+    assert m["transactions_outcome_unknown"] >= 1 and m["producer_replacements"] >= 1, m
+    assert frozen[0] not in after  # no more work on the epoch whose commit gave no result
+    log = read_committed_log(kafka.bootstrap, sink, 2)
+    assert _exactly_once(log, n) == (0, 0), m
+    assert _committed(kafka.bootstrap, group, source, 2) == {0: n // 2, 1: n // 2}
+
+
 def test_commit_interval_must_not_exceed_transaction_timeout() -> None:
     """Kafka Streams' rule: a commit interval above transaction.timeout.ms lets every transaction time
     out at the broker."""
