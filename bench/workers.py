@@ -2,8 +2,14 @@
 
 Each client assigns every partition from the beginning (no group), reads RECORDS records,
 touches each value, and prints one JSON line: records, seconds (first record to last),
-records_per_s, and per-poll latency percentiles where the client polls in batches (those
-include polls that wait for the broker when the client outruns the fetcher).
+records_per_s, cpu_s, the same from assign() on (seconds_from_assign, cpu_s_from_assign: the
+prefetch a client does before its first record is inside that window, as it is for the Java
+client, which fetches inside poll()), and per-poll latency percentiles where the client polls in
+batches (those include polls that wait for the broker when the client outruns the fetcher).
+
+confluent-kafka runs twice: at its defaults (`confluent-consume500`) and like for like
+(`confluent-consume500-tuned`: the librdkafka fetch settings kipconsumer emits by default, read from
+kipconsumer's own config resolution, so the two run the same fetch pipeline).
 
 The `*-latency` clients measure what the issue's latency target names, a poll of 500
 buffered records: ROUNDS times, they stop polling for PAUSE_S (the client prefetches), then
@@ -22,10 +28,13 @@ from collections.abc import Callable
 from typing import Any
 
 
-def _summary(got: int, t0: float, cpu0: float, lat: list[float]) -> dict[str, float]:
-    secs = time.perf_counter() - t0
-    cpu = time.process_time() - cpu0  # every thread of the process, librdkafka's included
-    out: dict[str, float] = {"records": got, "seconds": secs, "records_per_s": got / secs, "cpu_s": cpu}
+def _summary(got: int, t0: float, cpu0: float, lat: list[float], t_assign: float,
+             cpu_assign: float) -> dict[str, float]:
+    end, cpu_end = time.perf_counter(), time.process_time()  # every thread, librdkafka's included
+    secs = end - t0
+    out: dict[str, float] = {"records": got, "seconds": secs, "records_per_s": got / secs,
+                             "cpu_s": cpu_end - cpu0, "seconds_from_assign": end - t_assign,
+                             "cpu_s_from_assign": cpu_end - cpu_assign}
     if lat:
         lat.sort()
         out["poll_p50_us"] = lat[len(lat) // 2] * 1e6
@@ -57,8 +66,23 @@ def _kipconsumer(bootstrap: str, topic: str, partitions: int) -> Any:
     return c
 
 
-def _confluent(bootstrap: str, topic: str, partitions: int) -> Any:
-    """A confluent-kafka consumer assigned every partition from the beginning (no group)."""
+#: The librdkafka settings of kipconsumer's fetch pipeline that differ from librdkafka's defaults.
+LIKE_FOR_LIKE_KEYS = ("fetch.queue.backoff.ms", "queued.max.messages.kbytes", "queued.min.messages",
+                      "fetch.wait.max.ms", "fetch.max.bytes", "fetch.message.max.bytes", "fetch.min.bytes")
+
+
+def like_for_like_settings(bootstrap: str) -> dict[str, str]:
+    """The fetch settings kipconsumer gives librdkafka by default (max.poll.records 500), as
+    kipconsumer's config resolution emits them: what confluent-kafka gets to run like for like."""
+    from kipconsumer.config import consumer_settings
+
+    rd = consumer_settings({"bootstrap.servers": bootstrap, "max.poll.records": 500}).rdkafka
+    return {k: str(rd[k]) for k in LIKE_FOR_LIKE_KEYS if k in rd}
+
+
+def _confluent(bootstrap: str, topic: str, partitions: int, tuned: bool = False) -> Any:
+    """A confluent-kafka consumer assigned every partition from the beginning (no group); `tuned`
+    gives it kipconsumer's fetch settings (like_for_like_settings)."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer(
@@ -67,6 +91,7 @@ def _confluent(bootstrap: str, topic: str, partitions: int) -> Any:
             "group.id": "bench-unused",
             "enable.partition.eof": False,
             "enable.auto.commit": False,
+            **(like_for_like_settings(bootstrap) if tuned else {}),
         }
     )
     c.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
@@ -81,6 +106,7 @@ def kipconsumer_client(mode: str) -> Callable[[str, str, int, int], dict[str, fl
             # here) would land in the timed window of a short run and be counted as the client's CPU.
             os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
             import pyarrow  # noqa: F401
+        t_assign, cpu_assign = time.perf_counter(), time.process_time()
         c = _kipconsumer(bootstrap, topic, partitions)
         got, t0, cpu0, lat = 0, 0.0, 0.0, []
         deadline = time.monotonic() + 120
@@ -100,31 +126,37 @@ def kipconsumer_client(mode: str) -> Callable[[str, str, int, int], dict[str, fl
                 for r in records:
                     _ = r.value
                     got += 1
+        out = _summary(got, t0, cpu0, lat, t_assign, cpu_assign)  # before close(), as raw C and Java
         c.close()
-        return _summary(got, t0, cpu0, lat)
+        return out
 
     return run
 
 
-def confluent_client(bootstrap: str, topic: str, partitions: int, want: int) -> dict[str, float]:
-    c = _confluent(bootstrap, topic, partitions)
-    got, t0, cpu0, lat = 0, 0.0, 0.0, []
-    deadline = time.monotonic() + 120
-    while got < want and time.monotonic() < deadline:
-        s = time.perf_counter()
-        msgs = c.consume(num_messages=500, timeout=0.1)
-        e = time.perf_counter()
-        if not msgs:
-            continue
-        if not t0:
-            t0, cpu0 = s, time.process_time()
-        lat.append(e - s)
-        for m in msgs:
-            if m.error() is None:
-                _ = m.value()
-                got += 1
-    c.close()
-    return _summary(got, t0, cpu0, lat)
+def confluent_client(tuned: bool) -> Callable[[str, str, int, int], dict[str, float]]:
+    def run(bootstrap: str, topic: str, partitions: int, want: int) -> dict[str, float]:
+        t_assign, cpu_assign = time.perf_counter(), time.process_time()
+        c = _confluent(bootstrap, topic, partitions, tuned)
+        got, t0, cpu0, lat = 0, 0.0, 0.0, []
+        deadline = time.monotonic() + 120
+        while got < want and time.monotonic() < deadline:
+            s = time.perf_counter()
+            msgs = c.consume(num_messages=500, timeout=0.1)
+            e = time.perf_counter()
+            if not msgs:
+                continue
+            if not t0:
+                t0, cpu0 = s, time.process_time()
+            lat.append(e - s)
+            for m in msgs:
+                if m.error() is None:
+                    _ = m.value()
+                    got += 1
+        out = _summary(got, t0, cpu0, lat, t_assign, cpu_assign)  # before close(), as raw C and Java
+        c.close()
+        return out
+
+    return run
 
 
 ROUNDS, PAUSE_S, POLLS_PER_ROUND = 10, 1.0, 100
@@ -193,7 +225,8 @@ def confluent_latency(bootstrap: str, topic: str, partitions: int, want: int) ->
 CLIENTS: dict[str, Callable[[str, str, int, int], dict[str, float]]] = {
     "kipconsumer-iter": kipconsumer_client("iter"),
     "kipconsumer-arrow": kipconsumer_client("arrow"),
-    "confluent-consume500": confluent_client,
+    "confluent-consume500": confluent_client(tuned=False),
+    "confluent-consume500-tuned": confluent_client(tuned=True),
     "kipconsumer-latency": kipconsumer_latency,
     "confluent-latency": confluent_latency,
 }

@@ -118,10 +118,35 @@ kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, i
 }
 
 static void push_error(kc_consumer_t *c, rd_kafka_message_t *m) {
+    if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
+        kc_partition_t *p = kc_fb_find(&c->fb, rd_kafka_topic_name(m->rkt), m->partition);
+        /* a stop about p's current state: no committed offset to start from (never once a seek()
+         * restarted p at an offset: a report queued before that is stale), or the position refused */
+        if (p && (m->offset < 0 ? !p->fetch_restarted : m->offset == p->position)) {
+            p->fetch_stopped = 1;
+            p->stopped_offset = m->offset;
+        }
+    }
     if (c->n_errors < KC_MAX_PENDING_ERRORS)
         c->errors[c->n_errors++] = m;
     else
         rd_kafka_message_destroy(m);
+}
+
+size_t kc_consumer_drop_offset_errors(kc_consumer_t *c, const kc_partition_t *p) {
+    size_t kept = 0, dropped = 0;
+    for (size_t i = 0; i < c->n_errors; i++) {
+        rd_kafka_message_t *m = c->errors[i];
+        if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt && m->partition == p->partition &&
+            strcmp(rd_kafka_topic_name(m->rkt), p->topic) == 0) {
+            rd_kafka_message_destroy(m);
+            dropped++;
+        } else {
+            c->errors[kept++] = m;
+        }
+    }
+    c->n_errors = kept;
+    return dropped;
 }
 
 rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c) {
@@ -140,6 +165,30 @@ void kc_consumer_wakeup(kc_consumer_t *c) {
 }
 
 static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n);
+
+void kc_consumer_fetch_restarted(kc_consumer_t *c, kc_partition_t *p) {
+    p->fetch_stopped = 0;
+    p->fetch_restarted = 1;
+    p->refetch_forward = 1;
+    c->refetch_forwards++;
+}
+
+/* librdkafka's fetch stop (of a restart) drops the forward of a partition's queue, and the start that
+ * follows leaves a queue the application forwarded alone: forward it again (what the queue holds
+ * moves along) until its first record comes. */
+static void forward_restarted(kc_consumer_t *c) {
+    if (!c->refetch_forwards)
+        return;
+    size_t pending = 0;
+    for (size_t i = 0; i < c->fb.n; i++) {
+        kc_partition_t *p = c->fb.parts[i];
+        if (p->refetch_forward && p->queue) {
+            rd_kafka_queue_forward(p->queue, c->fetchq);
+            pending++;
+        }
+    }
+    c->refetch_forwards = pending;
+}
 
 /* Serves the consumer queue: rebalance and error callbacks run here. */
 static void serve_consumer_queue(kc_consumer_t *c) {
@@ -196,6 +245,13 @@ static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
                 continue;
             }
         }
+        if (kc_reset_after_seek(&p->filters, msgs[i]->offset)) {
+            /* librdkafka's auto.offset.reset after a seek outside the log: read from there */
+            next = msgs[i]->offset;
+            p->position = next;
+            kc_seek_noted(&p->filters, KC_POSITION_UNKNOWN);
+            c->resets_after_seek++;
+        }
         if (kc_refetched(msgs[i]->offset, next)) {
             rd_kafka_message_destroy(msgs[i]);
             c->dropped_refetched++;
@@ -209,8 +265,11 @@ static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
         next = msgs[i]->offset + 1;
         msgs[kept++] = msgs[i];
     }
-    if (kept)
+    p->refetch_forward = 0;
+    if (kept) {
         kc_fb_push(&c->fb, p, msgs, kept);
+        kc_seek_noted(&p->filters, KC_POSITION_UNKNOWN);
+    }
     /* A record the seek guard dropped moved librdkafka's position past it until the guard's new
      * seek resets it; records taken after a purge or seek come after librdkafka's own reset (the
      * seek's version barrier drops the older ones). */
@@ -317,10 +376,12 @@ int kc_consumer_rebalance_pending(kc_consumer_t *c) {
 }
 
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out, size_t *n_out) {
-    int64_t deadline = kc_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    /* one clock read at entry and one at exit, as before: they also give the poll's duration */
+    int64_t start_us = kc_now_us();
+    int64_t deadline = start_us / 1000 + (timeout_ms < 0 ? 0 : timeout_ms);
     kc_poll_status_t st = KC_POLL_OK;
     *n_out = 0;
-    kc_poll_timer_mark(&c->poll_timer);
+    atomic_store(&c->poll_timer.last_poll_ms, start_us / 1000);
     kc_consumer_hold(c);
     c->polls++;
     for (;;) {
@@ -335,6 +396,7 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
             st = KC_POLL_ABORT;
             break;
         }
+        forward_restarted(c);
         /* with the prefetch thread, at most one poll's worth here: the thread does the rest */
         c->poll_moved += kc_consumer_refill(c, c->prefetch.running ? c->max_poll_records : SIZE_MAX, 0);
         size_t n = 0;
@@ -368,6 +430,8 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
         atomic_store(&c->poll_waiting, 0);
     }
     kc_owner_release(&c->lock);
-    kc_poll_timer_mark(&c->poll_timer);
+    int64_t end_us = kc_now_us();
+    atomic_store(&c->poll_timer.last_poll_ms, end_us / 1000);
+    c->poll_time_us += (uint64_t)(end_us - start_us);
     return st;
 }

@@ -61,11 +61,14 @@ typedef struct kc_consumer {
     size_t n_errors;
     uint64_t records_returned;
     uint64_t polls;
+    uint64_t poll_time_us;            /* time spent inside kc_consumer_poll(), summed (metrics) */
     uint64_t dropped_foreign;         /* messages of partitions no longer assigned */
     uint64_t dropped_refetched;       /* copies of offsets already returned or buffered */
     uint64_t dropped_below_committed; /* records below the committed offset a partition started from */
     uint64_t dropped_before_seek;     /* records of a fetch the application's seek() replaced */
     uint64_t seek_retries;            /* seeks re-issued because librdkafka fetched elsewhere (seek guard) */
+    uint64_t resets_after_seek;       /* seeks outside the log that librdkafka reset (auto.offset.reset) */
+    size_t refetch_forwards;          /* partitions whose restarted fetcher's queue poll forwards again */
     kc_rebalance_barrier_t barrier;   /* record_filters.h: no records while the group rebalances */
     uint64_t barrier_polls;           /* polls that returned nothing because of the barrier */
     int hold_records;                 /* poll serves events but hands out no records (close/unsubscribe) */
@@ -131,6 +134,12 @@ static inline void kc_consumer_release_all(kc_consumer_t *c) {
     kc_owner_release_all(&c->lock);
 }
 
+/* A seek() restarted librdkafka's stopped fetcher of p (fetch_stopped): poll() forwards p's queue to
+ * the fetch queue again until a record of p comes. */
+void kc_consumer_fetch_restarted(kc_consumer_t *c, kc_partition_t *p);
+/* Destroys the pending _AUTO_OFFSET_RESET errors of p (a seek() gave it a position); returns how
+ * many. */
+size_t kc_consumer_drop_offset_errors(kc_consumer_t *c, const kc_partition_t *p);
 /* Pops the oldest pending consumer error (caller destroys it), or NULL. */
 rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c);
 /* Serves the consumer queue once without waiting and without handing out records: error and

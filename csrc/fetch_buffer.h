@@ -41,6 +41,13 @@ typedef struct kc_partition {
                                 aborted ones): set when records are buffered, cleared by a purge
                                 and by a record the seek guard drops (kc_consumer_step_over_markers) */
     rd_kafka_queue_t *queue; /* librdkafka partition queue (forwarded to the consumer's fetch queue) */
+    int fetch_stopped;       /* librdkafka stopped fetching p: auto.offset.reset=none and no offset to
+                                start from (it reported _AUTO_OFFSET_RESET); until a seek() restarts it */
+    int64_t stopped_offset;  /* the position the broker refused then (out of range), or < 0: none was
+                                committed */
+    int fetch_restarted;     /* a seek() restarted p's fetcher at an offset (kc_consumer_fetch_restarted) */
+    int refetch_forward;     /* the fetcher was restarted (kc_consumer_fetch_restarted): forward
+                                `queue` again until a record of p comes */
     size_t take;             /* scratch: records to take in the current drain */
     /* Not the queue's: the state of the record filters (record_filters.h) that decide what is
      * pushed here; the buffer only initialises it. */

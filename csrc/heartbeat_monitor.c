@@ -56,8 +56,8 @@ static rd_kafka_resp_err_t on_response_received(rd_kafka_t *rk, int sockfd, cons
     if (ApiKey != KC_APIKEY_HEARTBEAT)
         return RD_KAFKA_RESP_ERR_NO_ERROR;
     kc_heartbeat_monitor_t *hb = ic_opaque;
-    /* librdkafka 2.16 invokes this hook twice per response (measured, identical
-     * arguments, CorrId 0): count a response only against a request still outstanding. */
+    /* librdkafka 2.16 invokes this hook twice per response (identical arguments,
+     * CorrId 0): count a response only against a request still outstanding. */
     int32_t n = atomic_load(&hb->outstanding);
     do {
         if (n <= 0)

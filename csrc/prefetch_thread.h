@@ -1,10 +1,11 @@
 /* prefetch_thread: moves fetched records from librdkafka's fetch queue into the fetch buffer on a
  * thread of its own, while the application is busy between polls or waits inside poll().
  *
- * Why: moving a record out of librdkafka's queue costs ~50 ns (rd_kafka_q_serve_rkmessages: a
- * lock round trip per message), and KIP-41's share rule may have to move a whole prefetch (80k
+ * Why: moving a record out of librdkafka's queue costs a lock round trip per message
+ * (rd_kafka_q_serve_rkmessages), and KIP-41's share rule may have to move a whole prefetch (80k
  * records of 100 B) before every partition with fetched data is in the buffer. Done by poll()
- * itself, the first poll after a pause took 4 ms; done here, poll() only drains the buffer.
+ * itself, the first poll after a pause pays for all of it; done here, poll() only drains the
+ * buffer (figures: docs/benchmarks.md, appendix).
  *
  * The fetch buffer, the pending errors and the seek guard are then shared by two threads. The
  * consumer's owner lock (owner_lock.h) guards them: the application's thread holds it for the

@@ -84,7 +84,9 @@ typedef enum {
     RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED = -147,
     RD_KAFKA_RESP_ERR__FENCED = -144,
     RD_KAFKA_RESP_ERR__ASSIGNMENT_LOST = -142,
+    RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET = -140,
     RD_KAFKA_RESP_ERR_NO_ERROR = 0,
+    RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE = 1,
     RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART = 3,
     RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE = 5,
     RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION = 6,
@@ -258,6 +260,9 @@ void rd_kafka_destroy_flags(rd_kafka_t *rk, int flags);
 const char *rd_kafka_name(const rd_kafka_t *rk);
 char *rd_kafka_memberid(const rd_kafka_t *rk);
 void rd_kafka_mem_free(rd_kafka_t *rk, void *ptr);
+/* Memory librdkafka will free (e.g. a topic partition's metadata) must come from here: a bound
+ * librdkafka allocates with the bundled jemalloc, not libc (scripts/native_bundle.py). */
+void *rd_kafka_mem_malloc(rd_kafka_t *rk, size_t size);
 int rd_kafka_poll(rd_kafka_t *rk, int timeout_ms);
 rd_kafka_resp_err_t rd_kafka_poll_set_consumer(rd_kafka_t *rk);
 int rd_kafka_outq_len(rd_kafka_t *rk);

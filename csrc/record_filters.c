@@ -43,7 +43,12 @@ static void seek_guard_done(kc_partition_filters_t *f) {
 kc_seek_guard_verdict_t kc_seek_guard_jump(kc_partition_filters_t *f, rd_kafka_t *rk, const char *topic,
                                            int32_t partition, int64_t offset, int64_t expect,
                                            uint64_t batch_seq) {
-    if (f->seek_seen == offset || f->seek_retries >= KC_SEEK_RETRIES ||
+    int64_t lo = -1, hi = -1;
+    /* back below the seek's offset, which the log does not hold: librdkafka's auto.offset.reset
+     * (kc_reset_after_seek), no need to seek there again */
+    int outside = offset < expect && kc_filters_watermarks(rk, topic, partition, &lo, &hi) == 0 && hi >= 0 &&
+                  (f->sought > hi || f->sought < lo);
+    if (outside || f->seek_seen == offset || f->seek_retries >= KC_SEEK_RETRIES ||
         kc_filters_now_ms() > f->seek_until_ms) {
         seek_guard_done(f);
         return KC_SEEK_GUARD_TAKE;

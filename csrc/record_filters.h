@@ -5,7 +5,8 @@
  *
  * Per record, in this order:
  *   1. seek guard: after the application's seek() the records continue from the seek's offset
- *      (kc_seek_guard_check);
+ *      (kc_seek_guard_check); records below it before any record at or past it are librdkafka's
+ *      auto.offset.reset of an offset the log does not hold, and are taken (kc_reset_after_seek);
  *   2. refetch filter: copies of offsets already returned or buffered are dropped
  *      (kc_refetched; no state: the next offset comes from kc_fb_next_offset);
  *   3. committed floor: records below the committed offset a partition was assigned at are
@@ -46,6 +47,8 @@ typedef struct kc_partition_filters {
     int64_t seek_until_ms; /* the guard watches the partition until then (kc_filters_now_ms clock) */
     int seek_retries;      /* seeks re-issued since the application's seek */
     uint64_t seek_batch;   /* the consumer's batch_seq when the seek was last re-issued */
+    int64_t sought;        /* offset of the last seek() while no record of the partition was taken
+                              since; KC_POSITION_UNKNOWN otherwise (kc_reset_after_seek) */
 } kc_partition_filters_t;
 
 /* The consumer's rebalance barrier (kc_consumer_t.barrier). */
@@ -72,6 +75,7 @@ static inline void kc_filters_init(kc_partition_filters_t *f) {
     f->seek_until_ms = 0;
     f->seek_retries = 0;
     f->seek_batch = 0;
+    f->sought = KC_POSITION_UNKNOWN;
 }
 
 /* ---- 1. the seek guard ---------------------------------------------------------------------- */
@@ -101,8 +105,7 @@ kc_seek_guard_verdict_t kc_seek_guard_jump(kc_partition_filters_t *f, rd_kafka_t
  * offset is still being resolved (committed offset, then auto.offset.reset's ListOffsets), and when
  * that lookup's answer lands after the seek, librdkafka moves the fetch position there (before the
  * first record of the seek, or after some), with no version barrier that would stop the records
- * (seen against Tansu: assign() + seek_to_beginning() returned only the last batch of a partition;
- * on the embedded broker with a live producer, a partition jumped from the middle to its end). For
+ * (what that did before the guard: docs/reliability.md, appendix). For
  * KC_SEEK_GUARD_MS after the seek, a record past the next expected offset E makes the guard seek to
  * E again (asynchronously: the version barrier drops what is still queued of that fetch) and drop
  * the records of the batch it came in (they are of that fetch too). If the fetch after the re-seek
@@ -110,7 +113,9 @@ kc_seek_guard_verdict_t kc_seek_guard_jump(kc_partition_filters_t *f, rd_kafka_t
  * aborted records) and the records are taken. After KC_SEEK_RETRIES re-seeks, or once the window
  * is over, records are taken as they come (and the guard stops). `expect` is E
  * (kc_fb_next_offset, as the caller advances it); `batch_seq` numbers the batch the record came
- * in. Records below E are left to the refetch filter. Only while kc_seek_guard_active(f). */
+ * in. A record below E is a jump too while nothing was taken since the seek (f->sought: the
+ * lookup overtook a seek back, or librdkafka reset an offset outside the log: seeking again
+ * tells which); otherwise it is left to the refetch filter. Only while kc_seek_guard_active(f). */
 static inline kc_seek_guard_verdict_t kc_seek_guard_check(kc_partition_filters_t *f, rd_kafka_t *rk,
                                                           const char *topic, int32_t partition,
                                                           int64_t offset, int64_t expect,
@@ -119,9 +124,26 @@ static inline kc_seek_guard_verdict_t kc_seek_guard_check(kc_partition_filters_t
         expect = f->seek_target;
     if (f->seek_batch == batch_seq && f->seek_retries)
         return KC_SEEK_GUARD_DROP;
-    if (offset <= expect)
+    if (offset == expect || (offset < expect && f->sought == KC_POSITION_UNKNOWN))
         return KC_SEEK_GUARD_TAKE;
+    /* a jump forward, or back below the seek's offset before anything of it came */
     return kc_seek_guard_jump(f, rk, topic, partition, offset, expect, batch_seq);
+}
+
+/* Notes the application's seek() to `offset` (>= 0; KC_POSITION_UNKNOWN for BEGINNING/END): until
+ * a record of the partition is taken, kc_reset_after_seek watches for librdkafka's reset. */
+static inline void kc_seek_noted(kc_partition_filters_t *f, int64_t offset) {
+    f->sought = offset;
+}
+
+/* True if `offset` is below the offset of the application's last seek() and no record of the
+ * partition was taken since (the seek guard, while active, has sought there again once and the same
+ * offset came back): librdkafka found the seek's offset outside the log (past its end, or below its
+ * start) and reset the position by auto.offset.reset, as Java's consumer does. The record is taken
+ * and the position follows the reset (a copy of a returned record cannot be below the seek's
+ * offset: nothing was returned since). */
+static inline int kc_reset_after_seek(const kc_partition_filters_t *f, int64_t offset) {
+    return f->sought != KC_POSITION_UNKNOWN && offset < f->sought;
 }
 
 /* ---- 2. the refetch filter ------------------------------------------------------------------ */

@@ -1,12 +1,12 @@
 /* txn_call: one librdkafka transactional call on a helper thread, so that its caller's wait is bounded.
  *
  * librdkafka 2.16's transactional calls can block past their timeout (rd_kafka_txn_op_req0 waits
- * for its own thread's reply without one: send_offsets_to_transaction() blocked 8+ minutes after a
- * broker freeze, docs/reliability.md). kc_txn_call_start() makes the call on a detached thread;
- * the caller waits with kc_txn_call_wait() up to its own deadline and either takes the result
- * (kc_txn_call_finish) or keeps the call pending. A pending call keeps its rd_kafka_t alive: the
- * owner hands the handle's destruction to it with kc_txn_call_release(), which runs it once the
- * call returned (on the helper thread, or at once if it already has). */
+ * for its own thread's reply without one; the incident: docs/reliability.md).
+ * kc_txn_call_start() makes the call on a detached thread; the caller waits with kc_txn_call_wait()
+ * up to its own deadline and either takes the result (kc_txn_call_finish) or keeps the call
+ * pending. A pending call keeps its rd_kafka_t alive: the owner hands the handle's destruction to
+ * it with kc_txn_call_release(), which runs it once the call returned (on the helper thread, or at
+ * once if it already has). */
 #ifndef KC_TXN_CALL_H
 #define KC_TXN_CALL_H
 

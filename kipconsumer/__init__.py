@@ -10,6 +10,7 @@ from kipconsumer._version import __version__
 _loader.load()
 
 from kipconsumer._native import librdkafka_version  # noqa: E402
+from kipconsumer._native_info import native_build_info  # noqa: E402
 from kipconsumer._records import ConsumerRecord, ConsumerRecords  # noqa: E402
 from kipconsumer.consumer import KafkaConsumer  # noqa: E402
 from kipconsumer.listener import ConsumerRebalanceListener  # noqa: E402
@@ -37,5 +38,6 @@ __all__ = [
     "RecordMetadata",
     "ConsumerRebalanceListener",
     "librdkafka_version",
+    "native_build_info",
     "__version__",
 ]

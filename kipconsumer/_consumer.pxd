@@ -20,6 +20,8 @@
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 
+from posix.types cimport pid_t
+
 from kipconsumer._core cimport kc_consumer_t, kc_heartbeat_monitor_t, kc_partition_t, kc_poll_status_t
 from kipconsumer._rdk cimport (rd_kafka_error_t, rd_kafka_message_t, rd_kafka_queue_t, rd_kafka_resp_err_t,
                                rd_kafka_t, rd_kafka_topic_partition_list_t)
@@ -95,6 +97,7 @@ cdef class _Handle:
     cdef rd_kafka_t *rk
     cdef kc_reaper_t *reaper             # set: the rest of the close and the destruction go to the reaper
     cdef kc_heartbeat_monitor_t *hb      # the core's heartbeat monitor, freed after rd_kafka_destroy
+    cdef pid_t pid                       # the process rk belongs to: elsewhere it is leaked (_process.pxd)
 
 
 cdef class ListenerInvoker:
@@ -159,6 +162,8 @@ cdef class Membership:
     cdef set stale_parts                 # partitions of a discarded assignment librdkafka may still hold
     cdef ListenerInvoker listener        # the application's rebalance listener
     cdef long rebalances                 # assignments served
+    cdef int64_t rebalance_us            # time spent serving rebalance events (listener included)
+    cdef long commit_failures            # commits (sync or async) the broker or librdkafka refused
     cdef long poll_interval_expiries     # times librdkafka left the group for max.poll.interval.ms
     cdef long stale_epoch_retries        # commit_sync() retries after STALE_MEMBER_EPOCH (KIP-848)
     cdef long revoked_records_dropped    # buffered records dropped with their revoked or lost partitions
@@ -184,6 +189,7 @@ cdef class NativeConsumer:
     cdef _Handle _handle                 # destroys rk once no batch holds its messages
     cdef kc_consumer_t *core             # fetch buffer, poll timer, heartbeat monitor, eventfd
     cdef rd_kafka_message_t **out        # max.poll.records slots for one poll's records
+    cdef pid_t pid                       # the process rk belongs to: elsewhere it is leaked (_process.pxd)
     # --- configuration
     cdef readonly int64_t max_poll_interval_ms
     cdef readonly int64_t default_api_timeout_ms
@@ -192,6 +198,7 @@ cdef class NativeConsumer:
     cdef bytes _group_id                 # group.id (or the private one of an assign-only consumer)
     cdef bint _cooperative_cfg           # cooperative-sticky, or group.protocol=consumer (KIP-848)
     cdef bint _read_committed            # isolation.level=read_committed (stable offsets only)
+    cdef int _reset_policy               # auto.offset.reset: RESET_LATEST, RESET_EARLIEST or RESET_NONE
     cdef object _key_deser               # key.deserializer / value.deserializer (None: raw bytes),
     cdef object _value_deser             # handed to every batch poll() returns
     cdef int64_t _session_timeout_ms     # for the close settle's bound

@@ -28,19 +28,20 @@ from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport ceil, isinf
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcpy, strcmp
+from libc.string cimport memcpy, strcmp, strdup
 from posix.unistd cimport usleep
 
 from kipconsumer._conf cimport conf_from_dict
 from kipconsumer._core cimport *
 from kipconsumer._cstr cimport c_string
 from kipconsumer._logring cimport drain_logs, kc_log_cb
+from kipconsumer._process cimport foreign_process, this_process
 from kipconsumer._rdk cimport *
 from kipconsumer._records cimport ConsumerRecords, records_set_deserializers, records_take
 
 from kipconsumer.errors import (AuthenticationError, CommitFailedError, ConfigError, GroupAuthorizationError,
-                                IllegalStateError, KafkaError, KafkaTimeoutError, RebalanceInProgressError,
-                                WakeupError)
+                                IllegalStateError, KafkaError, KafkaTimeoutError, NoOffsetForPartitionError,
+                                OffsetOutOfRangeError, RebalanceInProgressError, WakeupError)
 from kipconsumer._rdklog import emit as rdklog_emit
 from kipconsumer._security_errors import is_security_error, security_error
 from kipconsumer._stats import summary as stats_summary
@@ -212,6 +213,13 @@ cdef void _rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 cdef uint64_t _COMMIT_EVENT = 1
 
 
+# auto.offset.reset (NativeConsumer._reset_policy)
+cdef enum:
+    RESET_LATEST = 0
+    RESET_EARLIEST = 1
+    RESET_NONE = 2
+
+
 cdef inline bint _seek_again(rd_kafka_resp_err_t err) noexcept:
     return err == RD_KAFKA_RESP_ERR__STATE or err == RD_KAFKA_RESP_ERR__OUTDATED
 
@@ -220,10 +228,13 @@ cdef class _Handle:
     """Owns the rd_kafka_t; destroys it when the consumer and every batch holding its messages are
     gone (rd_kafka_destroy blocks until all messages are released). With a `reaper` (close() timed
     out, or the consumer was dropped without close()), the rest of librdkafka's close and the
-    destruction run on the reaper's thread instead (csrc/consumer_close.c)."""
+    destruction run on the reaper's thread instead (csrc/consumer_close.c). In a process other than
+    the one that created it (a child made by fork()), everything is leaked (_process.pxd)."""
 
     def __dealloc__(self):
         cdef kc_reaper_t *r = self.reaper
+        if foreign_process(self.pid):
+            return
         self.reaper = NULL
         if r != NULL:
             self.rk = NULL
@@ -236,6 +247,90 @@ cdef class _Handle:
             self.rk = NULL
         kc_hb_free(self.hb)
         self.hb = NULL
+
+
+ctypedef struct _PartCopy:
+    char *topic
+    int32_t partition
+    int64_t position
+    size_t len
+
+
+ctypedef struct _MetricsCopy:
+    size_t records, bytes, paused
+    int64_t since_poll, hb_ok_ms
+    uint64_t hb_ok, hb_errors, records_returned, polls, poll_time_us, dropped_refetched
+    uint64_t dropped_below_committed, dropped_before_seek, seek_retries, seek_resets, barrier_polls
+    uint64_t prefetch_moved, poll_moved
+    int prefetch_running
+    size_t prefetched
+
+
+cdef void _copy_metrics(kc_consumer_t *core, _MetricsCopy *m, _PartCopy *parts, size_t n,
+                        int64_t now) noexcept:
+    """Copies what metrics() shows of `core` (and of its first `n` partitions) without running Python
+    code, so no other thread runs meanwhile."""
+    cdef size_t i
+    cdef kc_partition_t *p
+    m.records = core.fb.records
+    m.bytes = core.fb.bytes
+    m.since_poll = kc_poll_timer_since(&core.poll_timer)
+    m.hb_ok_ms = core.heartbeat.last_ok_ms
+    m.hb_ok = core.heartbeat.ok
+    m.hb_errors = core.heartbeat.errors
+    m.records_returned = core.records_returned
+    m.polls = core.polls
+    m.poll_time_us = core.poll_time_us
+    m.dropped_refetched = core.dropped_refetched
+    m.dropped_below_committed = core.dropped_below_committed
+    m.dropped_before_seek = core.dropped_before_seek
+    m.seek_retries = core.seek_retries
+    m.seek_resets = core.resets_after_seek
+    m.barrier_polls = core.barrier_polls
+    m.prefetched = rd_kafka_queue_length(core.fetchq) if core.fetchq != NULL else 0
+    m.prefetch_running = core.prefetch.running
+    m.prefetch_moved = core.prefetch.moved
+    m.poll_moved = core.poll_moved
+    m.paused = 0
+    for i in range(n):
+        p = core.fb.parts[i]
+        parts[i].topic = strdup(p.topic)
+        parts[i].partition = p.partition
+        parts[i].position = p.position
+        parts[i].len = p.len
+        if p.paused:
+            m.paused += 1
+
+
+cdef object _copied_partition_lag(NativeConsumer c, _Handle handle, _PartCopy *p):
+    """_partition_lag() of a copied partition (metrics(), any thread): None when the copy failed, the
+    consumer closed meanwhile, or the position or end offset is unknown."""
+    cdef rd_kafka_topic_partition_list_t *lst
+    cdef int64_t low = -1, high = -1, off
+    if p.topic == NULL or handle is None or handle.rk == NULL or c._close.is_done():
+        return None
+    if p.position != KC_POSITION_UNKNOWN:
+        pos = p.position
+    elif p.len == 0:
+        lst = rd_kafka_topic_partition_list_new(1)
+        rd_kafka_topic_partition_list_add(lst, p.topic, p.partition)
+        rd_kafka_position(handle.rk, lst)
+        off = lst.elems[0].offset
+        rd_kafka_topic_partition_list_destroy(lst)
+        if off < 0:
+            return None
+        pos = off
+    else:
+        return None
+    if c._read_committed:
+        if c.rk == NULL or c._close.closing():
+            return None
+        end = _cached_end_offset(c, p.topic, p.partition)
+    elif rd_kafka_get_watermark_offsets(handle.rk, p.topic, p.partition, &low, &high) != RD_KAFKA_RESP_ERR_NO_ERROR:
+        return None
+    else:
+        end = high if high >= 0 else None
+    return None if end is None else end - pos
 
 
 include "_consumer_listener.pxi"
@@ -272,7 +367,8 @@ cdef class NativeConsumer:
         cdef rd_kafka_conf_t *conf
         cdef kc_fairness_t mode = (KC_FAIRNESS_GREEDY if settings.poll_fairness == "greedy"
                                    else KC_FAIRNESS_PROPORTIONAL)
-        self._close = CloseControl.__new__(CloseControl)  # first: __dealloc__ and the callbacks read it
+        self.pid = this_process()  # first: __dealloc__ reads it
+        self._close = CloseControl.__new__(CloseControl)  # __dealloc__ and the callbacks read it
         self._commits = AsyncCommits()
         self._security = SecurityHold()
         self._stats_cb = stats_cb
@@ -288,6 +384,8 @@ cdef class NativeConsumer:
         self._heartbeat_interval_ms = settings.heartbeat_interval_ms
         self._cooperative_cfg = settings.cooperative
         self._read_committed = settings.read_committed
+        self._reset_policy = {"earliest": RESET_EARLIEST, "error": RESET_NONE}.get(
+            str(rdkafka.get("auto.offset.reset", "latest")), RESET_LATEST)
         if not self.has_group:
             # librdkafka's assign() needs a group handle; a private id that is never joined
             # or committed to (commits are refused without the user's group.id).
@@ -322,6 +420,7 @@ cdef class NativeConsumer:
         self._handle = _Handle.__new__(_Handle)
         self._handle.rk = self.rk
         self._handle.hb = self.core.heartbeat
+        self._handle.pid = self.pid
         if kc_consumer_attach(self.core, self.rk) != 0:
             raise KafkaError("cannot attach to librdkafka's consumer queue")
         _oauth_start(self.rk, oauth_cb)
@@ -331,6 +430,8 @@ cdef class NativeConsumer:
         drain_logs()
 
     def __dealloc__(self):
+        if foreign_process(self.pid):
+            return  # inherited through fork(): the handle, the core and its threads are leaked
         if self.rk != NULL and not self._close.is_done():
             # Dropped without close(): rd_kafka_destroy() would close the consumer itself and run the
             # rebalance callback on this object while it is being freed. The reaper finishes the
@@ -695,11 +796,20 @@ cdef class NativeConsumer:
     def seek(self, tp, int64_t offset, double timeout, bint _fetcher_only=False):
         _seek(self, tp, offset, timeout, _fetcher_only)
 
-    def position_or_none(self, tp):
+    def position_or_none(self, tp, double timeout=0.0):
+        """The position poll() has reached (past returned records, or a seek()), or None. A seek()'s
+        offset outside the log, before any record came, is reset by auto.offset.reset here, as Java's
+        position() resets a position the broker refused (_seek_reset_position; asks the broker's
+        watermarks within `timeout`): the fetch goes on from the reset's offset, which is returned."""
         self._check_open()
         cdef kc_partition_t *p = _assigned(self, tp)
         kc_consumer_step_over_markers(self.core, p)
         if p.position != KC_POSITION_UNKNOWN:
+            reset = _seek_reset_position(self, p, True, timeout)
+            if reset is not None:
+                # librdkafka resets it too once its fetch is refused; seeking there now makes the
+                # position returned the one poll() goes on from, whatever is produced meanwhile
+                _seek(self, tp, reset, timeout, False)
             return p.position
         return None
 
@@ -759,38 +869,61 @@ cdef class NativeConsumer:
             self._stats_cb(doc)
 
     def metrics(self):
+        """The counters of KafkaConsumer.metrics(); any thread, any moment (also during another
+        thread's close() or rebalance). What the core holds is copied first by C code alone: Python
+        code may switch threads, and the owner may then free the core or change the buffer's
+        partitions. The partitions' lag is computed from the copies, librdkafka's handle kept alive by
+        a reference to its owner."""
+        cdef kc_consumer_t *core = self.core
+        cdef _MetricsCopy snap
+        cdef _PartCopy *parts = NULL
+        cdef size_t i, n = 0
         cdef int64_t now = kc_now_ms()
-        cdef int64_t hb = self.core.heartbeat.last_ok_ms if self.core != NULL else 0
-        if self.core == NULL:
+        if core == NULL:
             return {"closed": True}
-        return {
-            "assigned_partitions": self.core.fb.n,
-            "buffered_records": self.core.fb.records,
-            "buffered_bytes": self.core.fb.bytes,
-            "time_since_last_poll_ms": kc_poll_timer_since(&self.core.poll_timer),
-            "last_heartbeat_ms_ago": (now - hb) if hb else -1,
-            "heartbeats": self.core.heartbeat.ok,
-            "heartbeat_errors": self.core.heartbeat.errors,
-            "rebalances": self._membership.rebalances,
-            "records_returned": self.core.records_returned,
-            "polls": self.core.polls,
-            "poll_interval_expiries": self._membership.poll_interval_expiries,
-            "revoked_records_dropped": self._membership.revoked_records_dropped,
-            "refetched_records_dropped": self.core.dropped_refetched,
-            "below_committed_records_dropped": self.core.dropped_below_committed,
-            "seek_superseded_records_dropped": self.core.dropped_before_seek,
-            "seek_retries": self.core.seek_retries,
-            "max_poll_interval_ms": self.max_poll_interval_ms,
-            "rebalance_barrier_polls": self.core.barrier_polls,
-            "prefetched_records": rd_kafka_queue_length(self.core.fetchq) if self.core.fetchq != NULL else 0,
-            "prefetch_thread": bool(self.core.prefetch.running),
-            "prefetch_thread_records": self.core.prefetch.moved,
-            "poll_moved_records": self.core.poll_moved,
-            "paused_partitions": sum(1 for i in range(self.core.fb.n) if self.core.fb.parts[i].paused),
-            "statistics": self._stats,
-            "partition_lag": {TopicPartition(self.core.fb.parts[i].topic.decode(), self.core.fb.parts[i].partition):
-                              _partition_lag(self, self.core.fb.parts[i], False) for i in range(self.core.fb.n)},
-        }
+        handle = self._handle  # keeps the rd_kafka_t alive while the lag is computed
+        n = core.fb.n
+        parts = <_PartCopy *>calloc(n if n else 1, sizeof(_PartCopy))
+        if parts == NULL:
+            raise MemoryError()
+        try:
+            _copy_metrics(core, &snap, parts, n, now)
+            return {
+                "assigned_partitions": n,
+                "buffered_records": snap.records,
+                "buffered_bytes": snap.bytes,
+                "time_since_last_poll_ms": snap.since_poll,
+                "last_heartbeat_ms_ago": (now - snap.hb_ok_ms) if snap.hb_ok_ms else -1,
+                "heartbeats": snap.hb_ok,
+                "heartbeat_errors": snap.hb_errors,
+                "rebalances": self._membership.rebalances,
+                "records_returned": snap.records_returned,
+                "polls": snap.polls,
+                "poll_time_ms": snap.poll_time_us / 1000.0,
+                "rebalance_time_ms": self._membership.rebalance_us / 1000.0,
+                "commit_failures": self._membership.commit_failures,
+                "poll_interval_expiries": self._membership.poll_interval_expiries,
+                "revoked_records_dropped": self._membership.revoked_records_dropped,
+                "refetched_records_dropped": snap.dropped_refetched,
+                "below_committed_records_dropped": snap.dropped_below_committed,
+                "seek_superseded_records_dropped": snap.dropped_before_seek,
+                "seek_retries": snap.seek_retries,
+                "seek_resets": snap.seek_resets,
+                "max_poll_interval_ms": self.max_poll_interval_ms,
+                "rebalance_barrier_polls": snap.barrier_polls,
+                "prefetched_records": snap.prefetched,
+                "prefetch_thread": bool(snap.prefetch_running),
+                "prefetch_thread_records": snap.prefetch_moved,
+                "poll_moved_records": snap.poll_moved,
+                "paused_partitions": snap.paused,
+                "statistics": self._stats,
+                "partition_lag": {TopicPartition(parts[i].topic.decode(), parts[i].partition):
+                                  _copied_partition_lag(self, handle, &parts[i]) for i in range(n)},
+            }
+        finally:
+            for i in range(n):
+                free(parts[i].topic)
+            free(parts)
 
     def group_metadata(self):
         """librdkafka's serialized consumer group metadata (group id, generation, member id, instance

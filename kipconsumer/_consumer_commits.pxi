@@ -27,7 +27,7 @@ cdef rd_kafka_topic_partition_list_t *_offsets_list(dict offsets) except NULL:
             e.offset = om.offset
             if om.metadata:
                 md = om.metadata.encode()
-                e.metadata = malloc(len(md))  # freed by rd_kafka_topic_partition_list_destroy
+                e.metadata = rd_kafka_mem_malloc(NULL, len(md))  # librdkafka frees it with the list
                 if e.metadata == NULL:
                     raise MemoryError()
                 memcpy(e.metadata, <char *>md, len(md))
@@ -112,6 +112,7 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
     """Raises the error a refused commit means for the application: RebalanceInProgressError
     (retriable: poll() completes the rebalance, then commit again), CommitFailedError (the member is
     no longer in the group's generation) or KafkaError/KafkaTimeoutError."""
+    c._membership.commit_failures += 1
     if (err in (RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
                 RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID)
             and c._membership.subscription and not c._close.closing()):
@@ -313,7 +314,7 @@ cdef rd_kafka_resp_err_t _committed_lookup(NativeConsumer c, rd_kafka_topic_part
             e.err = res.elems[i].err
             e.offset = res.elems[i].offset if res.elems[i].offset >= 0 else RD_KAFKA_OFFSET_INVALID
             if res.elems[i].metadata != NULL and res.elems[i].metadata_size and e.metadata == NULL:
-                e.metadata = malloc(res.elems[i].metadata_size)  # freed with lst
+                e.metadata = rd_kafka_mem_malloc(NULL, res.elems[i].metadata_size)  # librdkafka frees it with lst
                 if e.metadata != NULL:
                     memcpy(e.metadata, res.elems[i].metadata, res.elems[i].metadata_size)
                     e.metadata_size = res.elems[i].metadata_size

@@ -135,14 +135,18 @@ cdef void _on_rebalance(NativeConsumer c, rd_kafka_resp_err_t err,
         _on_rebalance_closing(c, err, parts)
         return
     cdef bint cooperative = c._cooperative()
+    cdef int64_t start_us = kc_now_us()
     tps = _tp_list(parts)
-    c.core.barrier.last_rebalance_ms = kc_now_ms()
-    if err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS and c._membership.subscription and _left_before_assign(c):
-        _discard_stale_assignment(c, parts, tps, cooperative)
-    elif err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
-        _serve_assignment(c, parts, tps, cooperative)
-    else:
-        _serve_revocation(c, err, parts, tps, cooperative)
+    c.core.barrier.last_rebalance_ms = start_us // 1000
+    try:
+        if err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS and c._membership.subscription and _left_before_assign(c):
+            _discard_stale_assignment(c, parts, tps, cooperative)
+        elif err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            _serve_assignment(c, parts, tps, cooperative)
+        else:
+            _serve_revocation(c, err, parts, tps, cooperative)
+    finally:
+        c._membership.rebalance_us += kc_now_us() - start_us
 
 
 cdef _serve_assignment(NativeConsumer c, rd_kafka_topic_partition_list_t *parts, list tps,

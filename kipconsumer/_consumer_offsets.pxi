@@ -93,6 +93,8 @@ cdef object _cached_end_offset(NativeConsumer c, const char *topic, int32_t part
     cdef int64_t low = -1, high = -1
     if c._read_committed:
         tp = TopicPartition(topic.decode(), partition)
+        if c.rk == NULL:  # closed by another thread meanwhile (metrics())
+            return None
         c._lso.serve_answers()
         c._lso.request(c.rk, topic, partition, tp)
         return c._lso.known.get(tp)
@@ -113,26 +115,59 @@ cdef object _fetch_position(NativeConsumer c, kc_partition_t *p):
     return off if off >= 0 else None
 
 
-cdef object _partition_lag(NativeConsumer c, kc_partition_t *p, bint owner):
-    """Java's ``currentLag``: cached end offset - position (the offset of the next record ``poll()``
-    returns), without a request; None when either is unknown. ``owner``: called by the thread that
-    owns the consumer (may step over transaction markers and read the fetch buffer); otherwise
-    (``metrics()``) only fields a single read gives, and None while records that were never returned
-    sit in the buffer with no returned position."""
+cdef object _seek_reset_position(NativeConsumer c, kc_partition_t *p, bint ask, double timeout):
+    """Where p's position is after a seek() to an offset the log does not hold (past its end, or below
+    its start) and before any record came: librdkafka resets it by auto.offset.reset (earliest: the
+    log start; latest: its end), as Java does, and no record tells (with latest, none may come).
+    None if p's position is not such a seek's offset, auto.offset.reset is none (poll() raises
+    OffsetOutOfRangeError instead), or the offset is inside the log as far as the cached watermarks
+    (of the last fetch response) say; ``ask``: the broker's watermarks confirm it (within
+    `timeout`), as a cached end can be older than the seek's offset."""
+    cdef int64_t lo = -1, hi = -1
+    cdef int64_t target = p.filters.sought
+    if (target == KC_POSITION_UNKNOWN or p.position != target or p.len
+            or c._reset_policy == RESET_NONE):
+        return None
+    if (rd_kafka_get_watermark_offsets(c.rk, p.topic, p.partition, &lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR
+            or hi < 0 or lo <= target <= hi):
+        return None
+    if ask:
+        lo, hi = _watermarks(c, p.topic.decode(), p.partition, timeout)
+        if lo <= target <= hi:
+            return None
+    return lo if c._reset_policy == RESET_EARLIEST else hi
+
+
+cdef object _lag_position(NativeConsumer c, kc_partition_t *p, bint owner):
+    """The position Java's ``currentLag`` counts from (the offset of the next record ``poll()``
+    returns), or None when unknown. ``owner``: called by the thread that owns the consumer (may step
+    over transaction markers and read the fetch buffer); otherwise (``metrics()``) only fields a
+    single read gives, and None while records that were never returned sit in the buffer with no
+    returned position."""
     if owner:
         kc_consumer_step_over_markers(c.core, p)
     if p.position != KC_POSITION_UNKNOWN:
-        pos = p.position
-    elif owner and kc_fb_first_offset(p) != KC_POSITION_UNKNOWN:
-        pos = kc_fb_first_offset(p)
-    elif p.len == 0:
-        pos = _fetch_position(c, p)
-    else:
-        pos = None
-    if pos is None:
+        pos = _seek_reset_position(c, p, False, 0)
+        return p.position if pos is None else pos
+    if owner and kc_fb_first_offset(p) != KC_POSITION_UNKNOWN:
+        return kc_fb_first_offset(p)
+    if p.len == 0:
+        return _fetch_position(c, p)
+    return None
+
+
+cdef object _lag_from(NativeConsumer c, bytes topic, int32_t partition, object pos):
+    """Java's ``currentLag``: cached end offset - `pos`, without a request; None when either is
+    unknown or the consumer was closed meanwhile."""
+    if pos is None or c.rk == NULL:
         return None
-    end = _cached_end_offset(c, p.topic, p.partition)
+    end = _cached_end_offset(c, topic, partition)
     return None if end is None else end - pos
+
+
+cdef object _partition_lag(NativeConsumer c, kc_partition_t *p, bint owner):
+    """Java's ``currentLag`` of p (see _lag_position, _lag_from)."""
+    return _lag_from(c, <bytes>p.topic, p.partition, _lag_position(c, p, owner))
 
 
 cdef dict _offsets_for_times(NativeConsumer c, list queries, double timeout):
@@ -204,52 +239,112 @@ cdef kc_partition_t *_assigned(NativeConsumer c, tp) except NULL:
 cdef _seek(NativeConsumer c, tp, int64_t offset, double timeout, bint _fetcher_only):
     """Next poll() returns records of tp from `offset` (or BEGINNING/END sentinels).
     `_fetcher_only` (tests) moves librdkafka's fetcher and leaves the fetch buffer, position
-    and floor alone, as when librdkafka restarts a fetcher by itself."""
+    and floor alone, as when librdkafka restarts a fetcher by itself. Waits at most `timeout`
+    (and, inside close(), not past close()'s deadline) for librdkafka to take the seek."""
     c._check_open()
     cdef kc_partition_t *p = _assigned(c, tp)
     cdef rd_kafka_topic_partition_list_t *lst = _c_list([tp])
-    cdef rd_kafka_error_t *error
-    cdef int tmo = <int>(timeout * 1000)
+    cdef rd_kafka_error_t *error = NULL
+    cdef rd_kafka_resp_err_t code
+    cdef int64_t seek_deadline = _deadline_ms(timeout)
+    cdef int tmo
+    if c._close.closing() and c._close.deadline_ms < seek_deadline:
+        seek_deadline = c._close.deadline_ms
     lst.elems[0].offset = offset
     if not _fetcher_only:
         kc_fb_purge(&c.core.fb, p)
         p.position = offset if offset >= 0 else KC_POSITION_UNKNOWN
         p.filters.floor = KC_POSITION_UNKNOWN  # the application chose where to read from
+        kc_seek_noted(&p.filters, offset if offset >= 0 else KC_POSITION_UNKNOWN)
         if offset >= 0:
             kc_seek_guard_start(&p.filters, offset)  # the seek wins over a fetch librdkafka started
-    cdef int64_t seek_deadline = kc_now_ms() + tmo
-    while True:
-        with nogil:
-            error = rd_kafka_seek_partitions(c.rk, lst, tmo)
-        # Right after assign() (or in on_partitions_assigned) librdkafka has not started
-        # the partition's fetcher yet (it first looks up the committed offset) and
-        # refuses the seek with _STATE, or the fetcher's start overtakes the seek, which
-        # then fails with _OUTDATED: retry until the seek is applied.
-        if (error == NULL and _seek_again(lst.elems[0].err)
-                and kc_now_ms() < seek_deadline):
+    try:
+        while True:
+            if p.fetch_stopped and not _fetcher_only:
+                # librdkafka stopped p's fetcher: auto.offset.reset=none and no offset to start from
+                # (it reported _AUTO_OFFSET_RESET). Start it at `offset`, as Java's seek() gives such
+                # a partition its position (a seek would be refused, or overtaken by the committed
+                # offset lookup of an eager group's reassignment, which fails again)
+                _restart_fetch(c, p, offset)
+                code = RD_KAFKA_RESP_ERR_NO_ERROR
+                break
+            tmo = <int>max(0, min(seek_deadline - kc_now_ms(), 2_000_000_000))
+            with nogil:
+                error = rd_kafka_seek_partitions(c.rk, lst, tmo)
+            code = rd_kafka_error_code(error) if error != NULL else lst.elems[0].err
+            if not _seek_again(code):
+                break
+            # librdkafka has no fetcher running for tp, or the fetcher's start overtook the seek
+            # (_OUTDATED). Right after assign() (or in on_partitions_assigned) it first looks up the
+            # committed offset: retry until it has started, or has stopped for want of an offset.
+            if not _fetcher_only:
+                kc_consumer_refill(c.core, <size_t>-1, 0)  # takes in a stop reported meanwhile
+            if error != NULL:
+                rd_kafka_error_destroy(error)
+                error = NULL
+            if p.fetch_stopped and not _fetcher_only:
+                continue
+            if kc_now_ms() >= seek_deadline:
+                break
             lst.elems[0].err = RD_KAFKA_RESP_ERR_NO_ERROR
             with nogil:
                 usleep(5000)
-            continue
-        if (error != NULL and _seek_again(rd_kafka_error_code(error))
-                and kc_now_ms() < seek_deadline):
-            rd_kafka_error_destroy(error)
-            with nogil:
-                usleep(5000)
-            continue
-        break
-    try:
         if error != NULL:
             msg = rd_kafka_error_string(error).decode()
-            code = _err_name(rd_kafka_error_code(error))
-            rd_kafka_error_destroy(error)
-            raise KafkaError(f"seek({tp.topic}-{tp.partition}, {offset}) failed: {msg}", code=code)
-        if lst.elems[0].err:
-            c._raise(lst.elems[0].err, f"seek({tp.topic}-{tp.partition}, {offset})")
+            raise KafkaError(f"seek({tp.topic}-{tp.partition}, {offset}) failed: {msg}", code=_err_name(code))
+        if code:
+            c._raise(code, f"seek({tp.topic}-{tp.partition}, {offset})")
     finally:
+        if error != NULL:
+            rd_kafka_error_destroy(error)
         rd_kafka_topic_partition_list_destroy(lst)
     # records already queued by librdkafka before the seek are older than the barrier
     kc_fb_purge(&c.core.fb, p)
+
+
+cdef _restart_fetch(NativeConsumer c, kc_partition_t *p, int64_t offset):
+    """Starts librdkafka's fetcher of p, which it stopped (auto.offset.reset=none found no offset, or
+    the broker refused the position), at `offset`: assigns p again with that offset (incrementally,
+    unless the group's protocol is EAGER: then the whole assignment again, each other partition from
+    where poll() has reached, so nothing is fetched twice or skipped). p's pending
+    _AUTO_OFFSET_RESET errors go: the partition has a position now."""
+    cdef rd_kafka_topic_partition_list_t *lst
+    cdef rd_kafka_error_t *error = NULL
+    cdef rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR
+    cdef const char *proto = rd_kafka_rebalance_protocol(c.rk)
+    cdef kc_partition_t *q
+    cdef int64_t next
+    cdef size_t i
+    cdef bint eager = proto != NULL and strcmp(proto, b"EAGER") == 0
+    lst = rd_kafka_topic_partition_list_new(<int>c.core.fb.n if eager else 1)
+    try:
+        if eager:
+            for i in range(c.core.fb.n):
+                q = c.core.fb.parts[i]
+                next = kc_fb_next_offset(q)
+                rd_kafka_topic_partition_list_add(lst, q.topic, q.partition).offset = (
+                    offset if q == p else (next if next >= 0 else RD_KAFKA_OFFSET_STORED))
+            with nogil:
+                err = rd_kafka_assign(c.rk, lst)
+            for i in range(c.core.fb.n):  # every fetcher restarts: each queue is forwarded again
+                if c.core.fb.parts[i] != p:
+                    c.core.fb.parts[i].refetch_forward = 1
+                    c.core.refetch_forwards += 1
+        else:
+            rd_kafka_topic_partition_list_add(lst, p.topic, p.partition).offset = offset
+            with nogil:
+                error = rd_kafka_incremental_unassign(c.rk, lst)
+                if error == NULL:
+                    error = rd_kafka_incremental_assign(c.rk, lst)
+        if error != NULL:
+            err = rd_kafka_error_code(error)
+            rd_kafka_error_destroy(error)
+        if err:
+            c._raise(err, f"seek({p.topic.decode()}-{p.partition}, {offset}): restarting the fetch")
+    finally:
+        rd_kafka_topic_partition_list_destroy(lst)
+    kc_consumer_fetch_restarted(c.core, p)
+    kc_consumer_drop_offset_errors(c.core, p)
 
 
 cdef _set_paused(NativeConsumer c, list tps, bint paused):

@@ -44,6 +44,7 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
     cdef int64_t deadline = _deadline_ms(timeout)
     cdef bint again = False
     _raise_held_auth(c, None)
+    _raise_fetch_stopped(c)
     if c._membership.rejoin_pending():
         _member_rejoin(c)
     if c.auto_commit:
@@ -51,10 +52,16 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
     _serve_commit_callbacks(c)
     while True:
         if c._close.requested:
-            return records_take(c.out, 0, None)
+            return records_take(c.out, 0, None, c.pid)
         with nogil:
             st = kc_consumer_poll(c.core, _slice(deadline), c.out, &n)
-        drain_logs()
+        # Own the records before any Python code runs: a signal's exception raised there (logging in
+        # drain_logs() is Python) left their messages in c.out, lost to the application and never
+        # destroyed, and rd_kafka_destroy() in a later close() waited for them forever (issue #38
+        # item 7). With records in hand the logs wait for the next call.
+        batch = records_take(c.out, n, c._handle, c.pid) if n else None
+        if not n:
+            drain_logs()
         if c._security.reports and not n:
             _handle_errors(c)
         if again:
@@ -64,31 +71,32 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
             if n and c._membership.has_left() and c._membership.subscription:
                 # fetched before the member left (KIP-62): its partitions belong to others now, and
                 # the lost assignment's event may come polls later (real Kafka; the mock sends it at once)
-                records_take(c.out, n, c._handle)
+                batch = None  # their messages go with it
                 c._membership.revoked_records_dropped += n + c.core.fb.records
                 kc_fb_purge_all(&c.core.fb)
                 n = 0
             if n or c._pending_exc is not None:
-                batch = records_take(c.out, n, c._handle)
+                if batch is None:
+                    batch = records_take(c.out, 0, c._handle, c.pid)
                 if c._key_deser is not None or c._value_deser is not None:
                     records_set_deserializers(batch, c._key_deser, c._value_deser)
                 c._raise_pending()
                 return batch
             _serve_commit_callbacks(c)
             if kc_now_ms() >= deadline or c._close.requested:
-                return records_take(c.out, 0, None)
+                return records_take(c.out, 0, None, c.pid)
             PyErr_CheckSignals()
             continue
         if st == KC_POLL_WAKEUP:
             if c._close.requested:
-                return records_take(c.out, 0, None)
+                return records_take(c.out, 0, None, c.pid)
             raise WakeupError("poll() interrupted by wakeup()")
         if st == KC_POLL_ABORT:
             c._raise_pending()
         if st == KC_POLL_EVENT:
             _handle_errors(c)
         if kc_now_ms() >= deadline:
-            return records_take(c.out, 0, None)
+            return records_take(c.out, 0, None, c.pid)
         PyErr_CheckSignals()
 
 
@@ -136,7 +144,10 @@ cdef _handle_errors(NativeConsumer c, str what="poll()"):
             where = f" ({topics[0]}-{m.partition})"
         detail = rd_kafka_message_errstr(m).decode(errors="replace")
         rd_kafka_message_destroy(m)
-        if err == RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED:
+        if err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET:
+            # the partition's fetch_stopped (consumer_core.c) carries it: poll() raises it
+            log.debug("consumer error %s%s: %s", _err_name(err), where, detail)
+        elif err == RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED:
             c._membership.poll_interval_expired()
             kc_fb_purge_all(&c.core.fb)
             log.warning("consumer left the group: poll() was not called within "
@@ -147,8 +158,41 @@ cdef _handle_errors(NativeConsumer c, str what="poll()"):
             raise KafkaError(f"fatal consumer error: {detail}", code=_err_name(err))
         else:
             log.warning("consumer error %s%s: %s", _err_name(err), where, detail)
+    if what == "poll()":
+        _raise_fetch_stopped(c)
 
 # ---------------------------------------------------------------- offsets
+
+
+cdef _raise_fetch_stopped(NativeConsumer c):
+    """As Java's poll(): while librdkafka has stopped fetching assigned partitions because
+    auto.offset.reset=none left them without a position (_AUTO_OFFSET_RESET), raises
+    NoOffsetForPartitionError (no committed offset to start from) or OffsetOutOfRangeError (the broker
+    refused the position), naming every such partition, on every poll() until seek() gives each a
+    position (_seek restarts its fetcher)."""
+    cdef kc_partition_t *p
+    cdef size_t i
+    no_offset, out_of_range = [], {}
+    for i in range(c.core.fb.n):
+        p = c.core.fb.parts[i]
+        if p.fetch_stopped:
+            tp = TopicPartition(p.topic.decode(), p.partition)
+            if p.stopped_offset >= 0:
+                out_of_range[tp] = p.stopped_offset
+            else:
+                no_offset.append(tp)
+    if no_offset:
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(no_offset))
+        raise NoOffsetForPartitionError(
+            f"Undefined offset with no reset policy for partitions: {names} (no committed offset and "
+            f"auto.offset.reset=none); seek() each to a position", partitions=no_offset,
+            code="_AUTO_OFFSET_RESET")
+    if out_of_range:
+        names = ", ".join(f"{tp.topic}-{tp.partition} at {off}" for tp, off in sorted(out_of_range.items()))
+        raise OffsetOutOfRangeError(
+            f"Fetch position out of range with no reset policy for partitions: {names} "
+            f"(auto.offset.reset=none); seek() each to a valid position", offsets=out_of_range,
+            code="_AUTO_OFFSET_RESET")
 
 
 cdef _raise_security(NativeConsumer c, rd_kafka_resp_err_t err, str what, str detail, tuple topics):

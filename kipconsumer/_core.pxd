@@ -15,6 +15,7 @@ cdef extern from "record_filters.h" nogil:
         int64_t last_rebalance_ms
         int64_t commit_refused_ms
     void kc_seek_guard_start(kc_partition_filters_t *f, int64_t offset)
+    void kc_seek_noted(kc_partition_filters_t *f, int64_t offset)
 
 
 cdef extern from "poll_timer.h" nogil:
@@ -60,11 +61,14 @@ cdef extern from "consumer_core.h" nogil:
         int abort_poll
         uint64_t records_returned
         uint64_t polls
+        uint64_t poll_time_us
         uint64_t dropped_foreign
         uint64_t dropped_refetched
         uint64_t dropped_below_committed
         uint64_t dropped_before_seek
         uint64_t seek_retries
+        uint64_t resets_after_seek
+        size_t refetch_forwards
         kc_rebalance_barrier_t barrier
         uint64_t barrier_polls
         int hold_records
@@ -81,6 +85,9 @@ cdef extern from "consumer_core.h" nogil:
     kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out,
                                       size_t *n_out)
     rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c)
+    size_t kc_consumer_drop_offset_errors(kc_consumer_t *c, const kc_partition_t *p)
+    void kc_consumer_fetch_restarted(kc_consumer_t *c, kc_partition_t *p)
+    size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded)
     void kc_consumer_serve(kc_consumer_t *c)
     void kc_consumer_wakeup(kc_consumer_t *c)
     int kc_consumer_rebalance_pending(kc_consumer_t *c)

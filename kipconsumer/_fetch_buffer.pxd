@@ -9,6 +9,7 @@ cdef extern from "record_filters.h" nogil:
     ctypedef struct kc_partition_filters_t:
         int64_t floor
         int64_t seek_target
+        int64_t sought
 
 
 cdef extern from "fetch_buffer.h" nogil:
@@ -25,6 +26,9 @@ cdef extern from "fetch_buffer.h" nogil:
         int64_t position
         int64_t stored
         rd_kafka_queue_t *queue
+        int fetch_stopped
+        int64_t stopped_offset
+        int refetch_forward
         kc_partition_filters_t filters
     ctypedef struct kc_fetch_buffer_t:
         kc_partition_t **parts
@@ -41,3 +45,4 @@ cdef extern from "fetch_buffer.h" nogil:
     void kc_fb_purge(kc_fetch_buffer_t *fb, kc_partition_t *p)
     void kc_fb_purge_all(kc_fetch_buffer_t *fb)
     int64_t kc_fb_first_offset(const kc_partition_t *p)
+    int64_t kc_fb_next_offset(const kc_partition_t *p)

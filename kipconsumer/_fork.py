@@ -9,6 +9,12 @@ the fork, each of them is told it is foreign (``_mark_foreign(pid)``): it swaps 
 :class:`ForeignHandle`, whose every use raises ``IllegalStateError`` ("created in process N"), and hands
 the real one to :func:`leak`, which keeps it alive for the life of the child so that no destructor of
 librdkafka ever runs there. The parent's clients are untouched. Create new clients in the child.
+
+Below the clients, the native objects that own librdkafka state (handles, batches of records, share
+batches, the embedded broker's mock cluster) record the process that created them and, in any other,
+leak that state on deallocation instead of destroying it (``_process.pxd``): whatever a child's
+garbage collector finds, also objects this registry never saw (a batch of a consumer closed before
+the fork), is freed without touching the parent's librdkafka.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ librdkafka symbols are resolved at import against the shared library that the in
 confluent-kafka wheel ships in ``site-packages/confluent_kafka.libs/``. This module loads
 that library once, by absolute path and with ``RTLD_GLOBAL``, and checks that it is at
 least :data:`MIN_VERSION`; an older one raises ``ImportError`` naming both versions.
+``KIPCONSUMER_LIBRDKAFKA=/path/to/librdkafka.so.1`` loads that library instead (experiments, e.g.
+a copy bound to the bundled jemalloc by ``scripts/native_bundle.py``: :mod:`kipconsumer._allocator`).
 """
 
 from __future__ import annotations
@@ -14,16 +16,29 @@ import glob
 import importlib.util
 import os
 
+from kipconsumer import _allocator
+
 # Keep in sync with KC_RDK_MIN_VERSION in csrc/rdk.h and the confluent-kafka range in pyproject.toml.
 MIN_VERSION = 0x020600FF
 MIN_VERSION_STR = "2.6.0"
 _REQUIREMENT = "confluent-kafka>=2.6.0,<3"
 
+ENV_OVERRIDE = "KIPCONSUMER_LIBRDKAFKA"
+
 _loaded: ctypes.CDLL | None = None
+_loaded_path: str | None = None
+_allocator_name: str | None = None
 
 
 def librdkafka_path() -> str:
-    """Absolute path of the librdkafka shared library inside the installed confluent-kafka."""
+    """Absolute path of the librdkafka to load: ``$KIPCONSUMER_LIBRDKAFKA``, else confluent-kafka's."""
+    override = os.environ.get(ENV_OVERRIDE)
+    if override:
+        if not os.path.isfile(override):
+            raise ImportError(
+                f"{ENV_OVERRIDE}={override!r}: no such file (unset it to use the default librdkafka)"
+            )
+        return os.path.abspath(override)
     spec = importlib.util.find_spec("confluent_kafka")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(
@@ -57,12 +72,30 @@ def check_version(version: int, path: str) -> None:
 
 def load() -> None:
     """Load librdkafka once, globally, after checking its version."""
-    global _loaded
+    global _loaded, _loaded_path
     if _loaded is not None:
         return
     path = librdkafka_path()
+    _allocator.prepare(os.path.dirname(path))
     lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     lib.rd_kafka_version.restype = ctypes.c_int
     lib.rd_kafka_version.argtypes = []
     check_version(lib.rd_kafka_version(), path)
-    _loaded = lib
+    _loaded, _loaded_path = lib, path
+
+
+def loaded_path() -> str:
+    """Path of the librdkafka :func:`load` loaded."""
+    load()
+    assert _loaded_path is not None
+    return _loaded_path
+
+
+def allocator() -> str:
+    """What the loaded librdkafka allocates with (:func:`kipconsumer._allocator.probe`), probed once."""
+    global _allocator_name
+    load()
+    if _allocator_name is None:
+        assert _loaded is not None
+        _allocator_name = _allocator.probe(_loaded)
+    return _allocator_name

@@ -25,7 +25,9 @@ from kipconsumer._rdk cimport (
 )
 
 from kipconsumer._logring cimport drain_logs, kc_log_cb
+from kipconsumer._process cimport foreign_process, this_process
 
+from kipconsumer._fork import foreign_error
 from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError
 
 
@@ -69,11 +71,16 @@ cdef class MockCluster:
 
     Broker ids are ``1..num_brokers``.  ``destroy()`` (idempotent, also run on deallocation) shuts the
     listeners down; any later call raises ``IllegalStateError``.
+
+    Served by threads of the process that created it (``pid``): in a child made by ``fork()`` every
+    call raises ``IllegalStateError`` naming that process, and ``destroy()`` and the deallocation leave
+    the parent's cluster alone (nothing is freed in the child).
     """
 
     def __cinit__(self, int num_brokers=3, int initial_rebalance_delay_ms=0):
         self.rk = NULL
         self.mcluster = NULL
+        self.pid = this_process()
         if num_brokers < 1 or num_brokers > MAX_BROKERS:
             # more brokers than free file descriptors makes the mock abort the process
             raise ConfigError(f"num_brokers: must be in 1..{MAX_BROKERS}, got {num_brokers}")
@@ -122,6 +129,8 @@ cdef class MockCluster:
         cdef rd_kafka_t *rk = self.rk
         self.mcluster = NULL
         self.rk = NULL
+        if foreign_process(self.pid):
+            return  # the parent's threads serve it: joining them here would hang (leaked instead)
         with nogil:
             if mc != NULL:
                 rd_kafka_mock_cluster_destroy(mc)
@@ -129,15 +138,20 @@ cdef class MockCluster:
                 rd_kafka_destroy(rk)
 
     cdef rd_kafka_mock_cluster_t *_mc(self) except NULL:
+        if foreign_process(self.pid):
+            raise foreign_error("EmbeddedBroker", self.pid)
         drain_logs()
         if self.mcluster == NULL:
             raise IllegalStateError("the mock cluster is destroyed")
         return self.mcluster
 
     def destroy(self):
-        """Stop every broker and free the cluster. Idempotent."""
+        """Stop every broker and free the cluster. Idempotent. In another process than ``pid`` (a
+        child made by ``fork()``): forgets the cluster without stopping it (the parent's to stop)."""
+        cdef bint foreign = foreign_process(self.pid)
         self._destroy()
-        drain_logs()
+        if not foreign:
+            drain_logs()
 
     @property
     def closed(self):

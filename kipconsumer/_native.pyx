@@ -31,6 +31,22 @@ def librdkafka_property_names() -> frozenset:
     return frozenset(names)
 
 
+def librdkafka_builtin_features() -> tuple:
+    """The loaded librdkafka's ``builtin.features`` (compression codecs, SSL, SASL mechanisms, ...)."""
+    cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
+    cdef size_t cnt = 0
+    cdef const char **arr = rd_kafka_conf_dump(conf, &cnt)
+    features = ()
+    cdef size_t i = 0
+    while i + 1 < cnt:
+        if arr[i] == b"builtin.features" and arr[i + 1] != NULL:
+            features = tuple(f for f in arr[i + 1].decode().split(",") if f)
+        i += 2
+    rd_kafka_conf_dump_free(arr, cnt)
+    rd_kafka_conf_destroy(conf)
+    return features
+
+
 def librdkafka_property_error(str name, str value):
     """What the loaded librdkafka says of ``name=value`` set on a scratch configuration: its error
     message, or None if it accepts it (nothing else is configured or kept)."""

@@ -5,6 +5,7 @@
 # the handle's lifecycle, the send path with its back-pressure, flush, close).
 cimport cython
 from libc.stdint cimport int32_t, int64_t
+from posix.types cimport pid_t
 
 from kipconsumer._clock cimport kc_now_us
 from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_consumer_group_metadata_t, rd_kafka_error_t,
@@ -204,6 +205,7 @@ cdef class StatsFeed:
 cdef class ProducerCore:
     # _producer.pyx; owns the units' objects above (created in __cinit__, never replaced)
     cdef kc_producer_t *p
+    cdef pid_t pid                    # the process p belongs to: elsewhere it is leaked (_process.pxd)
     cdef _BatchCtx *ctx
     cdef TopicCache _topics           # the topics looked up (send()'s one-entry cache: _topics.last)
     cdef ProducerState _state         # see ProducerState: each transition is written in one place

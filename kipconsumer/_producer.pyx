@@ -56,10 +56,12 @@ from kipconsumer._rdk cimport (
     rd_kafka_oauthbearer_set_token_failure, rd_kafka_fatal_error,
 )
 from kipconsumer._logring cimport drain_logs, kc_log_cb
+from kipconsumer._process cimport foreign_process, this_process
 
 from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError, category_of,
                                 KafkaTimeoutError, ProducerFencedError, SerializationError,
                                 TransactionAbortableError, TransactionBlockedError)
+from kipconsumer._fork import foreign_error
 from kipconsumer._security_errors import security_error
 from kipconsumer._stats import summary as stats_summary
 from kipconsumer._validate import check_topic_name
@@ -126,6 +128,7 @@ cdef class ProducerCore:
 
     def __cinit__(self):
         self.p = NULL
+        self.pid = this_process()
         self._txn = TxnCalls()
         self._topics = TopicCache()
         self._stats = StatsFeed()
@@ -456,6 +459,8 @@ cdef class ProducerCore:
         cdef _FutureCore fut
         if self.p == NULL or self._state == PRODUCER_RELEASE_PENDING:
             return 0
+        if foreign_process(self.pid):
+            raise foreign_error("KafkaProducer", self.pid)
         if kc_producer_on_dr_thread(self.p):
             raise IllegalStateError("close() cannot be called from a send() callback: close() waits "
                                     "for the thread that runs the callbacks")
@@ -528,6 +533,8 @@ cdef class ProducerCore:
 
     def __dealloc__(self):
         if self.p != NULL:
+            if foreign_process(self.pid):
+                return  # inherited through fork(): the handle and its threads are the parent's (leaked)
             if kc_producer_on_dr_thread(self.p):
                 # dropped from its own callback: joining ourselves would deadlock; leak instead
                 return

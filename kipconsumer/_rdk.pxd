@@ -50,6 +50,8 @@ cdef extern from "rdk.h" nogil:
         RD_KAFKA_RESP_ERR__FATAL
         RD_KAFKA_RESP_ERR__DESTROY
         RD_KAFKA_RESP_ERR__ASSIGNMENT_LOST
+        RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET
+        RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE
         RD_KAFKA_RESP_ERR__TRANSPORT
         RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN
         RD_KAFKA_RESP_ERR__INVALID_ARG
@@ -178,6 +180,7 @@ cdef extern from "rdk.h" nogil:
     const char *rd_kafka_name(const rd_kafka_t *rk)
     char *rd_kafka_memberid(const rd_kafka_t *rk)
     void rd_kafka_mem_free(rd_kafka_t *rk, void *ptr)
+    void *rd_kafka_mem_malloc(rd_kafka_t *rk, size_t size)
     int rd_kafka_poll(rd_kafka_t *rk, int timeout_ms)
     rd_kafka_resp_err_t rd_kafka_poll_set_consumer(rd_kafka_t *rk)
     int rd_kafka_outq_len(rd_kafka_t *rk)

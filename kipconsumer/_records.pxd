@@ -1,4 +1,5 @@
 from libc.stdint cimport int16_t
+from posix.types cimport pid_t
 
 from kipconsumer._rdk cimport rd_kafka_message_t
 
@@ -15,12 +16,13 @@ cdef class ConsumerRecords:
     cdef object _value_deser # the consumer's value.deserializer, or None
     cdef bint _borrowed      # the messages belong to _owner (a share batch): never destroyed here
     cdef int16_t *_dcount    # delivery count per record (share consumer); NULL otherwise
+    cdef pid_t _pid          # the process the messages belong to: elsewhere they are leaked
 
     cdef object _topic_of(self, Py_ssize_t i)
     cdef _build_groups(self)
 
 
-cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner)
+cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner, pid_t pid)
 cdef ConsumerRecords records_borrow(rd_kafka_message_t **msgs, int16_t *dcount, Py_ssize_t n,
                                     object owner)
 cdef void records_set_deserializers(ConsumerRecords batch, object key_deser, object value_deser)

@@ -11,9 +11,11 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int16_t, int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
+from posix.types cimport pid_t
 
 from kipconsumer._arrow cimport (ArrowArray, ArrowSchema, KC_ARROW_WITH_TIMESTAMP_TYPE, kc_arrow_build,
                                  kc_arrow_build_headers)
+from kipconsumer._process cimport foreign_process
 from kipconsumer._rdk cimport (rd_kafka_header_cnt, rd_kafka_header_get_all, rd_kafka_headers_t,
                                rd_kafka_message_destroy, rd_kafka_message_headers,
                                rd_kafka_message_t, rd_kafka_message_timestamp,
@@ -177,11 +179,12 @@ cdef class ConsumerRecord:
 
     def __reduce__(self):
         """Pickles (and copies) as plain data: a kipconsumer.structs.ConsumerRecordData with the same
-        attributes, holding no librdkafka memory."""
+        attributes (delivery_count included), holding no librdkafka memory."""
         from kipconsumer.structs import ConsumerRecordData
         return (ConsumerRecordData, (self.topic, self.partition, self.offset, self.key, self.value,
                                      self.timestamp, self.timestamp_type, self.headers,
-                                     self.serialized_key_size, self.serialized_value_size))
+                                     self.serialized_key_size, self.serialized_value_size,
+                                     self.delivery_count))
 
 
 cdef inline ConsumerRecord _make_record(ConsumerRecords batch, Py_ssize_t i):
@@ -233,7 +236,8 @@ cdef class ConsumerRecords:
     def __dealloc__(self):
         cdef Py_ssize_t i
         if self.msgs != NULL:
-            if not self._borrowed:
+            # in a child made by fork() the messages are the parent's librdkafka's: leaked (_process.pxd)
+            if not self._borrowed and not foreign_process(self._pid):
                 for i in range(self.n):
                     rd_kafka_message_destroy(self.msgs[i])
             free(self.msgs)
@@ -414,17 +418,19 @@ cdef class ConsumerRecords:
         return f"ConsumerRecords(count={self.n}, partitions={len(self._groups)})"
 
 
-cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner):
+cdef ConsumerRecords records_take(rd_kafka_message_t **msgs, Py_ssize_t n, object owner, pid_t pid):
     """Takes ownership of n messages (the array itself is copied). `owner` is the object
     that destroys the librdkafka handle when freed: librdkafka's destroy waits for every
     message to be released, so a batch that outlives close() must keep the handle alive
-    (messages are destroyed in __dealloc__, before the owner reference is dropped).
+    (messages are destroyed in __dealloc__, before the owner reference is dropped). `pid`: the
+    process the handle belongs to (in any other, the messages are leaked: _process.pxd).
     Reads none of the messages: the partition groups (TopicPartition keys, topic names, the
     group of each record) are built on first use (_build_groups), which a loop that only
     iterates values or calls to_arrow() never needs, and the messages are first read where
     their fields are used."""
     cdef ConsumerRecords b = ConsumerRecords.__new__(ConsumerRecords)
     b._owner = owner
+    b._pid = pid
     cdef Py_ssize_t i
     b.n = 0
     if n == 0:

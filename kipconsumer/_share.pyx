@@ -21,6 +21,7 @@ Not thread-safe: kipconsumer.share.KafkaShareConsumer serialises the calls.
 cimport cython
 from libc.stdint cimport int16_t, int32_t, int64_t
 from libc.stdlib cimport free, malloc
+from posix.types cimport pid_t
 
 from kipconsumer._clock cimport kc_now_ms
 from kipconsumer._conf cimport conf_from_dict
@@ -30,6 +31,7 @@ from kipconsumer._fetch_buffer cimport (KC_FAIRNESS_GREEDY, KC_FAIRNESS_PROPORTI
 from kipconsumer._cstr cimport c_string
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._mock cimport MockCluster
+from kipconsumer._process cimport foreign_process, this_process
 from kipconsumer._rdk cimport *
 from kipconsumer._rdk_share cimport *
 from kipconsumer._records cimport ConsumerRecords, records_borrow, records_set_deserializers
@@ -158,14 +160,16 @@ cdef void _error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) n
 
 cdef class _Handle:
     """Owns the rd_kafka_share_t; destroyed when the consumer and every batch are gone (librdkafka
-    waits for every message to be released)."""
+    waits for every message to be released). Leaked in any other process than its creator's (a child
+    made by fork(): _process.pxd)."""
     cdef rd_kafka_share_t *rks
     cdef list acks                     # acknowledgement commit results not yet taken (_ack_commit_cb)
     cdef _Reports reports              # the client callbacks' opaque (released after the destroy)
+    cdef pid_t pid                     # the process rks belongs to
 
     def __dealloc__(self):
         cdef rd_kafka_error_t *error
-        if self.rks != NULL:
+        if self.rks != NULL and not foreign_process(self.pid):
             # no callback into an object being freed
             error = rd_kafka_share_set_acknowledgement_commit_cb(self.rks, NULL, NULL)
             if error != NULL:
@@ -183,12 +187,14 @@ cdef class _Handle:
 # (seen: an interpreter hung at exit after a close() that raised a callback's exception).
 @cython.no_gc_clear
 cdef class _Batch:
-    """Owns one rd_kafka_messages_t (every message in it); keeps the handle alive."""
+    """Owns one rd_kafka_messages_t (every message in it); keeps the handle alive. Leaked in any other
+    process than its creator's (a child made by fork(): _process.pxd)."""
     cdef rd_kafka_messages_t *msgs
     cdef _Handle handle
+    cdef pid_t pid                     # the process msgs belongs to
 
     def __dealloc__(self):
-        if self.msgs != NULL:
+        if self.msgs != NULL and not foreign_process(self.pid):
             rd_kafka_messages_destroy(self.msgs)
             self.msgs = NULL
 
@@ -203,6 +209,10 @@ cdef class NativeShareConsumer:
     cdef rd_kafka_message_t **out      # the last poll's records (implicit mode accepts them later)
     cdef int16_t *dcount
     cdef size_t out_n                  # records in `out` not yet accepted (implicit mode)
+    cdef size_t last_n                 # records in `out` the last poll returned (both modes)
+    cdef long long last_gen            # polls_started of that poll
+    cdef bint kept                     # out[:last_n] were given back (unreturn): the next poll returns them
+    cdef _Batch _last_batch            # the batch of out[:last_n]
     cdef bint implicit
     cdef bint closed
     cdef _Batch _buffered              # the batch the buffered messages belong to
@@ -216,6 +226,7 @@ cdef class NativeShareConsumer:
     cdef public long long batches_fetched
     cdef public long long record_errors
     cdef public long long acknowledged
+    cdef public long long polls_started  # poll() calls that got past the state checks
 
     def __cinit__(self, dict rdkafka, int max_poll_records, str fairness, bint implicit,
                   key_deserializer=None, value_deserializer=None):
@@ -247,6 +258,7 @@ cdef class NativeShareConsumer:
             drain_logs()
             raise ConfigError(errstr.decode(errors="replace"))
         self._handle = _Handle.__new__(_Handle)
+        self._handle.pid = this_process()
         self._handle.rks = self.rks
         self._handle.acks = []
         self._handle.reports = reports
@@ -309,6 +321,7 @@ cdef class NativeShareConsumer:
 
     def unsubscribe(self):
         self._check_open("unsubscribe")
+        self._release_kept()
         self._accept_returned()
         cdef rd_kafka_resp_err_t err = rd_kafka_share_unsubscribe(self.rks)
         self._empty_buffer()
@@ -332,6 +345,8 @@ cdef class NativeShareConsumer:
                 if e != RD_KAFKA_RESP_ERR_NO_ERROR and err == RD_KAFKA_RESP_ERR_NO_ERROR:
                     err = e
         self.out_n = 0
+        self.last_n = 0  # accepted: no longer a batch unreturn() may keep
+        self._last_batch = None
         self.acknowledged += n
         self._returned = None
         if err != RD_KAFKA_RESP_ERR_NO_ERROR:
@@ -364,6 +379,7 @@ cdef class NativeShareConsumer:
         if msgs == NULL:
             return 0
         batch = _Batch.__new__(_Batch)
+        (<_Batch>batch).pid = self._handle.pid
         (<_Batch>batch).msgs = msgs
         (<_Batch>batch).handle = self._handle
         self.batches_fetched += 1
@@ -385,13 +401,17 @@ cdef class NativeShareConsumer:
 
     def poll(self, int timeout_ms):
         """At most max.poll.records records: from the buffer, or from one librdkafka batch (waiting
-        up to timeout_ms for it) when the buffer is empty. Implicit mode: first accepts the records
-        the previous poll returned."""
+        up to timeout_ms for it) when the buffer is empty; the records unreturn() kept, if any, first.
+        Implicit mode: first accepts the records the previous poll returned."""
         cdef size_t n, i
-        cdef ConsumerRecords records
         self._check_open("poll")
         self._check_security("poll")
+        self.polls_started += 1
+        if self.kept:
+            return self._return_kept()
         self._accept_returned()
+        self.last_n = 0
+        self._last_batch = None
         if self.fb.records == 0:
             self._buffered = None
             self._fetch(timeout_ms)
@@ -400,26 +420,80 @@ cdef class NativeShareConsumer:
             return records_borrow(self.out, self.dcount, 0, None)
         batch = self._buffered
         n = kc_fb_drain(&self.fb, self.max_records, self.mode, self.out)
-        run = 0
         for i in range(n):
             self.dcount[i] = rd_kafka_message_delivery_count(self.out[i])
-            if i and (self.out[i].rkt != self.out[i - 1].rkt or self.out[i].partition != self.out[i - 1].partition):
-                self._count_returned(self.out[i - 1], i - run)
-                run = i
-        if n:
-            self._count_returned(self.out[n - 1], n - run)
-        records = records_borrow(self.out, self.dcount, n, batch)
+        if self.fb.records == 0:
+            self._buffered = None
+        return self._hand_out(n, batch)
+
+    cdef ConsumerRecords _hand_out(self, size_t n, _Batch batch):
+        """The ConsumerRecords of out[:n] (of `batch`), counted as returned; the last poll's records."""
+        cdef ConsumerRecords records = records_borrow(self.out, self.dcount, n, batch)
         if self._key_deser is not None or self._value_deser is not None:
             records_set_deserializers(records, self._key_deser, self._value_deser)
+        self._count_runs(n, 1)
         self.records_returned += n
         if self.implicit:
             self.out_n = n
             self._returned = batch
-        if self.fb.records == 0:
-            self._buffered = None
+        self.last_n = n
+        self.last_gen = self.polls_started
+        self._last_batch = batch
         return records
 
-    cdef _count_returned(self, rd_kafka_message_t *m, size_t count):
+    cdef ConsumerRecords _return_kept(self):
+        """The records unreturn() kept, returned again (nothing accepted or fetched before)."""
+        self.kept = False
+        return self._hand_out(self.last_n, self._last_batch)
+
+    def unreturn(self, long long since):
+        """The records the last poll() returned did not reach the application (an exception after the
+        native call, e.g. a signal's KeyboardInterrupt, or an asyncio poll nobody took): keeps them for
+        the next poll(), which returns them again. Until then no commit accepts them, and close() or
+        unsubscribe() RELEASEs them. Only a poll that started after `since` (a `polls_started` value)
+        and whose records nothing accepted or acknowledged yet; returns their (topic, partition,
+        offset), [] when nothing was kept."""
+        cdef size_t i, n = self.last_n
+        if self.kept or n == 0 or self.last_gen <= since:
+            return []
+        self.kept = True
+        if self.implicit:
+            self.out_n = 0
+            self._returned = None
+        self._count_runs(n, -1)
+        self.records_returned -= n
+        return [(rd_kafka_topic_name(self.out[i].rkt).decode(errors="replace"), self.out[i].partition,
+                 self.out[i].offset) for i in range(n)]
+
+    cdef int _release_kept(self) except -1:
+        """RELEASEs the records unreturn() kept (the group hands them out again)."""
+        cdef size_t i, n = self.last_n
+        cdef rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR, e
+        if not self.kept:
+            return 0
+        with nogil:
+            for i in range(n):
+                e = rd_kafka_share_acknowledge_type(self.rks, self.out[i], RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_RELEASE)
+                if e != RD_KAFKA_RESP_ERR_NO_ERROR and err == RD_KAFKA_RESP_ERR_NO_ERROR:
+                    err = e
+        self.kept = False
+        self.last_n = 0
+        self._last_batch = None
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR:
+            raise _err(err, "releasing records never handed out")
+        return 0
+
+    cdef _count_runs(self, size_t n, Py_ssize_t sign):
+        """Adds (sign 1) or takes back (-1) out[:n] in the per-partition returned counts."""
+        cdef size_t i, run = 0
+        for i in range(n):
+            if i and (self.out[i].rkt != self.out[i - 1].rkt or self.out[i].partition != self.out[i - 1].partition):
+                self._count_returned(self.out[i - 1], sign * <Py_ssize_t>(i - run))
+                run = i
+        if n:
+            self._count_returned(self.out[n - 1], sign * <Py_ssize_t>(n - run))
+
+    cdef _count_returned(self, rd_kafka_message_t *m, Py_ssize_t count):
         """Adds `count` records returned for m's partition (a run of the drain's partition-ordered output)."""
         key = (rd_kafka_topic_name(m.rkt).decode(errors="replace"), m.partition)
         self._returned_by_partition[key] = self._returned_by_partition.get(key, 0) + count
@@ -436,6 +510,8 @@ cdef class NativeShareConsumer:
             self.rks, name, partition, offset, <rd_kafka_share_AcknowledgeType_t>ack_type)
         if err != RD_KAFKA_RESP_ERR_NO_ERROR:
             raise _err(err, f"acknowledge({topic}-{partition}@{offset})")
+        self.last_n = 0  # the application has the batch: no longer one unreturn() may keep
+        self._last_batch = None
         self.acknowledged += 1
 
     def enable_commit_results(self):
@@ -497,15 +573,20 @@ cdef class NativeShareConsumer:
 
     def close(self):
         """Accepts (implicit mode) and sends the pending acknowledgements, leaves the share group.
-        Buffered records never returned are not acknowledged: the broker hands them out again."""
+        Buffered records never returned are not acknowledged: the broker hands them out again; records
+        kept by unreturn() are released."""
         cdef rd_kafka_error_t *error = NULL
         if self.closed:
             return
         try:
+            self._release_kept()
             self._accept_returned()
         finally:
             self._empty_buffer()
             self.closed = True
+            self.kept = False
+            self.last_n = 0
+            self._last_batch = None
             self._buffered = None
             self._returned = None
             with nogil:

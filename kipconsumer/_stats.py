@@ -7,7 +7,8 @@ from typing import Any
 
 
 def summary(doc: str) -> dict[str, Any]:
-    """The parts of one statistics document that ``metrics()["statistics"]`` shows (both clients).
+    """The parts of one statistics document that ``metrics()["statistics"]`` shows (both clients);
+    ``brokers`` is :func:`_brokers`.
 
     Raises ``ValueError`` for a document that is not JSON."""
     d = json.loads(doc)
@@ -27,11 +28,27 @@ def summary(doc: str) -> dict[str, Any]:
         "rxmsgs": d.get("rxmsgs", 0), "rxmsg_bytes": d.get("rxmsg_bytes", 0),
         "brokers_up": sum(1 for b in d.get("brokers", {}).values() if b.get("state") == "UP"),
         "consumer_lag": lag,
+        "brokers": _brokers(d),
     }
 
 
+def _brokers(d: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Per broker (node id; bootstrap and coordinator pseudo-entries left out): its ``host:port``
+    name, state, and the window averages of request round trip (``rtt_avg_us``) and broker throttle
+    time (``throttle_avg_ms``); 0 when the window saw no request."""
+    out: dict[int, dict[str, Any]] = {}
+    for b in d.get("brokers", {}).values():
+        node = b.get("nodeid", -1)
+        if not isinstance(node, int) or node < 0 or b.get("source") not in (None, "configured", "learned"):
+            continue
+        out[node] = {"name": b.get("nodename", ""), "state": b.get("state", ""),
+                     "rtt_avg_us": (b.get("rtt") or {}).get("avg", 0),
+                     "throttle_avg_ms": (b.get("throttle") or {}).get("avg", 0)}
+    return out
+
+
 def share_summary(doc: str) -> dict[str, Any]:
-    """:func:`summary` plus what a share consumer's statistics carry (librdkafka 2.16, measured):
+    """:func:`summary` plus what a share consumer's statistics carry (librdkafka 2.16):
     per-partition fetch counts (``rxmsgs``, ``rxbytes``: value bytes) and the share group's state from
     ``cgrp`` (its partition assignment and rebalance count). Offsets, lag and high watermarks are not
     given for share partitions (librdkafka reports -1 / -1001) and are left out."""

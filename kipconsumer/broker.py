@@ -34,7 +34,7 @@ import threading
 from collections.abc import Sequence
 from types import FrameType, TracebackType
 
-from kipconsumer import _mock
+from kipconsumer import _fork, _mock
 from kipconsumer._validate import check_topic_name, is_topic_name, suggest_any
 from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError
 
@@ -282,6 +282,12 @@ class EmbeddedBroker:
     Limits: each partition keeps about 5 MiB or 100 000 messages at most and drops the oldest; nothing
     is persisted; it lives and dies with this process; the first group join is not delayed (Kafka:
     3 s) unless ``initial_rebalance_delay_ms`` says so. The methods are thread-safe.
+
+    Not inherited through ``os.fork()``: the brokers are served by threads of the process that started
+    them. In a child, :meth:`stop`, ``close()``, leaving the ``with`` block and the child's exit return
+    at once and leave the parent's brokers running; the properties (``bootstrap_servers``, ``topics``,
+    ...) read what the child inherited (clients in the child can connect to the parent's brokers);
+    every other call raises ``IllegalStateError`` naming the process that started them.
     """
 
     def __init__(self, num_brokers: int = 3, *, initial_rebalance_delay_ms: int = 0) -> None:
@@ -291,6 +297,7 @@ class EmbeddedBroker:
         self._initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self._lock = threading.RLock()
         self._cluster: _mock.MockCluster | None = None
+        self._owner: int | None = None  # the process that started the brokers (their threads run there)
         self._stopped = False
         self._bootstrap = ""
         self._topics: dict[str, int] = {}
@@ -300,7 +307,7 @@ class EmbeddedBroker:
         """Start the brokers (no-op if running) and return ``self``.
 
         Raises IllegalStateError after :meth:`stop`; KafkaError if the listeners cannot be created."""
-        with self._lock:
+        with self._owned_lock():
             if self._stopped:
                 raise IllegalStateError("EmbeddedBroker is stopped; create a new one")
             if self._cluster is None:
@@ -314,11 +321,15 @@ class EmbeddedBroker:
                 cluster = _mock.MockCluster(self._num_brokers, self._initial_rebalance_delay_ms)
                 self._bootstrap = cluster.bootstraps()
                 self._cluster = cluster
+                self._owner = os.getpid()
             return self
 
     def stop(self) -> None:
         """Stop every broker and free the cluster. Idempotent; clients connected to it see the
-        connections close."""
+        connections close. In a child made by ``fork()``: returns at once, the parent's brokers keep
+        running (only the process that started them stops them)."""
+        if self._foreign_owner() is not None:
+            return  # before the lock: a thread of the parent may have held it at the fork
         with self._lock:
             cluster, self._cluster = self._cluster, None
             self._stopped = True
@@ -340,7 +351,25 @@ class EmbeddedBroker:
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else ("running" if self._cluster is not None else "new")
+        owner = self._foreign_owner()
+        if owner is not None:
+            state += f" in process {owner}"
         return f"<EmbeddedBroker num_brokers={self._num_brokers} {state} {self._bootstrap!r}>"
+
+    def _foreign_owner(self) -> int | None:
+        """The process that started the brokers, if it is not this one (this is a child made by
+        ``fork()``), else None."""
+        owner = self._owner
+        return owner if owner is not None and owner != os.getpid() else None
+
+    def _owned_lock(self) -> threading.RLock:
+        """The lock, once it is known that this process runs the brokers: in a child made by ``fork()``
+        raises IllegalStateError naming the process that does (the lock itself may have been held by one
+        of its threads at the fork, for ever in the child)."""
+        owner = self._foreign_owner()
+        if owner is not None:
+            raise _fork.foreign_error("EmbeddedBroker", owner)
+        return self._lock
 
     @property
     def running(self) -> bool:
@@ -359,7 +388,10 @@ class EmbeddedBroker:
 
     @property
     def bootstrap_servers(self) -> str:
-        """``"127.0.0.1:port,127.0.0.1:port,..."``, one entry per broker in broker-id order."""
+        """``"127.0.0.1:port,127.0.0.1:port,..."``, one entry per broker in broker-id order (in a child
+        made by ``fork()``: the parent's brokers, served while the parent runs them)."""
+        if self._foreign_owner() is not None:
+            return self._bootstrap
         with self._lock:
             self._running()
             return self._bootstrap
@@ -395,7 +427,7 @@ class EmbeddedBroker:
                 f"replication_factor: must be an int in 1..{self._num_brokers} (num_brokers), "
                 f"got {replication_factor!r}"
             )
-        with self._lock:
+        with self._owned_lock():
             cluster = self._running()
             try:
                 cluster.topic_create(name, partitions, replication_factor)
@@ -432,7 +464,7 @@ class EmbeddedBroker:
             if value is not None and (not _is_int(value) or not 1 <= value <= 2**31 - 1):
                 raise ConfigError(f"{name}: expected an int >= 1, got {value!r}")
         native = _native_module()
-        with self._lock:
+        with self._owned_lock():
             native.mock_share_config(
                 self._running(),
                 -1 if auto_offset_reset is None else int(auto_offset_reset == "earliest"),
@@ -442,6 +474,8 @@ class EmbeddedBroker:
     @property
     def topics(self) -> dict[str, int]:
         """Topics created with :meth:`create_topic`: name -> partition count."""
+        if self._foreign_owner() is not None:
+            return dict(self._topics)
         with self._lock:
             return dict(self._topics)
 
@@ -454,7 +488,7 @@ class EmbeddedBroker:
         if not _is_int(partition) or partition < 0:
             raise ConfigError(f"partition: must be an int >= 0, got {partition!r}")
         bid = -1 if broker_id is None else self._check_broker(broker_id)
-        with self._lock:
+        with self._owned_lock():
             cluster = self._running()
             if topic not in self._topics:
                 raise ConfigError(f"topic: {topic!r} was not created with create_topic()")
@@ -470,7 +504,7 @@ class EmbeddedBroker:
         The mock creates the topic (4 partitions) if it does not exist."""
         code = _resolve_error(error, "error")
         check_topic_name(topic, "topic", error=ConfigError)
-        with self._lock:
+        with self._owned_lock():
             self._running().topic_set_error(topic, code)
 
     # -- brokers ---------------------------------------------------------------------------------
@@ -481,7 +515,7 @@ class EmbeddedBroker:
         behind it."""
         self._check_broker(broker_id)
         _check_delay_ms(rtt_ms, "rtt_ms")
-        with self._lock:
+        with self._owned_lock():
             self._running().broker_set_rtt(broker_id, rtt_ms)
 
     def set_down(self, broker_id: int) -> None:
@@ -489,13 +523,13 @@ class EmbeddedBroker:
         reserved). Metadata still names it as leader of its partitions, so those partitions are
         unreachable until :meth:`set_up` or :meth:`set_leader`. Idempotent."""
         self._check_broker(broker_id)
-        with self._lock:
+        with self._owned_lock():
             self._running().broker_set_down(broker_id)
 
     def set_up(self, broker_id: int) -> None:
         """Bring ``broker_id`` back up on the same port. Idempotent."""
         self._check_broker(broker_id)
-        with self._lock:
+        with self._owned_lock():
             self._running().broker_set_up(broker_id)
 
     # -- request errors --------------------------------------------------------------------------
@@ -512,13 +546,13 @@ class EmbeddedBroker:
         if not errors:
             raise ConfigError("errors: give at least one error name or code")
         codes = [_resolve_error(e, f"errors[{i}]") for i, e in enumerate(errors)]
-        with self._lock:
+        with self._owned_lock():
             self._running().push_request_errors(key, codes)
 
     def clear_request_errors(self, api: str | int) -> None:
         """Drop the errors still queued for ``api`` by :meth:`push_request_errors`."""
         key = _resolve_api(api)
-        with self._lock:
+        with self._owned_lock():
             self._running().clear_request_errors(key)
 
     def set_coordinator(self, group_id: str, broker_id: int, *, key_type: str = "group") -> None:
@@ -530,7 +564,7 @@ class EmbeddedBroker:
         if key_type not in ("group", "transaction"):
             raise ConfigError(f"key_type: must be 'group' or 'transaction', got {key_type!r}")
         self._check_broker(broker_id)
-        with self._lock:
+        with self._owned_lock():
             self._running().coordinator_set(key_type, group_id, broker_id)
 
 

@@ -937,7 +937,7 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
     rd["max.poll.interval.ms"] = str(poll_interval)
     if "queued.min.messages" not in res.explicit:
         # The memory bound is queued.max.messages.kbytes; a low message count starves the
-        # fetch pipeline of small records (measured: 10000 -> 0.36M rec/s, 100000 -> 2.1M).
+        # fetch pipeline of small records (figures: docs/benchmarks.md, appendix).
         rd["queued.min.messages"] = str(max(PREFETCH_POLLS * res.get_int("max.poll.records"), 100_000))
     rd.update(res.passthrough)
     rd.update(CONSUMER_FORCED)
@@ -1138,6 +1138,16 @@ def _is_false(raw: object) -> bool:
     return str(raw).strip().lower() in ("false", "0")
 
 
+def check_at_least_once_producer(producer: Mapping[str, object]) -> None:
+    """Raises ``ConfigError`` for a producer setting an ``at_least_once`` pipeline cannot honour: a
+    ``transactional.id`` (that pipeline never begins a transaction, so every send of a transactional
+    producer would fail)."""
+    if producer.get("transactional.id") is not None:
+        raise ConfigError("config transactional.id is not allowed with processing.guarantee=at_least_once: "
+                          "a transactional.id needs processing.guarantee=exactly_once_v2 (remove it, or "
+                          "set processing.guarantee=exactly_once_v2)")
+
+
 def exactly_once_configs(consumer: Mapping[str, object], producer: Mapping[str, object],
                          default_transactional_id: str) -> tuple[dict[str, object], dict[str, object]]:
     """The client configs of an ``exactly_once_v2`` pipeline: the consumer reads committed records
@@ -1177,6 +1187,7 @@ __all__ = [
     "task_settings",
     "pipeline_settings",
     "exactly_once_configs",
+    "check_at_least_once_producer",
     "JAVA_DEFAULT_DIFFERENCES",
     "redact",
     "is_secret",

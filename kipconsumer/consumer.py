@@ -140,7 +140,9 @@ class KafkaConsumer:
         # The thread contract (_enter/_leave/close): which thread is in a call, how deep (callbacks
         # re-enter on that thread), which method it started with, and a close() of another thread
         # waiting for that call or left for it to do (_close_after: close()'s timeout).
-        # reentrant: a signal handler calling close() may run while this thread holds it
+        # reentrant: a signal handler calling close() may run while this thread holds it. Always taken
+        # with `with self._lock` (never `with self._guard`): Condition.__enter__ is Python code, and a
+        # signal's exception raised there after the acquire would leave the lock held for good
         self._lock = threading.RLock()
         self._guard = threading.Condition(self._lock)  # close() of another thread waits on it
         self._owner: int | None = None
@@ -202,7 +204,7 @@ class KafkaConsumer:
         try:  # close() of another thread gave up waiting for this call: close now, still the owner
             self._native.close(timeout)
         finally:
-            with self._guard:
+            with self._lock:
                 self._owner, self._closer = None, None
                 self._guard.notify_all()
 
@@ -336,7 +338,7 @@ class KafkaConsumer:
     def position(self, partition: TopicPartition, timeout: float | None = None) -> int:
         """Offset of the next record ``poll()`` will return for ``partition``."""
         tp = _as_tp(partition, "partition")
-        pos = self._native.position_or_none(tp)
+        pos = self._native.position_or_none(tp, self._api_timeout(timeout))
         if pos is not None:
             return int(pos)
         first = self._native.buffered_first_offset(tp)
@@ -456,8 +458,10 @@ class KafkaConsumer:
     # -- introspection / lifecycle -----------------------------------------------------
     def metrics(self) -> dict[str, Any]:
         """Counters and gauges: assigned_partitions, buffered_records, buffered_bytes,
-        time_since_last_poll_ms, last_heartbeat_ms_ago, rebalances, records_returned,
-        poll_interval_expiries, heartbeats, ..., and ``partition_lag``: ``{TopicPartition: int |
+        time_since_last_poll_ms, last_heartbeat_ms_ago, rebalances, records_returned, polls,
+        ``poll_time_ms`` (time spent inside ``poll()``, summed), ``rebalance_time_ms`` (time spent serving
+        rebalance events, the listener included, summed), ``commit_failures`` (commits refused, sync or
+        async), poll_interval_expiries, heartbeats, ..., and ``partition_lag``: ``{TopicPartition: int |
         None}`` over the assigned partitions, :meth:`current_lag` of each (None also while records
         never returned are buffered without a returned position: metrics() may run on any thread and
         does not read the buffer). Thread-safe."""
@@ -505,7 +509,7 @@ class KafkaConsumer:
         is closed, librdkafka finishes in the background, and the exception propagates."""
         seconds = timeout_seconds(timeout, self._settings.default_api_timeout_ms)
         me = threading.get_ident()
-        with self._guard:
+        with self._lock:
             if self._owner == me:  # from a callback inside a call of this thread: the native rules
                 nested = True
             else:
@@ -540,7 +544,7 @@ class KafkaConsumer:
             elif self._method != "close":
                 # e.g. a signal handler running inside a call of this thread (Python runs handlers
                 # between poll()'s waits): close once that call returns; a poll() returns at once
-                with self._guard:
+                with self._lock:
                     if self._close_after is None:
                         self._close_after = seconds
                 self._native.request_close()
@@ -548,7 +552,7 @@ class KafkaConsumer:
         try:
             self._native.close(seconds)
         finally:
-            with self._guard:
+            with self._lock:
                 self._owner, self._depth, self._closer = None, 0, None
                 self._guard.notify_all()
 

@@ -18,12 +18,21 @@ Java client), decided in one place, :func:`category_of` (docs/producer.md, "Erro
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 #: the value of ``KafkaError.category``
 Category = Literal["retriable", "abortable", "application_recoverable", "invalid_configuration", "fatal"]
 CATEGORIES: tuple[Category, ...] = ("retriable", "abortable", "application_recoverable",
                                     "invalid_configuration", "fatal")
+
+
+def _restore(cls: type[KafkaError], args: tuple[Any, ...]) -> KafkaError:
+    """Unpickles a ``KafkaError`` without calling ``__init__`` (whose keyword-only fields the pickled
+    ``__dict__`` restores)."""
+    err = cls.__new__(cls, *args)
+    err.args = args
+    return err
 
 
 class KafkaError(Exception):
@@ -51,6 +60,11 @@ class KafkaError(Exception):
     def retriable(self) -> bool:
         """Whether repeating the operation may succeed (``category == "retriable"``)."""
         return self.category == "retriable"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception's own reduce calls cls(*args), which misses required keyword-only fields
+        # (ProcessingError): pickle, copy and deepcopy keep the class, the args and every attribute.
+        return _restore, (type(self), self.args), self.__dict__
 
 
 class ConfigError(KafkaError, ValueError):
@@ -85,6 +99,34 @@ class RebalanceInProgressError(CommitFailedError):
 
     def __init__(self, message: str, *, code: str | None = None, retriable: bool | None = True) -> None:
         super().__init__(message, code=code, retriable=retriable)
+
+
+class InvalidOffsetError(KafkaError):
+    """A partition has no valid position to fetch from and ``auto.offset.reset`` is ``none``, so the
+    consumer may not choose one (Java's ``InvalidOffsetException``). ``partitions`` names them; a
+    ``seek()`` on each gives it a position, after which ``poll()`` goes on."""
+
+    def __init__(self, message: str, *, partitions: Iterable[object] = (), code: str | None = None,
+                 retriable: bool | None = None) -> None:
+        super().__init__(message, code=code, retriable=retriable)
+        self.partitions: frozenset[object] = frozenset(partitions)
+
+
+class NoOffsetForPartitionError(InvalidOffsetError):
+    """``auto.offset.reset=none`` and the group has no committed offset for ``partitions`` (Java's
+    ``NoOffsetForPartitionException``), raised by ``poll()``."""
+
+
+class OffsetOutOfRangeError(InvalidOffsetError):
+    """``auto.offset.reset=none`` and the broker refused to fetch from the position (it is past the end
+    or before the start of the log; Java's ``OffsetOutOfRangeException``), raised by ``poll()``.
+    ``offsets`` maps each partition to the refused position."""
+
+    def __init__(self, message: str, *, offsets: Mapping[object, int] | None = None,
+                 code: str | None = None, retriable: bool | None = None) -> None:
+        got: dict[object, int] = dict(offsets or {})
+        super().__init__(message, partitions=got, code=code, retriable=retriable)
+        self.offsets = got
 
 
 class WakeupError(KafkaError):
@@ -137,8 +179,9 @@ class TransactionOutcomeUnknownError(KafkaError):
     transaction or aborts it (fencing this producer), after which the consumer group's committed offsets
     (``KafkaConsumer.committed()``) say where to resume."""
 
-    def __init__(self, message: str, *, code: str | None = "_TXN_OUTCOME_UNKNOWN") -> None:
-        super().__init__(message, code=code)
+    def __init__(self, message: str, *, code: str | None = "_TXN_OUTCOME_UNKNOWN",
+                 retriable: bool | None = None) -> None:
+        super().__init__(message, code=code, retriable=retriable)
 
 
 class ProcessingError(KafkaError):
@@ -259,6 +302,8 @@ CLASS_CATEGORIES: dict[type[KafkaError], Category] = {
     KafkaTimeoutError: "retriable",
     RebalanceInProgressError: "retriable",
     CommitFailedError: "abortable",
+    # no position under auto.offset.reset=none: polling again cannot succeed until the application seeks
+    InvalidOffsetError: "invalid_configuration",
     WakeupError: "retriable",
     TaskTimeoutError: "fatal",
     IllegalStateError: "fatal",
@@ -317,6 +362,9 @@ __all__ = [
     "CommitFailedError",
     "RebalanceInProgressError",
     "WakeupError",
+    "InvalidOffsetError",
+    "NoOffsetForPartitionError",
+    "OffsetOutOfRangeError",
     "TaskTimeoutError",
     "IllegalStateError",
     "ConcurrentAccessError",

@@ -111,6 +111,7 @@ class KafkaProducer:
                  value_serializer: Serializer | None = None) -> None:
         settings = producer_settings(config)
         self._settings = settings
+        self._transactions = {"commit": 0, "abort": 0}  # completed, for metrics()
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._core = ProducerCore(_rdkafka_properties(settings.rdkafka, settings.request_timeout_ms),
@@ -232,6 +233,8 @@ class KafkaProducer:
                 f"this producer allows only close(), flush() and metrics() from now on. Close it and create "
                 f"a new one with the same transactional.id: its init_transactions() completes or aborts the "
                 f"transaction; then resume from the group's committed offsets.") from exc
+        if op in self._transactions:
+            self._transactions[op] += 1
 
     def _condemn(self, reason: str) -> None:
         """After a commit without a result: every later send() or transactional call raises
@@ -366,9 +369,12 @@ class KafkaProducer:
         ``records_delivered``, ``records_failed``, ``records_timed_out``, ``buffer_full_waits``,
         ``buffer_full_timeouts``, ``delivery_batches``, ``callback_errors``, ``client_errors``,
         ``fatal_error``, ``last_error``, ``librdkafka_queue_len``, ``topics_known``, ``statistics`` (a summary
-        of the last ``statistics.interval.ms`` document, or None), plus the
-        effective ``max_block_ms``, ``request_timeout_ms``, ``delivery_timeout_ms``."""
+        of the last ``statistics.interval.ms`` document, or None), ``transactions_committed`` /
+        ``transactions_aborted`` (completed ``commit_transaction()`` / ``abort_transaction()`` calls),
+        plus the effective ``max_block_ms``, ``request_timeout_ms``, ``delivery_timeout_ms``."""
         m: dict[str, Any] = self._core.metrics()
+        m["transactions_committed"] = self._transactions["commit"]
+        m["transactions_aborted"] = self._transactions["abort"]
         m["max_block_ms"] = self._settings.max_block_ms
         m["request_timeout_ms"] = self._settings.request_timeout_ms
         m["delivery_timeout_ms"] = self._settings.delivery_timeout_ms

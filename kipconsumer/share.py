@@ -7,11 +7,14 @@ The contract (docs/share-groups.md, API.md "Share groups"):
   ``delivery_count`` (1 on its first delivery).
 - ``share.acknowledgement.mode=implicit`` (default): the records one ``poll()`` returned are
   accepted by the next ``poll()``, ``commit_sync()``, ``commit_async()`` or ``close()``; records
-  fetched but not yet returned are never accepted. ``acknowledge()`` raises ``IllegalStateError``.
+  fetched but not yet returned are never accepted, nor are those of a ``poll()`` that raised after
+  librdkafka returned them (a signal's ``KeyboardInterrupt``): the next ``poll()`` returns them, and
+  ``close()`` / ``unsubscribe()`` release them. ``acknowledge()`` raises ``IllegalStateError``.
 - ``explicit``: ``acknowledge(record, type)`` every returned record once (ACCEPT, RELEASE, REJECT)
   before the next ``poll()``, which raises ``IllegalStateError`` otherwise; acknowledging a record
   twice, or one not returned, raises ``IllegalStateError``. Acknowledgements go to the broker with
-  the next ``poll()``, ``commit_sync()``, ``commit_async()`` or ``close()``.
+  the next ``poll()``, ``commit_sync()``, ``commit_async()`` or ``close()``; ``unsubscribe()`` releases
+  the records still unacknowledged.
 - Threads and signals as ``KafkaConsumer``: one thread at a time (``ConcurrentAccessError`` for a
   second one); ``wakeup()``, ``close()`` and ``metrics()`` from any thread; ``poll()`` waits in
   slices of at most 50 ms, so Ctrl+C, ``wakeup()`` (``WakeupError``) and ``close()`` end it.
@@ -48,7 +51,7 @@ from kipconsumer.errors import (
     ShareGroupsUnsupportedError,
     WakeupError,
 )
-from kipconsumer.structs import TopicPartition
+from kipconsumer.structs import ConsumerRecordData, TopicPartition
 
 log = logging.getLogger("kipconsumer.share")
 
@@ -87,10 +90,30 @@ def _native_module() -> Any:
     return _share
 
 
+def _type_name(value: object) -> str:
+    return "None" if value is None else f"{type(value).__name__} {value!r:.60}"
+
+
+def _acknowledge_type(value: object) -> AcknowledgeType:
+    """``value`` as an AcknowledgeType: TypeError for a non-integer (1.0, "ACCEPT", None, True),
+    ValueError for an integer that is none of the three."""
+    if isinstance(value, AcknowledgeType):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"type must be an AcknowledgeType (ACCEPT, RELEASE or REJECT), got {_type_name(value)}")
+    try:
+        return AcknowledgeType(value)
+    except ValueError:
+        raise ValueError(f"type must be an AcknowledgeType: ACCEPT (1), RELEASE (2) or REJECT (3), got "
+                         f"{value!r}") from None
+
+
 _owned = owned  # runs a method as the consumer's one owner thread (KafkaShareConsumer._enter)
 
-#: what an acknowledgement commit callback may not call (it runs inside one of them)
-_NOT_IN_CALLBACK = frozenset({"poll", "subscribe", "unsubscribe", "close"})
+#: what an acknowledgement commit callback may not call (it runs inside one of them; a commit there
+#: would accept, in implicit mode, the records the poll() running the callback is about to return)
+_NOT_IN_CALLBACK = frozenset({"poll", "subscribe", "unsubscribe", "close", "commit_sync", "commit_async"})
 
 
 class KafkaShareConsumer:
@@ -225,10 +248,14 @@ class KafkaShareConsumer:
 
     @_owned
     def unsubscribe(self) -> None:
-        """Leaves the share group (implicit mode: accepts the last poll's records first)."""
+        """Leaves the share group. Implicit mode: accepts the last poll's records first. Explicit
+        mode: records returned and not acknowledged are released (RELEASE: the group delivers them
+        again), so the consumer stays usable."""
+        for key in list(self._unacked):
+            self._native.acknowledge(key[0], key[1], key[2], int(AcknowledgeType.RELEASE))
+            del self._unacked[key]
         self._native.unsubscribe()
         self._subscription = []
-        self._unacked.clear()
 
     # -- polling -----------------------------------------------------------------------------
     @_owned
@@ -247,23 +274,41 @@ class KafkaShareConsumer:
                 f"acknowledge() every record before the next poll()")
         deadline = time.monotonic() + seconds
         self._last_poll = time.monotonic()
-        while True:
-            if self._wakeup:
-                self._wakeup = False
-                raise WakeupError("poll() interrupted by wakeup()")
-            left = deadline - time.monotonic()
-            wait_ms = 0 if left <= 0 else int(math.ceil(min(left, _SLICE_S) * 1000))
-            records: ConsumerRecords = self._native.poll(wait_ms)
-            if records or left <= 0 or self._closing or self._closed:
-                break
-        if self._explicit:
-            for r in records:
-                self._unacked[(r.topic, r.partition, r.offset)] = None
-        self._polls += 1
-        self._last_poll = time.monotonic()
-        # results that came during this poll: a callback's exception must not lose these records
-        self._serve_callbacks(keep=True)
-        return records
+        since = self._native.polls_started
+        try:
+            while True:
+                if self._wakeup:
+                    self._wakeup = False
+                    raise WakeupError("poll() interrupted by wakeup()")
+                left = deadline - time.monotonic()
+                wait_ms = 0 if left <= 0 else int(math.ceil(min(left, _SLICE_S) * 1000))
+                records: ConsumerRecords = self._native.poll(wait_ms)
+                if records or left <= 0 or self._closing or self._closed:
+                    break
+            if self._explicit:
+                for r in records:
+                    self._unacked[(r.topic, r.partition, r.offset)] = None
+            self._polls += 1
+            self._last_poll = time.monotonic()
+            # results that came during this poll: a callback's exception must not lose these records
+            self._serve_callbacks(keep=True)
+            return records
+        except BaseException:
+            # e.g. a signal's KeyboardInterrupt right after the native call: the records it returned
+            # never reached the caller; the next poll() returns them (nothing accepts them before)
+            self._give_back(since)
+            raise
+
+    @_owned
+    def _give_back(self, since: int) -> int:
+        """Owner thread: the records of a ``poll()`` that started after ``since`` (a
+        ``_native.polls_started`` value) did not reach the application; the next ``poll()`` returns
+        them again, no commit accepts them before, ``close()`` / ``unsubscribe()`` release them.
+        Returns how many were kept."""
+        keys = self._native.unreturn(since)
+        for key in keys:
+            self._unacked.pop(key, None)
+        return len(keys)
 
     def wakeup(self) -> None:
         """Makes a blocked ``poll()``, or the next one, raise ``WakeupError``. Thread-safe."""
@@ -277,7 +322,9 @@ class KafkaShareConsumer:
         if not self._explicit:
             raise IllegalStateError("acknowledge() needs share.acknowledgement.mode=explicit: in implicit "
                                     "mode the next poll() accepts every record the last one returned")
-        ack = AcknowledgeType(type)
+        if not isinstance(record, (ConsumerRecord, ConsumerRecordData)):
+            raise TypeError(f"record must be a ConsumerRecord returned by poll(), got {_type_name(record)}")
+        ack = _acknowledge_type(type)
         key = (record.topic, record.partition, record.offset)
         if key not in self._unacked:
             raise IllegalStateError(
@@ -317,11 +364,12 @@ class KafkaShareConsumer:
         ``offsets`` is ``{TopicPartition: {offset, ...}}``, ``exception`` ``None`` (acknowledged) or the
         ``KafkaError`` (e.g. the record's lock had expired: it is redelivered). It runs on the calling
         thread inside a later ``poll()``, ``commit_sync()``, ``commit_async()`` or ``close()`` (never
-        inside librdkafka) and may call ``acknowledge()``, ``commit_*()`` and ``metrics()``; ``poll()``,
-        ``subscribe()``, ``unsubscribe()`` and ``close()`` raise ``IllegalStateError`` there. An
-        exception it raises propagates from the call running it; from the callbacks run at the end of
-        a ``poll()`` (which would lose that poll's records) or inside ``close()`` it is raised by the
-        next call, or at the end of ``close()``. ``None`` removes the callback."""
+        inside librdkafka) and may call ``acknowledge()`` and ``metrics()``; ``poll()``, ``commit_*()``,
+        ``subscribe()``, ``unsubscribe()`` and ``close()`` raise ``IllegalStateError`` there (as Java's
+        client refuses them: a commit there would accept the records the running ``poll()`` is about to
+        return). An exception it raises propagates from the call running it; from the callbacks run at
+        the end of a ``poll()`` (which would lose that poll's records) or inside ``close()`` it is
+        raised by the next call, or at the end of ``close()``. ``None`` removes the callback."""
         if callback is not None and not callable(callback):
             raise TypeError("callback must be callable(offsets, exception)")
         self._ack_callback = callback

@@ -62,6 +62,7 @@ from kipconsumer.config import (
     PIPELINE_SPECS,
     PRODUCER_SPECS,
     TASK_SPECS,
+    check_at_least_once_producer,
     consumer_settings,
     exactly_once_configs,
     librdkafka_names,
@@ -174,6 +175,8 @@ def split_config(config: Mapping[str, object]) -> PipelineConfig:
     if psettings.processing_guarantee == EXACTLY_ONCE:
         consumer, producer = exactly_once_configs(consumer, producer,
                                                   f"{consumer['group.id']}-{uuid.uuid4().hex[:12]}")
+    else:
+        check_at_least_once_producer(producer)
     if str(consumer.get("group.protocol", "classic")).strip().lower() != "consumer":
         # Incremental rebalances: only the moved partitions are revoked, after the new assignment is
         # agreed, so their commit in on_partitions_revoked is accepted (and the others keep flowing).

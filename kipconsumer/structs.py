@@ -68,6 +68,8 @@ class ConsumerRecordData:
     headers: list[tuple[str, bytes | None]]
     serialized_key_size: int
     serialized_value_size: int
+    #: a share consumer's record (KafkaShareConsumer): its delivery count; None for a KafkaConsumer's
+    delivery_count: int | None = None
 
     def topic_partition(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)

@@ -6,6 +6,7 @@ own ``EmbeddedBroker`` instead of using the shared ``broker``, so they cannot di
 
 from __future__ import annotations
 
+import importlib.metadata
 import itertools
 import os
 import signal
@@ -17,6 +18,22 @@ from kc_testing import RealKafka, Tansu, tansu_binary
 
 from kipconsumer.broker import EmbeddedBroker
 from kipconsumer.testing import KafkaCluster
+
+_PLUGIN = "kipconsumer.testing.pytest_plugin"
+
+
+def _plugin_autoloaded() -> bool:
+    """True where kipconsumer was installed before its plugin became opt-in: the installed metadata
+    still has the pytest11 entry point, pytest loaded the plugin already, and registering it a second
+    time is an error. Reinstalling (``./dev.sh setup`` does when pyproject.toml changes) ends that."""
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    return any(ep.value == _PLUGIN for ep in importlib.metadata.entry_points(group="pytest11"))
+
+
+# the kafka_cluster and embedded_broker fixtures, --kafka-brokers, --kafka-version: the plugin is
+# opt-in (the wheel registers no pytest11 entry point), so our suite loads it as a user would
+pytest_plugins = [] if _plugin_autoloaded() else [_PLUGIN]
 
 # A job started in the background by a shell without job control (`cmd &` in a script, nohup) runs
 # with SIGINT ignored, and Python then installs no KeyboardInterrupt handler; the tests of Ctrl+C

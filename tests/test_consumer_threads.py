@@ -174,6 +174,145 @@ def test_close_from_another_thread_waits_for_a_long_call_then_it_closes() -> Non
     assert r["committed"] == 7, r
 
 
+def test_a_signal_in_the_deferred_close_does_not_keep_the_thread_lock() -> None:
+    # Issue #38 item 7: close() from another thread gave up waiting for a commit_sync() and left the
+    # close to it; a KeyboardInterrupt landed in that thread right after it took the thread contract's
+    # lock (_leave, after the deferred close: Python runs signal handlers after a call returns, and
+    # Condition.__enter__ is Python code around the lock's acquire), so the lock was never released
+    # and every later close() of another thread waited for it forever (the concurrency fuzzer under
+    # ASan: a worker 30 s in close()). The signal is delivered deterministically here: a profile
+    # function raises KeyboardInterrupt when a lock acquire returns inside _leave's frames.
+    r = _run("""
+        c.assign([tp])
+        n = 0
+        while n < 10:
+            n += len(c.poll(1))
+        b.set_rtt(1, 1500)
+
+        def in_leave(frame):
+            while frame is not None:
+                if frame.f_code.co_name == "_leave" and frame.f_code.co_filename.endswith("consumer.py"):
+                    return True
+                frame = frame.f_back
+            return False
+
+        fired = []
+        def inject(frame, event, arg):
+            if (event == "c_return" and not fired and getattr(arg, "__name__", "") in (
+                    "__enter__", "acquire", "_acquire_restore") and in_leave(frame)):
+                fired.append(f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_code.co_name}")
+                raise KeyboardInterrupt
+
+        gave_up = threading.Event()
+        def close_soon():
+            time.sleep(0.3)
+            c.close(timeout=0.2)  # gives up: commit_sync() is still running, and leaves the close to it
+            gave_up.set()
+        th = threading.Thread(target=close_soon)
+        th.start()
+        sys.setprofile(inject)
+        try:
+            c.commit_sync({tp: 7}, timeout=10)
+            interrupted = False
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            sys.setprofile(None)
+        th.join(10)
+        b.set_rtt(1, 0)
+        # a close() of another thread returns within its timeout
+        took = {}
+        def close_again():
+            t0 = time.monotonic()
+            c.close(timeout=0.5)
+            took["close"] = time.monotonic() - t0
+        th2 = threading.Thread(target=close_again, daemon=True)
+        th2.start()
+        th2.join(10)
+        result(gave_up=gave_up.is_set(), fired=fired, interrupted=interrupted, hung=th2.is_alive(),
+               close=took.get("close"), closed=c.closed)
+        os._exit(0)  # a thread stuck on the lock would keep the interpreter from exiting
+    """)
+    assert r["gave_up"] is True, r
+    assert r["hung"] is False, r            # before the fix: blocked on the lock the signal left held
+    assert r["close"] < 1.5, r
+    assert r["closed"] is True, r
+
+
+def test_a_signal_while_poll_logs_loses_no_record_and_close_returns() -> None:
+    # Issue #38 item 7: poll() took records out of the fetch buffer, then ran Python code (handing
+    # librdkafka's log lines to logging) before it owned them; a KeyboardInterrupt raised there lost
+    # them and left their messages undestroyed, so a later close() waited in rd_kafka_destroy() for
+    # them forever (the fuzzer's main thread takes SIGINTs in poll(); a worker's close() then hung).
+    # A profile function raises KeyboardInterrupt at the first log line handed over while poll()
+    # holds records that the application has not got.
+    r = _run("""
+        c.close()
+        c = KafkaConsumer(dict(conf, **{"debug": "fetch", "max.poll.records": 2}))  # many log lines
+        c.assign([tp])
+        got, fired = [], []
+        def inject(frame, event, arg):
+            if (event == "call" and not fired and frame.f_code.co_name == "emit"
+                    and frame.f_code.co_filename.endswith("_rdklog.py")
+                    and c._native.metrics()["records_returned"] > len(got)):
+                fired.append(1)
+                raise KeyboardInterrupt
+        end = time.monotonic() + 30
+        while time.monotonic() < end and len(got) < 10:
+            sys.setprofile(inject)
+            try:
+                got += [r.offset for r in c.poll(0.5)]
+            except KeyboardInterrupt:
+                pass
+            finally:
+                sys.setprofile(None)
+        returned = c.metrics()["records_returned"]
+        took = {}
+        def close_elsewhere():
+            t0 = time.monotonic()
+            c.close(timeout=1.0)
+            took["close"] = time.monotonic() - t0
+        th = threading.Thread(target=close_elsewhere, daemon=True)
+        th.start()
+        th.join(15)
+        result(got=got, returned=returned, fired=len(fired), hung=th.is_alive(), close=took.get("close"))
+        os._exit(0)  # a thread stuck in rd_kafka_destroy() would keep the interpreter from exiting
+    """)
+    assert r["got"] == list(range(10)), r    # before the fix: the interrupted poll's records were lost
+    assert r["returned"] == 10, r
+    assert r["hung"] is False, r             # before the fix: close() waited for the lost messages
+    assert r["close"] < 3, r
+
+
+def test_metrics_while_another_thread_closes_does_not_crash() -> None:
+    # metrics() (any thread) built its per-partition lags from the core with Python code (the
+    # TopicPartition keys) between the reads; a close() on another thread that ran then freed the
+    # core, and the next read crashed (SEGV in the concurrency fuzzer under ASan). The other thread's
+    # close() is run exactly there: a profile function starts it at metrics()' first TopicPartition.
+    r = _run("""
+        c.assign([tp])
+        n = 0
+        while n < 10:
+            n += len(c.poll(1))
+        closed = []
+        def inject(frame, event, arg):
+            if (event == "call" and not closed
+                    and frame.f_globals.get("__name__") == "namedtuple_TopicPartition"):
+                th = threading.Thread(target=c.close, args=(2.0,))
+                th.start()
+                th.join(10)
+                closed.append(c.closed)
+        sys.setprofile(inject)
+        try:
+            m = c.metrics()
+        finally:
+            sys.setprofile(None)
+        result(closed=closed, lag=list(m.get("partition_lag", {}).values()))
+    """)
+    assert r["closed"] == [True], r     # the close ran inside metrics()
+    assert r["lag"] in ([None], [0]), r  # read before the close, or unknown once closed
+
+
 # ------------------------------------------------------------------------------ callbacks re-entering
 
 

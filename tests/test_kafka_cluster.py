@@ -3,6 +3,7 @@ clean-up; and what a client sees across those faults (an idempotent producer thr
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -217,3 +219,122 @@ def test_cluster_ids_never_look_like_an_option() -> None:
     ids = [_new_cluster_id() for _ in range(2000)]  # about 31 of 2000 random ids start with '-'
     assert not [i for i in ids if i.startswith("-")]
     assert len(set(ids)) == 2000 and all(len(i) == 22 for i in ids)
+
+
+_FORK_SCRIPT = textwrap.dedent("""
+    import os, signal, sys, time
+    from kipconsumer import KafkaProducer
+    from kipconsumer.errors import IllegalStateError
+    from kipconsumer.testing import KafkaCluster
+
+    PARENT = os.getpid()
+    k = KafkaCluster().start()  # not a `with` block: the child's sys.exit() must not unwind one
+    k.create_topic("t", 1)
+    jvm, data = k.pid(1), k.base_dir / "node-1" / "data"
+
+    def child_calls():
+        ok = True
+        for name, call in [("start", k.start), ("kill_broker", lambda: k.kill_broker(1)),
+                           ("pause_broker", lambda: k.pause_broker(1)), ("pid", lambda: k.pid(1)),
+                           ("start_broker", lambda: k.start_broker(1)), ("admin", k.admin),
+                           ("create_topic", lambda: k.create_topic("c", 1)), ("enter", k.__enter__)]:
+            try:
+                call()
+                print("CHILD-NO-ERROR", name, flush=True); ok = False
+            except IllegalStateError as e:
+                if f"process {PARENT}" not in str(e):
+                    print("CHILD-BAD-MESSAGE", name, e, flush=True); ok = False
+        ok = ok and k.node_ids == [1] and k.bootstrap_servers.startswith("127.0.0.1:")
+        ok = ok and k.log_path(1).exists() and str(PARENT) in repr(k)
+        with KafkaProducer({"bootstrap.servers": k.bootstrap_servers}) as p:  # the child's own client
+            p.send("t", b"from-child").result(30)
+        return ok
+
+    for how in ("with", "exit", "calls"):
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(60)
+            if how == "with":
+                k.__exit__(None, None, None)  # what leaving `with KafkaCluster()` does in the child
+            elif how == "calls":
+                print("CHILD-OK" if child_calls() else "CHILD-FAILED", flush=True)
+            sys.exit(0)  # the interpreter's exit: atexit stops every cluster it knows
+        _, status = os.waitpid(pid, 0)
+        print(how, "CHILD-STATUS", os.waitstatus_to_exitcode(status), flush=True)
+        time.sleep(1)
+        alive = os.path.exists(f"/proc/{jvm}") and k.pid(1) == jvm
+        with KafkaProducer({"bootstrap.servers": k.bootstrap_servers}) as p:
+            p.send("t", b"after").result(30)
+        print(how, "PARENT-HEALTHY" if alive and data.exists() else "PARENT-BROKEN", flush=True)
+    k.stop()
+    print("DONE", flush=True)
+""")
+
+
+def test_a_forked_child_leaves_the_parents_cluster_alone() -> None:
+    """Issue #38 (probe3 D4): a child leaving ``with``, exiting (atexit), or calling the node controls
+    used to remove the parent's running node's data (its Popen could not wait for a JVM that is not
+    its child: "exited", so stop() removed the data) and kill it. Now the child's stop() returns at
+    once, its controls raise IllegalStateError naming the parent, its reads and its own clients work."""
+    proc = subprocess.run([sys.executable, "-c", _FORK_SCRIPT], capture_output=True, text=True, timeout=300)
+    out = proc.stdout
+    for how in ("with", "exit", "calls"):
+        assert f"{how} CHILD-STATUS 0" in out, (out, proc.stderr[-3000:])
+        assert f"{how} PARENT-HEALTHY" in out, (out, proc.stderr[-3000:])
+    assert "CHILD-OK" in out and "DONE" in out and proc.returncode == 0, (out, proc.stderr[-3000:])
+
+
+_OWNER_SCRIPT = textwrap.dedent("""
+    import gc, json, sys, time
+    from kipconsumer.testing import KafkaCluster
+    k = KafkaCluster().start()
+    k.create_topic("t", 1)
+    print(json.dumps({"base": str(k.base_dir), "jvm": k.pid(1)}), flush=True)
+    if sys.argv[1] == "drop":
+        del k
+        gc.collect()
+        sys.exit(0)
+    time.sleep(600)
+""")
+
+
+def _owner(tmp_path: Path, how: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-c", _OWNER_SCRIPT, how], stdout=subprocess.PIPE, text=True,
+                            env=env)
+    assert proc.stdout is not None
+    return proc, json.loads(proc.stdout.readline())
+
+
+def _gone(pid: int, within_s: float = 15.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z"):
+                return True
+        except (FileNotFoundError, IndexError):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_what_a_killed_or_careless_owner_leaves_is_removed(tmp_path: Path) -> None:
+    """Issue #38 (probe3 L1): the data of a cluster whose process was SIGKILLed stayed in the temp folder
+    for ever, and so did a cluster's dropped without stop() (the exit handler knew clusters through a
+    WeakSet). Now a dropped cluster is stopped at exit, and the next cluster started removes the data
+    a dead owner left (its logs stay for a day: tests/test_kafka_cluster_hygiene.py has the rule)."""
+    killed, first = _owner(tmp_path, "sleep")
+    killed.kill()
+    killed.wait()
+    assert _gone(first["jvm"])  # the parent-death signal
+    killed_base = Path(first["base"])
+    assert (killed_base / "node-1" / "data").exists()  # nobody could remove it yet
+
+    dropped, second = _owner(tmp_path, "drop")  # its start sweeps the temp folder
+    assert dropped.wait(120) == 0
+    assert _gone(second["jvm"])
+    assert not (killed_base / "node-1" / "data").exists()
+    assert "Kafka Server started" in (killed_base / "node-1" / "server.log").read_text()
+    assert not (Path(second["base"]) / "node-1" / "data").exists()
+    assert (Path(second["base"]) / "node-1" / "server.log").exists()

@@ -270,3 +270,40 @@ def test_commit_async_callback_outcomes_and_metrics(kafka_cluster: KafkaCluster)
         outcomes.clear()
         poll_until(c, lambda g: last <= {(r.partition, r.offset) for r in g}, on_batch=accept)
     assert last <= accepted(), outcomes
+
+
+def test_async_close_after_a_cancelled_poll_releases_what_no_poll_handed_out(
+        kafka_cluster: KafkaCluster) -> None:
+    """Issue #38 D1: ``wait_for(c.poll(9), 0.2)`` times out, records arrive for the worker's poll that
+    goes on, the application leaves ``async with``: close() releases those records (another member
+    gets every one, those with delivery count 2), it does not accept them."""
+    import asyncio
+
+    from kipconsumer.aio import AsyncKafkaShareConsumer
+
+    topic = _topic(kafka_cluster)
+    group = share_group(kafka_cluster)
+    conf = {"bootstrap.servers": kafka_cluster.bootstrap_servers, "group.id": group}
+
+    async def main() -> tuple[int, int]:
+        async with AsyncKafkaShareConsumer(conf) as c:
+            await c.subscribe([topic])
+            for _ in range(6):  # joins the group; nothing there yet
+                assert not await c.poll(0.5)
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(c.poll(9.0), 0.2)
+            await asyncio.get_running_loop().run_in_executor(None, produce, kafka_cluster, topic, 1, 20)
+            deadline = time.monotonic() + 9
+            while not c.consumer.metrics()["records_returned"] and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            fetched = c.consumer.metrics()["records_returned"]
+        return fetched, c.metrics()["acknowledged"]
+
+    fetched, acknowledged = asyncio.run(main())
+    assert fetched, "the test needs the cancelled poll's worker call to get records"
+    with consumer(kafka_cluster, group) as c2:
+        c2.subscribe([topic])
+        got = poll_until(c2, lambda g: len(g) >= 20, timeout=LOCK_MS / 1000 + 20)
+    assert sorted(r.offset for r in got) == list(range(20)), "records accepted at close were lost"
+    assert acknowledged == 0
+    assert sum(r.delivery_count == 2 for r in got) >= fetched  # released: delivered again

@@ -4,8 +4,10 @@ it by name: the Java syntax that Python's ``re`` reads differently or not at all
 (POSIX classes ``\\p{Alpha}`` etc., ``\\Q...\\E`` quoting, ``\\z``) or refused with a ``ConfigError``
 naming the construct (class intersection ``[a-z&&[^e]]`` and union ``[a-z[0-9]]``, which Python
 silently reads as other sets; inline flags after the start; other ``\\p{...}`` classes; possessive
-quantifiers and atomic groups before Python 3.11, which has them). Written from Java's documented syntax
-(the ``Pattern`` class's table), not from its sources."""
+quantifiers and atomic groups before Python 3.11, which has them; a trailing backslash; groups nested
+deeper than ``MAX_GROUP_DEPTH``). The result is matched by :mod:`kipconsumer.spark.topicpattern`,
+which refuses what needs backtracking. Linear in the pattern's length. Written from Java's documented
+syntax (the ``Pattern`` class's table), not from its sources."""
 
 from __future__ import annotations
 
@@ -33,11 +35,15 @@ _POSIX = {
     "Space": " \\t\\n\\x0b\\f\\r",
 }
 _POSIX.update({"Is" + k: v for k, v in list(_POSIX.items())})
+_POSIX_NAME = re.compile(r"\{(\w+)\}|([A-Za-z])")
+_INLINE_FLAG = re.compile(r"\(\?[a-zA-Z-]+\)")
+#: Deepest group nesting accepted (Python's parser and the matcher recurse per level).
+MAX_GROUP_DEPTH = 100
 
 
 def _refuse(pattern: str, what: str) -> ConfigError:
     return ConfigError(
-        f"option subscribePattern {pattern!r}: {what} is Java regex syntax that Python's re reads "
+        f"option subscribePattern {pattern[:80]!r}: {what} is Java regex syntax that Python's re reads "
         "differently or not at all, and kipkafka does not translate it; write the pattern without it")
 
 
@@ -46,13 +52,15 @@ def java_pattern_to_python(pattern: str) -> str:
     name)`` does. Raises ``ConfigError`` for Java syntax it cannot carry over, or an invalid pattern."""
     out: list[str] = []
     i, n = 0, len(pattern)
+    depth = 0  # nesting depth of (...)
     in_class = 0  # nesting depth of [...]
     class_start = False  # just after "[" or "[^" (a "]" there is a literal)
     while i < n:
         c = pattern[i]
         if c == "\\":
             if i + 1 >= n:
-                break  # re.compile below reports the dangling backslash
+                raise ConfigError(f"option subscribePattern {pattern[:80]!r} ends with a backslash that "
+                                  "escapes nothing (Java: PatternSyntaxException); write \\\\ for one")
             d = pattern[i + 1]
             if d == "Q":
                 end = pattern.find("\\E", i + 2)
@@ -63,7 +71,7 @@ def java_pattern_to_python(pattern: str) -> str:
                 class_start = False
                 continue
             if d in "pP":
-                m = re.match(r"\{(\w+)\}|([A-Za-z])", pattern[i + 2:])
+                m = _POSIX_NAME.match(pattern, i + 2)
                 name = (m.group(1) or m.group(2)) if m else None
                 if name is None or name not in _POSIX:
                     raise _refuse(pattern, f"the class \\{d}{{{name or '...'}}}")
@@ -74,7 +82,7 @@ def java_pattern_to_python(pattern: str) -> str:
                     out.append(body)
                 else:
                     out.append(("[^" if d == "P" else "[") + body + "]")
-                i += 2 + m.end()  # type: ignore[union-attr]
+                i = m.end()  # type: ignore[union-attr]
                 class_start = False
                 continue
             if d == "z" and not in_class:
@@ -113,14 +121,21 @@ def java_pattern_to_python(pattern: str) -> str:
             if pattern.startswith("(?>", i):
                 raise _refuse(pattern, "an atomic group (?>...) (before Python 3.11)")
         if c == "(" and pattern.startswith("(?", i) and i > 0:
-            m = re.match(r"\(\?[a-zA-Z-]+\)", pattern[i:])
+            m = _INLINE_FLAG.match(pattern, i)
             if m:
                 raise _refuse(pattern, f"an inline flag {m.group(0)} after the start of the pattern")
+        if c == "(":
+            depth += 1
+            if depth > MAX_GROUP_DEPTH:
+                raise ConfigError(f"option subscribePattern {pattern[:80]!r}: groups nested deeper than "
+                                  f"{MAX_GROUP_DEPTH} levels are not supported")
+        elif c == ")":
+            depth -= 1
         out.append(c)
         i += 1
     py = "".join(out)
     try:
         re.compile(py)
-    except re.error as e:
-        raise ConfigError(f"option subscribePattern is not a valid regex ({e}): {pattern!r}") from None
+    except (re.error, OverflowError, RecursionError) as e:  # e.g. a{99999999999}: OverflowError
+        raise ConfigError(f"option subscribePattern is not a valid regex ({e}): {pattern[:80]!r}") from None
     return py

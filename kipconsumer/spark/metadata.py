@@ -4,7 +4,6 @@ offsets by timestamp with an assign-only kipconsumer. Created lazily, never pick
 
 from __future__ import annotations
 
-import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -15,6 +14,7 @@ from kipconsumer.errors import ConfigError, KafkaError
 from kipconsumer.spark.offsets import EARLIEST, LATEST, TP
 from kipconsumer.spark.options import ReadOptions
 from kipconsumer.spark.planning import offsets_at_timestamps, timestamps_for
+from kipconsumer.spark.topicpattern import compile_topic_pattern
 from kipconsumer.structs import TopicPartition
 
 T = TypeVar("T")
@@ -96,9 +96,9 @@ class Metadata:
         out: list[TP] = []
         if o.pattern:
             md = self._list_topics(None, timeout)
-            rx = re.compile(o.pattern)
+            rx = compile_topic_pattern(o.pattern)  # linear time: no backtracking on any topic name
             for name, t in md.topics.items():
-                if rx.fullmatch(name) and t.error is None:
+                if t.error is None and rx.fullmatch(name):
                     out.extend((name, p) for p in t.partitions)
             return sorted(out)
         for topic in o.subscribe:

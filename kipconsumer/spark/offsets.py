@@ -4,9 +4,11 @@ offset}}`` JSON, and the per-partition JSON specs of the offset and timestamp op
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
+from kipconsumer._validate import check_topic_name
 from kipconsumer.errors import ConfigError
 
 TP = tuple[str, int]
@@ -34,28 +36,92 @@ def offsets_from_json(obj: Mapping[str, Any] | None) -> dict[TP, int]:
     return out
 
 
-def _per_partition_json(value: str, name: str, example: str, minimum: int) -> dict[TP, int]:
+#: Kafka's partition numbers are Java ints, offsets and timestamps Java longs.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+_PARTITION_KEY = re.compile(r"0|[1-9][0-9]*")
+
+
+def shown(value: str, limit: int = 80) -> str:
+    """``repr(value)``, cut to about ``limit`` characters (option values may be megabytes)."""
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
+
+
+def _load_json(value: str, name: str, example: str) -> Any:
+    """``json.loads`` with every failure (syntax, nesting too deep, numbers too long, a key given twice)
+    a ``ConfigError`` naming the option."""
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in out:
+                raise ConfigError(f"option {name}: the key {k!r} is given twice")
+            out[k] = v
+        return out
+
     try:
-        obj = json.loads(value)
-    except json.JSONDecodeError:
-        raise ConfigError(f"option {name} must be JSON like {example}, got {value!r}") from None
+        return json.loads(value, object_pairs_hook=no_duplicates)
+    except ConfigError:
+        raise
+    except (ValueError, RecursionError):
+        raise ConfigError(f"option {name} must be JSON like {example}, got {shown(value)}") from None
+
+
+def _topic(topic: str, name: str) -> str:
+    return check_topic_name(topic, f"option {name}", error=ConfigError)
+
+
+def _partition_number(p: object, name: str, topic: str) -> int:
+    """A JSON partition number: an integer (not a bool, float or string) in 0..INT32_MAX."""
+    if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p <= INT32_MAX:
+        raise ConfigError(f"option {name}: partition {p!r} of topic {topic!r} must be an integer in "
+                          f"0..{INT32_MAX}")
+    return p
+
+
+def _partition_key(p: str, name: str, topic: str) -> int:
+    """A partition as a JSON object key: its decimal digits, without sign, leading zeros or spaces (so
+    that two keys never name one partition), in 0..INT32_MAX."""
+    if _PARTITION_KEY.fullmatch(p) is None or int(p) > INT32_MAX:
+        raise ConfigError(f"option {name}: partition {p!r} of topic {topic!r} must be a partition number in "
+                          f"0..{INT32_MAX} written as plain decimal digits (no sign, leading zero or space)")
+    return int(p)
+
+
+def parse_assign_spec(value: str) -> tuple[TP, ...]:
+    """``assign``: ``{"topic": [0, 1]}``, topics by Kafka's naming rule, partitions JSON integers in
+    0..INT32_MAX; sorted, each partition once."""
+    example = '{"topic": [0, 1]}'
+    obj = _load_json(value, "assign", example)
     if not isinstance(obj, dict):
-        raise ConfigError(f"option {name}: expected a JSON object like {example}, got {value!r}")
+        raise ConfigError(f"option assign must be a JSON object like {example}, got {shown(value)}")
+    out: set[TP] = set()
+    for topic, parts in obj.items():
+        _topic(topic, "assign")
+        if not isinstance(parts, list):
+            raise ConfigError(f"option assign: topic {topic!r} must map to a list of partitions like "
+                              f"{example}, got {parts!r}")
+        out.update((topic, _partition_number(p, "assign", topic)) for p in parts)
+    return tuple(sorted(out))
+
+
+def _per_partition_json(value: str, name: str, example: str, minimum: int) -> dict[TP, int]:
+    obj = _load_json(value, name, example)
+    if not isinstance(obj, dict):
+        raise ConfigError(f"option {name}: expected a JSON object like {example}, got {shown(value)}")
     out: dict[TP, int] = {}
     for topic, parts in obj.items():
+        _topic(topic, name)
         if not isinstance(parts, dict):
             raise ConfigError(
                 f"option {name}: topic {topic!r} must map to {{partition: value}}, got {parts!r}")
         for p, v in parts.items():
-            try:
-                part = int(p)
-            except ValueError:
+            part = _partition_key(p, name, topic)
+            if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= INT64_MAX:
                 raise ConfigError(
-                    f"option {name}: partition {p!r} of topic {topic!r} is not an int") from None
-            if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-                raise ConfigError(
-                    f"option {name}: the value of {topic}-{p} must be an int >= {minimum}, got {v!r}")
-            out[(str(topic), part)] = v
+                    f"option {name}: the value of {topic}-{p} must be an int >= {minimum} and "
+                    f"<= {INT64_MAX}, got {v!r}")
+            out[(topic, part)] = v
     return out
 
 
@@ -69,7 +135,7 @@ def parse_offsets_spec(value: str | None, default: str, name: str) -> str | dict
         return v.lower()
     if not v.startswith("{"):
         raise ConfigError(f"option {name} must be 'earliest', 'latest' or JSON like "
-                          f"{{\"topic\": {{\"0\": 23, \"1\": -2}}}}, got {value!r}")
+                          f"{{\"topic\": {{\"0\": 23, \"1\": -2}}}}, got {shown(value)}")
     return _per_partition_json(v, name, '{"topic": {"0": 23, "1": -2}}', EARLIEST)
 
 

@@ -8,16 +8,27 @@ suggestion and the list of supported ones. Spark lower-cases option keys: lookup
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kipconsumer._validate import suggest
-from kipconsumer.config import consumer_settings, producer_settings
+from kipconsumer._validate import check_topic_name, suggest
+from kipconsumer.config import consumer_settings, is_secret, producer_settings
 from kipconsumer.errors import ConfigError
 from kipconsumer.spark.javaregex import java_pattern_to_python
-from kipconsumer.spark.offsets import EARLIEST, TP, parse_offsets_spec, parse_timestamps_spec
+from kipconsumer.spark.offsets import (
+    EARLIEST,
+    INT32_MAX,
+    INT64_MAX,
+    TP,
+    parse_assign_spec,
+    parse_offsets_spec,
+    parse_timestamps_spec,
+    shown,
+)
+from kipconsumer.spark.topicpattern import compile_topic_pattern
 
 #: Records per executor poll() (a Spark Arrow batch is at least this big when data is there).
 DEFAULT_MAX_POLL_RECORDS = 10_000
@@ -53,6 +64,8 @@ _BATCH_ONLY = ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp")
 _STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
 
 _TIME_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+#: An integer option's text: ASCII digits with an optional sign (no '1_000', no other scripts' digits).
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -92,25 +105,47 @@ def _bool(low: Mapping[str, str], name: str, default: bool) -> bool:
     raise ConfigError(f"option {name} must be true or false, got {v!r}")
 
 
-def _int(low: Mapping[str, str], name: str, default: int | None, minimum: int = 1) -> int | None:
+def _int(low: Mapping[str, str], name: str, default: int | None, minimum: int = 1,
+         maximum: int = INT64_MAX) -> int | None:
+    """An integer option in ``minimum..maximum`` (Spark's Long options: up to 2^63 - 1)."""
     v = _get(low, name)
     if v is None:
         return default
-    try:
-        n = int(v.strip())
-    except ValueError:
-        raise ConfigError(f"option {name} must be an integer, got {v!r}") from None
+    text = v.strip()
+    if _INTEGER.fullmatch(text) is None or len(text) > 25:
+        raise ConfigError(f"option {name} must be an integer in {minimum}..{maximum} written with the digits "
+                          f"0-9, got {shown(v)}")
+    n = int(text)
     if n < minimum:
         raise ConfigError(f"option {name} must be >= {minimum}, got {n}")
+    if n > maximum:
+        raise ConfigError(f"option {name} must be <= {maximum}, got {n}")
     return n
 
 
 def parse_duration_ms(value: str, name: str) -> int:
-    """Spark's time strings: ``500ms``, ``30s``, ``15m``, ``1h``, ``2d``; a bare number is ms."""
-    m = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", value.lower())
+    """Spark's time strings: ``500ms``, ``30s``, ``15m``, ``1h``, ``2d``; a bare number is ms. At most
+    2^63 - 1 ms (a Java long)."""
+    m = re.fullmatch(r"\s*([0-9]{1,25})\s*(ms|s|m|min|h|d)?\s*", value.lower())
     if m is None:
-        raise ConfigError(f"option {name} must be a duration like 500ms, 30s, 15m or 1h, got {value!r}")
-    return int(m.group(1)) * _TIME_UNITS_MS[m.group(2) or "ms"]
+        raise ConfigError(f"option {name} must be a duration like 500ms, 30s, 15m or 1h (digits 0-9; units "
+                          f"ms, s, m, min, h, d), got {shown(value)}")
+    ms = int(m.group(1)) * _TIME_UNITS_MS[m.group(2) or "ms"]
+    if ms > INT64_MAX:
+        raise ConfigError(f"option {name} must be at most {INT64_MAX} ms, got {shown(value)}")
+    return ms
+
+
+def _options_repr(self: object) -> str:
+    """dataclass-style repr with the values of secret ``kafka.*`` options masked (``config.is_secret``);
+    the object itself keeps them (it is pickled to the executors, which need them)."""
+    parts = []
+    for f in dataclasses.fields(self):  # type: ignore[arg-type]
+        value = getattr(self, f.name)
+        if f.name == "kafka":
+            value = tuple((k, "***" if is_secret(k) else v) for k, v in value)
+        parts.append(f"{f.name}={value!r}")
+    return f"{type(self).__name__}({', '.join(parts)})"
 
 
 def kafka_config(options: Mapping[str, str]) -> dict[str, str]:
@@ -127,7 +162,7 @@ class ReadOptions:
 
     kafka: tuple[tuple[str, str], ...]
     subscribe: tuple[str, ...] = ()
-    pattern: str | None = None  # subscribePattern as a Python re pattern (javaregex)
+    pattern: str | None = None  # subscribePattern as a Python re pattern (javaregex), matched by topicpattern
     assign: tuple[TP, ...] = ()
     starting: str | dict[TP, int] = "latest"
     starting_by_timestamp: dict[TP, int] | None = None
@@ -146,6 +181,8 @@ class ReadOptions:
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     fetch_offset_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
+
+    __repr__ = _options_repr
 
     @property
     def starts_by_timestamp(self) -> bool:
@@ -178,20 +215,17 @@ class ReadOptions:
         if subscribe:
             topics = tuple(t.strip() for t in subscribe.split(",") if t.strip())
             if not topics:
-                raise ConfigError(f"option subscribe must list topics, got {subscribe!r}")
+                raise ConfigError(f"option subscribe must list topics, got {shown(subscribe)}")
+            for t in topics:
+                check_topic_name(t, "option subscribe", error=ConfigError)
         assigned: tuple[TP, ...] = ()
         if assign:
-            try:
-                import json
-
-                obj = json.loads(assign)
-                assigned = tuple(sorted((str(t), int(p)) for t, ps in obj.items() for p in ps))
-            except (ValueError, AttributeError, TypeError):
-                raise ConfigError(
-                    f"option assign must be JSON like {{\"topic\": [0, 1]}}, got {assign!r}") from None
+            assigned = parse_assign_spec(assign)
         if pattern:
-            # a Java regex in Spark's connector: translated to Python's re or refused by name
+            # a Java regex in Spark's connector: translated to Python's re or refused by name, then
+            # compiled once here for the driver's linear-time matcher (refusals surface now)
             pattern = java_pattern_to_python(pattern)
+            compile_topic_pattern(pattern)
         starting = parse_offsets_spec(_get(low, "startingOffsets"), "latest" if streaming else "earliest",
                                       "startingOffsets")
         if not streaming and starting == "latest":
@@ -240,13 +274,15 @@ class ReadOptions:
             max_offsets_per_trigger=_int(low, "maxOffsetsPerTrigger", None),
             min_offsets_per_trigger=_int(low, "minOffsetsPerTrigger", None),
             max_trigger_delay_ms=parse_duration_ms(delay_raw or DEFAULT_MAX_TRIGGER_DELAY, "maxTriggerDelay"),
-            min_partitions=_int(low, "minPartitions", None),
+            min_partitions=_int(low, "minPartitions", None, maximum=INT32_MAX),
             max_records_per_partition=_int(low, "maxRecordsPerPartition", None),
             include_headers=_bool(low, "includeHeaders", False),
             fail_on_data_loss=_bool(low, "failOnDataLoss", True),
             poll_timeout_ms=_int(low, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS) or 0,
-            fetch_offset_retries=_int(low, "fetchOffset.numRetries", 3, minimum=0) or 0,
-            fetch_offset_retry_interval_ms=_int(low, "fetchOffset.retryIntervalMs", 10, minimum=0) or 0,
+            fetch_offset_retries=_int(low, "fetchOffset.numRetries", 3, minimum=0, maximum=INT32_MAX) or 0,
+            # slept between retries: bounded as a sleep can be
+            fetch_offset_retry_interval_ms=_int(low, "fetchOffset.retryIntervalMs", 10, minimum=0,
+                                                maximum=INT32_MAX) or 0,
         )
 
 
@@ -260,6 +296,8 @@ class WriteOptions:
     topic: str | None = None
     include_headers: bool = True
 
+    __repr__ = _options_repr
+
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
         check_names(options, WRITE_OPTIONS, "write")
@@ -268,6 +306,8 @@ class WriteOptions:
         conf.setdefault("client.id", "kipkafka-spark")
         producer_settings(conf)
         topic = _get(low, "topic")
+        if topic is not None:
+            check_topic_name(topic, "write option topic", error=ConfigError)
         if not _bool(low, "includeHeaders", True):
             # Spark's Kafka sink has no includeHeaders option: it writes a headers column whenever the
             # DataFrame has one, whatever the option says. Honouring false would write other records

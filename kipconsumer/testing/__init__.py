@@ -6,8 +6,9 @@
 * :class:`EmbeddedBroker`: librdkafka's mock cluster inside this process (also
   ``kipconsumer.broker``), for request-level fault injection and speed.
 
-``python -m kipconsumer.testing kafka --brokers 3`` runs a cluster from the shell; the pytest plugin
-``kipconsumer.testing.pytest_plugin`` gives the fixtures ``kafka_cluster`` and ``embedded_broker``.
+``python -m kipconsumer.testing kafka --brokers 3`` runs a cluster from the shell; the opt-in pytest plugin
+``kipconsumer.testing.pytest_plugin`` (``pytest -p kipconsumer.testing.pytest_plugin``) gives the
+fixtures ``kafka_cluster`` and ``embedded_broker``.
 """
 
 from __future__ import annotations

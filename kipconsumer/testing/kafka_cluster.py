@@ -6,8 +6,11 @@ formatted at start; the configs are made for fast tests (no initial rebalance de
 topics with replication factor ``min(3, brokers)``, short minimum session timeouts, share groups on).
 The cluster is ready when every node answers metadata. Each node's log is
 ``<base_dir>/node-<id>/server.log`` and stays after :meth:`KafkaCluster.stop` (the data is removed
-unless ``base_dir`` was given). Every JVM is gone when the cluster stops, when the interpreter exits,
-or when this process dies (the kernel's parent-death signal).
+unless ``base_dir`` was given; what a killed process left in a temporary folder is removed by a later
+cluster: ``kipconsumer.testing._base_dirs``). Every JVM is gone when the cluster stops, when the
+interpreter exits (also for a cluster dropped without ``stop()``), or when this process dies (the
+kernel's parent-death signal). A cluster belongs to the process that started it: a child made by
+``fork()`` never stops it (see :class:`KafkaCluster`).
 """
 
 from __future__ import annotations
@@ -20,18 +23,19 @@ import secrets
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from kipconsumer import _fork
 from kipconsumer._validate import check_topic_name
 from kipconsumer.errors import ConfigError, IllegalStateError
+from kipconsumer.testing import _args
+from kipconsumer.testing._base_dirs import make_base_dir, sweep_stale
 from kipconsumer.testing._certs import CertPair, TestCA
 from kipconsumer.testing._distribution import KafkaDistribution, find_java, resolve_distribution
 from kipconsumer.testing._errors import KafkaClusterError
@@ -44,7 +48,9 @@ _log = logging.getLogger("kipconsumer.testing")
 # application configured logging, not through logging's last-resort stderr handler
 _ADMIN_LOG: Any = logging.getLogger("kipconsumer.testing.admin")
 _ADMIN_LOG.addHandler(logging.NullHandler())
-_live: weakref.WeakSet[KafkaCluster] = weakref.WeakSet()
+# Started and not stopped: held strongly, so that a cluster dropped without stop() is still stopped
+# (its data removed) at interpreter exit
+_live: set[KafkaCluster] = set()
 
 _LOG4J2 = """Configuration:
   Appenders:
@@ -73,6 +79,21 @@ def _stop_all_at_exit() -> None:
 
 
 atexit.register(_stop_all_at_exit)
+
+
+def _forget_in_child() -> None:
+    """After fork(), in the child: the clusters are the parent's (stop() there returns at once). Their
+    confluent-kafka AdminClients are leaked, never destroyed here: librdkafka's destroy joins threads
+    that exist only in the parent (seen: SIGSEGV at the child's exit)."""
+    for cluster in list(_live):
+        admin, cluster._admin = cluster._admin, None
+        if admin is not None:
+            _fork.leak(admin)
+    _live.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 class _Node:
@@ -144,6 +165,15 @@ class KafkaCluster:
     cannot be fetched, or a node does not come up within ``start_timeout`` seconds (the message has
     the tail of that node's log).
 
+    Bad arguments raise :class:`~kipconsumer.errors.ConfigError` naming the argument and the allowed
+    values (``kipconsumer.testing._args``).
+
+    A child made by ``fork()`` inherits the object, not the cluster: the JVMs are the starting
+    process's children. In the child, :meth:`stop` (also leaving the ``with`` block, and the
+    interpreter's exit) returns at once and leaves the cluster running, its data in place; the
+    addresses and paths (``bootstrap_servers``, ``node_ids``, ``log_path()``, ...) still read; the
+    calls that control or administer it raise ``IllegalStateError`` naming the starting process.
+
     Not thread-safe beyond this: the node-control methods may be called from any one thread at a time.
     """
 
@@ -161,8 +191,10 @@ class KafkaCluster:
         plain_users: Mapping[str, str] | None = None,
         oauth_jwks_url: str | None = None,
     ) -> None:
-        if isinstance(brokers, bool) or not isinstance(brokers, int) or not 1 <= brokers <= 9:
-            raise ConfigError(f"brokers: expected an int in 1..9, got {brokers!r}")
+        _args.check_brokers(brokers)
+        _args.check_version(version)
+        _args.check_heap(heap)
+        _args.check_seconds(start_timeout, "start_timeout")
         if broker_config is not None and not isinstance(broker_config, Mapping):
             raise ConfigError(
                 f"broker_config: expected a mapping of server properties, got {broker_config!r}"
@@ -178,13 +210,9 @@ class KafkaCluster:
                 )
         self._oauth_jwks_url = oauth_jwks_url
         self._plain_users = (
-            dict(plain_users) if plain_users is not None else {"kipconsumer": secrets.token_hex(12)}
+            _args.check_plain_users(plain_users) if plain_users is not None
+            else {"kipconsumer": secrets.token_hex(12)}
         )
-        for user, password in self._plain_users.items():
-            if not user or any(c in user + password for c in '"\\\n;='):
-                raise ConfigError(
-                    f"plain_users: user {user!r}: names and passwords must not contain \" \\ ; = or newlines"
-                )
         self._ca: TestCA | None = None
         self._server_cert: CertPair | None = None
         self._client_cert: CertPair | None = None
@@ -194,19 +222,23 @@ class KafkaCluster:
         self._base_given = base_dir is not None
         self._base = Path(base_dir) if base_dir is not None else None
         self._heap = heap
-        self._start_timeout = start_timeout
+        self._start_timeout = float(start_timeout)
         self._dist: KafkaDistribution | None = None
         self._java = ""
         self._nodes: dict[int, _Node] = {}
         self._cluster_id = _new_cluster_id()
         self._state = "new"  # new -> running -> stopped; written by start() and stop() only
+        self._owner: int | None = None  # the process that started the JVMs (their parent)
         self._lock = threading.RLock()
         self._admin: Any = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> KafkaCluster:
         """Fetch the jars if needed, format storage, start every node and wait until each answers
-        metadata. No-op when running; IllegalStateError after :meth:`stop`."""
+        metadata. No-op when running; IllegalStateError after :meth:`stop` and in a child made by
+        ``fork()``. A temporary cluster first removes what dead processes' clusters left behind
+        (``kipconsumer.testing._base_dirs``)."""
+        self._check_owner()
         with self._lock:
             if self._state == "running":
                 return self
@@ -215,7 +247,8 @@ class KafkaCluster:
             self._java = find_java()
             self._dist = resolve_distribution(self._version_wanted, self._kafka_home)
             if self._base is None:
-                self._base = Path(tempfile.mkdtemp(prefix="kipconsumer-kafka-"))
+                sweep_stale()
+                self._base = make_base_dir()
             self._base.mkdir(parents=True, exist_ok=True)
             (self._base / "log4j2.yaml").write_text(_LOG4J2)
             per = 4 if self._sasl_ssl else 2
@@ -231,6 +264,7 @@ class KafkaCluster:
             for node in self._nodes.values():
                 node.properties.write_text(self._server_properties(node))
             self._state = "running"
+            self._owner = os.getpid()
             _live.add(self)
             try:
                 self._format_storage()
@@ -251,7 +285,10 @@ class KafkaCluster:
 
     def stop(self) -> None:
         """End every JVM (SIGTERM, SIGKILL after 10 s) and remove the data of a temporary cluster;
-        the logs stay. Idempotent."""
+        the logs stay. Idempotent. In a child made by ``fork()``: returns at once (the cluster is the
+        starting process's; it keeps running, its data stays)."""
+        if self._foreign_owner() is not None:
+            return  # before the lock: a thread of the parent may have held it at the fork
         with self._lock:
             if self._state == "stopped":
                 return
@@ -288,7 +325,25 @@ class KafkaCluster:
 
     def __repr__(self) -> str:
         where = self.bootstrap_servers if self._state == "running" else self._state
+        owner = self._foreign_owner()
+        if owner is not None:
+            where += f", of process {owner}"
         return f"KafkaCluster(brokers={self._brokers}, {where})"
+
+    def _foreign_owner(self) -> int | None:
+        """The process that started the cluster if it is not this one (a child made by fork())."""
+        owner = self._owner
+        return owner if owner is not None and owner != os.getpid() else None
+
+    def _check_owner(self) -> None:
+        owner = self._foreign_owner()
+        if owner is not None:
+            raise IllegalStateError(
+                f"this KafkaCluster was started by process {owner} and cannot be controlled from process "
+                f"{os.getpid()} (a child made by fork()): its JVMs are that process's children, which "
+                f"stops them. Its addresses (bootstrap_servers, ...) still work here; start a "
+                f"KafkaCluster of the child's own to control one."
+            )
 
     # -- what tests read ---------------------------------------------------------------------------
     @property
@@ -324,6 +379,7 @@ class KafkaCluster:
 
     def pid(self, node_id: int) -> int | None:
         """The process id of node ``node_id``'s JVM while it runs (for CPU accounting), else None."""
+        self._check_owner()  # only the parent can tell (reap) its children
         node = self._node(node_id)
         return node.proc.pid if node.running() and node.proc is not None else None
 
@@ -387,6 +443,7 @@ class KafkaCluster:
         mechs = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
         if mechanism not in mechs:
             raise ConfigError(f"mechanism: expected one of {sorted(mechs)}, got {mechanism!r}")
+        _args.check_seconds(timeout, "timeout")
         self._ensure_secured()
         info = ScramCredentialInfo(mechs[mechanism], 4096)
         upsert = UserScramCredentialUpsertion(name, info, password.encode())
@@ -430,6 +487,7 @@ class KafkaCluster:
         }
         if resource not in kinds:
             raise ConfigError(f"resource: expected one of {sorted(kinds)}, got {resource!r}")
+        _args.check_seconds(timeout, "timeout")
         try:
             op = AclOperation[operation.upper()]
         except KeyError:
@@ -519,11 +577,10 @@ class KafkaCluster:
         from kipconsumer.errors import KafkaError
 
         check_topic_name(name, "name")
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-            raise ConfigError(f"partitions: expected an int >= 1, got {partitions!r}")
-        rf = min(3, self._brokers) if replication_factor is None else replication_factor
-        if isinstance(rf, bool) or not isinstance(rf, int) or not 1 <= rf <= self._brokers:
-            raise ConfigError(f"replication_factor: expected an int in 1..{self._brokers}, got {rf!r}")
+        _args.check_partitions(partitions)
+        rf = _args.check_replication_factor(
+            min(3, self._brokers) if replication_factor is None else replication_factor, self._brokers)
+        _args.check_seconds(timeout, "timeout")
         topic = NewTopic(name, num_partitions=partitions, replication_factor=rf, config=dict(config or {}))
         future = self.admin().create_topics([topic], operation_timeout=timeout)[name]
         try:
@@ -538,6 +595,7 @@ class KafkaCluster:
     def admin(self) -> Any:
         """A confluent-kafka ``AdminClient`` on the PLAINTEXT listeners (a super user), for users,
         ACLs and configs in tests."""
+        self._check_owner()  # the parent's client would hang here; before the lock (see stop())
         with self._lock:
             self._ensure_running()
             if self._admin is None:
@@ -564,6 +622,7 @@ class KafkaCluster:
 
         from kipconsumer.errors import KafkaError
 
+        _args.check_seconds(timeout, "timeout")
         entries = [ConfigEntry(str(k), _prop(v), incremental_operation=AlterConfigOpType.SET)
                    for k, v in config.items()]
         resource = ConfigResource(ConfigResource.Type.GROUP, group_id, incremental_configs=entries)
@@ -576,6 +635,7 @@ class KafkaCluster:
     # -- faults ------------------------------------------------------------------------------------
     def kill_broker(self, node_id: int) -> None:
         """SIGKILL node ``node_id`` (broker and controller) and reap it."""
+        self._check_owner()
         node = self._node(node_id)
         if node.proc is not None and node.proc.poll() is None:
             node.proc.kill()
@@ -585,6 +645,9 @@ class KafkaCluster:
     def start_broker(self, node_id: int, *, timeout: float | None = None) -> None:
         """Restart node ``node_id`` on the same ports and data and wait until it is registered
         again. No-op if it runs."""
+        self._check_owner()
+        if timeout is not None:
+            _args.check_seconds(timeout, "timeout")
         node = self._node(node_id)
         if node.running():
             return
@@ -595,6 +658,7 @@ class KafkaCluster:
 
     def pause_broker(self, node_id: int) -> None:
         """SIGSTOP node ``node_id``: it keeps its connections but answers nothing."""
+        self._check_owner()
         node = self._node(node_id)
         if not node.running():
             raise IllegalStateError(f"node_id: node {node_id} is not running")
@@ -604,6 +668,7 @@ class KafkaCluster:
 
     def resume_broker(self, node_id: int) -> None:
         """SIGCONT node ``node_id``."""
+        self._check_owner()
         node = self._node(node_id)
         if node.running():
             assert node.proc is not None
@@ -618,9 +683,10 @@ class KafkaCluster:
             raise IllegalStateError("KafkaCluster is stopped; create a new one")
 
     def _node(self, node_id: int, *, started: bool = True) -> _Node:
+        _args.check_node_id(node_id, self._brokers)
         if started:
             self._ensure_running()
-        node = self._nodes.get(node_id) if isinstance(node_id, int) else None
+        node = self._nodes.get(node_id)
         if node is None:
             raise ConfigError(f"node_id: expected one of {sorted(self._nodes)}, got {node_id!r}")
         return node
@@ -678,7 +744,15 @@ class KafkaCluster:
                    "--ignore-formatted"]  # fmt: skip
             procs.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
         for node, proc in procs:
-            out, _ = proc.communicate(timeout=self._start_timeout)
+            try:
+                out, _ = proc.communicate(timeout=self._start_timeout)
+            except subprocess.TimeoutExpired:
+                for _, p in procs:
+                    p.kill()
+                    p.wait()
+                raise KafkaClusterError(
+                    f"formatting node {node.node_id}'s storage took longer than start_timeout="
+                    f"{self._start_timeout} s") from None
             if proc.returncode != 0:
                 text = out.decode(errors="replace")[-3000:]
                 raise KafkaClusterError(f"formatting node {node.node_id}'s storage failed:\n{text}")

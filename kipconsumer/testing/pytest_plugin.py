@@ -1,7 +1,8 @@
 """pytest fixtures for testing applications against Kafka without Docker.
 
-Loaded automatically where kipconsumer is installed (the ``pytest11`` entry point), or with
-``-p kipconsumer.testing.pytest_plugin``:
+Opt-in: installing kipconsumer registers no plugin. Load it with ``pytest -p
+kipconsumer.testing.pytest_plugin`` (or ``addopts`` in your pytest configuration), or with
+``pytest_plugins = ["kipconsumer.testing.pytest_plugin"]`` in your top-level ``conftest.py``:
 
 * ``kafka_cluster``: one real Apache Kafka cluster per test session (``--kafka-brokers N``, default 1;
   ``--kafka-version X.Y.Z``), started on first use;
