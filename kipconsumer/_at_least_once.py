@@ -7,7 +7,8 @@ Contract
   reach the sink in order, re-sends included. A record processed again after a failure or a rebalance
   sends its outputs again (duplicates, never gaps).
 * Each output is tracked (``inflight``) from its send until acknowledged. A partition whose output
-  times out stalls: its fetching is paused, no record of it is processed, and once every earlier send
+  fails with a retriable error (``KafkaError.category``, KIP-1050: a timeout) stalls: its fetching
+  is paused, no record of it is processed, and once every earlier send
   resolved the failed outputs are sent again, in order; it resumes when they are acknowledged.
 * :meth:`AtLeastOnce.commit_step` (the ``<commit>`` task) commits every ``commit.interval.ms`` what is
   acknowledged; a commit refused by the group (a rebalance) is counted and left to the rebalance.
@@ -36,6 +37,12 @@ if TYPE_CHECKING:
 __all__ = ["AtLeastOnce", "AtLeastOnceTask"]
 
 log = logging.getLogger("kipconsumer.streams")
+
+
+def _send_again(exc: BaseException) -> bool:
+    """Whether an output that failed with ``exc`` is sent again (its category is retriable); any other
+    failure propagates out of ``run()``."""
+    return isinstance(exc, KafkaError) and exc.retriable
 
 
 class _Out:
@@ -96,7 +103,7 @@ class AtLeastOnceTask(PartitionTask):
         if self.stalled:
             return self._step_stalled(moved)
         if exc is not None:
-            if not isinstance(exc, TimeoutError):
+            if not _send_again(exc):
                 raise exc
             head = self.inflight[0]
             raise self._timeout(exc, f"send to {self.pipeline.sink_topic} (output of offset {head.offset})") \
@@ -148,7 +155,7 @@ class AtLeastOnceTask(PartitionTask):
             else:
                 exc = fut.exception()
                 if exc is not None:
-                    if not isinstance(exc, TimeoutError):
+                    if not _send_again(exc):
                         raise exc
                     needs_send = True
                     if failed is None:
@@ -215,7 +222,7 @@ class AtLeastOnce:
     def metrics(self) -> dict[str, int]:
         return {"commits": self.commits, "commit_failures": self.commit_failures,
                 "transactions_committed": 0, "transactions_aborted": 0, "producer_replacements": 0,
-                "transactions_timed_out": 0}
+                "transactions_timed_out": 0, "transactions_outcome_unknown": 0}
 
     # -- commits -----------------------------------------------------------------------------------------
     def _due_offsets(self, tasks: Iterable[PartitionTask]) -> dict[TopicPartition, OffsetAndMetadata]:

@@ -582,6 +582,29 @@ cdef class NativeConsumer:
         return {TopicPartition(self.core.fb.parts[i].topic.decode(), self.core.fb.parts[i].partition)
                 for i in range(self.core.fb.n)}
 
+    def controller_id(self):
+        """The cluster's controller id from librdkafka's last Metadata answer, without waiting; -1 when
+        none is known (no answer yet, or an answer that listed no broker: a fenced single broker)."""
+        cdef int32_t ctrl
+        if self.rk == NULL:
+            return -1
+        with nogil:
+            ctrl = rd_kafka_controllerid(self.rk, 0)
+        return ctrl
+
+    def add_brokers(self, str brokers):
+        """Adds ``brokers`` (a bootstrap.servers list) to librdkafka's brokers: a broker of the same
+        address that is being decommissioned is not reused, so a fresh one connects and asks for
+        metadata (kipconsumer._rebootstrap). Returns how many were added or found."""
+        cdef bytes b = brokers.encode()
+        cdef const char *c = b
+        cdef int n
+        if self.rk == NULL:
+            return 0
+        with nogil:
+            n = rd_kafka_brokers_add(self.rk, c)
+        return n
+
     # ---------------------------------------------------------------- poll
 
     cdef kc_poll_status_t _poll_core(self, int timeout_ms) except *:

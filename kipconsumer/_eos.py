@@ -28,6 +28,17 @@ outputs of every record processed since the last commit and the source offsets a
   ``send_offsets_to_transaction()`` after a broker freeze, docs/reliability.md) is not waited for
   again: the commit turns into an abort that replaces the producer at once (the blocked call keeps
   the old handle until it returns), raised as ``TransactionAbortableError`` (code ``_TXN_BLOCKED``).
+* A ``commit_transaction()`` without a result (``TransactionOutcomeUnknownError``: it timed out or
+  stayed blocked while the coordinator was unreachable or moving) is neither retried nor taken as
+  failed or done: no more work goes on that producer epoch (librdkafka 2.16 has no KIP-890). The
+  producer is replaced (the new one's ``init_transactions()`` completes or aborts the transaction at the
+  coordinator and fences the old epoch), then every task rewinds to its group's committed offset
+  (read_committed, so a stable one: KIP-447), or to its ``txn_base`` where the group has none; raised
+  as ``TransactionAbortableError`` (code ``_TXN_OUTCOME_UNKNOWN``; counted in ``unknown_outcomes``).
+* Errors are told apart by their category (``KafkaError.category``, KIP-1050): abortable aborts, a
+  retriable one leaves the call to be resumed, application_recoverable replaces the producer where the
+  transaction is the broker's to end (it outlived ``transaction.timeout.ms``, or its outcome is unknown)
+  and propagates otherwise (another producer of the ``transactional.id`` took over).
 """
 
 from __future__ import annotations
@@ -41,9 +52,9 @@ from typing import Protocol
 from kipconsumer.consumer import KafkaConsumer
 from kipconsumer.errors import (
     KafkaError,
-    ProducerFencedError,
     TransactionAbortableError,
     TransactionBlockedError,
+    TransactionOutcomeUnknownError,
 )
 from kipconsumer.producer import KafkaProducer
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
@@ -63,6 +74,8 @@ class TxnTask(Protocol):
 
     def rewind(self) -> None: ...
 
+    def rewind_to(self, offset: int) -> None: ...
+
 
 class Transaction:
     """The open transaction of a pipeline's producer (see the module docstring)."""
@@ -72,8 +85,13 @@ class Transaction:
                  new_producer: Callable[[], KafkaProducer],
                  held: Callable[[], str | None] = lambda: None,
                  call_budget: Callable[[], float] = lambda: 10.0,
-                 transaction_timeout_s: float = math.inf) -> None:
+                 transaction_timeout_s: float = math.inf,
+                 tasks: Callable[[], Iterable[TxnTask]] = lambda: ()) -> None:
         self._producer = producer
+        self._tasks = tasks  # the current tasks (to rewind once an unknown outcome is resolved)
+        #: a commit's outcome is unknown: rewind every task to the committed offsets once the new
+        #: producer's init_transactions() ended the transaction
+        self._resolve_outcome = False
         self._transaction_timeout_s = transaction_timeout_s  # the producer's transaction.timeout.ms
         self._opened_at: float | None = None  # time.monotonic() of the last begin_transaction()
         # timeout of the next call: what the loop pass has left of its 50% budget (KIP-572)
@@ -92,6 +110,7 @@ class Transaction:
         self.commits = 0
         self.aborts = 0
         self.timeouts = 0  # transactions the broker aborted after transaction.timeout.ms
+        self.unknown_outcomes = 0  # commits without a result, resolved by replacing the producer
 
     @property
     def busy(self) -> bool:
@@ -110,8 +129,7 @@ class Transaction:
         opened = self._opened_at
         return opened is not None and time.monotonic() - opened >= self._transaction_timeout_s
 
-    def fenced_by_timeout(self, tasks: Iterable[TxnTask],
-                          exc: ProducerFencedError) -> TransactionAbortableError:
+    def fenced_by_timeout(self, tasks: Iterable[TxnTask], exc: KafkaError) -> TransactionAbortableError:
         """After a ``ProducerFencedError`` of a transaction that :meth:`outlived_timeout`: rewinds the
         tasks, replaces the producer (the abort is the broker's) and returns the error to raise."""
         self.timeouts += 1
@@ -141,18 +159,20 @@ class Transaction:
             if held is not None:  # stopped since the offsets were sent (or while): do not commit
                 raise TransactionAbortableError(f"not committed: {held}", code="_HELD")
             self._producer.commit_transaction(timeout=timeout())
-        except TransactionAbortableError as exc:
-            self.abort(tasks, f"commit failed: {exc}")
-            raise
-        except ProducerFencedError as exc:
-            if not self.outlived_timeout():
-                raise  # another producer with this transactional.id took over
-            raise self.fenced_by_timeout(tasks, exc) from exc
-        except TransactionBlockedError as exc:
+        except TransactionOutcomeUnknownError as exc:
+            raise self._outcome_unknown(exc) from exc
+        except TransactionBlockedError as exc:  # send_offsets_to_transaction() blocked: nothing committed
             self._must_replace = True
             self.abort(tasks, f"commit blocked in librdkafka: {exc}")
             raise TransactionAbortableError(f"the transaction was aborted and the producer replaced: {exc}",
                                             code="_TXN_BLOCKED") from exc
+        except KafkaError as exc:
+            if exc.category == "abortable":
+                self.abort(tasks, f"commit failed: {exc}")
+                raise
+            if exc.category == "application_recoverable" and self.outlived_timeout():
+                raise self.fenced_by_timeout(tasks, exc) from exc
+            raise  # retriable: the next commit() resumes it; else (another producer took over): fatal
         for t in tasks:
             om = self.committing.get(t.tp)
             if om is not None:
@@ -163,10 +183,48 @@ class Transaction:
         self.commits += 1
         return True
 
+    def _outcome_unknown(self, exc: TransactionOutcomeUnknownError) -> TransactionAbortableError:
+        """A commit without a result: replaces the producer, and once its init_transactions() ended the
+        transaction, rewinds every task to the committed offsets (:meth:`resume_abort`; a timeout leaves
+        that pending, ``busy``). Returns the error to raise."""
+        log.warning("the outcome of the transaction's commit is unknown (%s): replacing the producer, then "
+                    "resuming from the committed offsets", exc)
+        self.unknown_outcomes += 1
+        self.open = False
+        self.committing = None
+        self.aborting = True
+        self._must_replace = True
+        self._resolve_outcome = True
+        self.resume_abort()
+        return TransactionAbortableError(
+            f"the commit's outcome was unknown; the producer was replaced and every task resumed from the "
+            f"committed offsets: {exc}", code="_TXN_OUTCOME_UNKNOWN")
+
+    def _rewind_to_committed(self) -> None:
+        """Every task goes back to its group's committed offset (a stable one: the consumer reads
+        read_committed), or to its first record in the transaction where the group has none."""
+        tasks = list(self._tasks())
+        found: dict[TopicPartition, OffsetAndMetadata | None] = {}
+
+        def fetch() -> None:
+            found.update(self._consumer.committed([t.tp for t in tasks], timeout=self._call_budget()))
+
+        if tasks:
+            self._bounded("fetch of the committed offsets", fetch)
+        for t in tasks:
+            om = found.get(t.tp)
+            if om is not None:
+                t.committed = om.offset
+                t.rewind_to(om.offset)
+            elif t.txn_base >= 0:
+                t.rewind()
+            t.txn_base = -1
+
     def abort(self, tasks: Iterable[TxnTask], reason: str) -> None:
         """Rewinds the tasks that processed records in the open transaction and aborts it (bounded by
-        half of ``max.poll.interval.ms``; a ``KafkaTimeoutError`` leaves the abort pending)."""
-        for t in tasks:
+        half of ``max.poll.interval.ms``; a ``KafkaTimeoutError`` leaves the abort pending). While an
+        unknown outcome is being resolved the tasks rewind to the committed offsets instead."""
+        for t in tasks if not self._resolve_outcome else ():
             t.rewind()
         if self.open:
             log.warning("aborting the transaction: %s", reason)
@@ -183,11 +241,9 @@ class Transaction:
             try:
                 self._bounded("abort of the transaction",
                               lambda: self._producer.abort_transaction(timeout=self._call_budget()))
-            except ProducerFencedError:
-                if not self.outlived_timeout():
+            except KafkaError as exc:
+                if exc.category == "application_recoverable" and not self.outlived_timeout():
                     raise  # another producer owns the transactional.id: replacing ours would fence it
-                self._must_replace = True  # the broker aborted it already (transaction.timeout.ms)
-            except (TimeoutError, KafkaError) as exc:
                 # a timeout, or a fatal error (seen on real Kafka after the transaction coordinator
                 # moved: CONCURRENT_TRANSACTIONS, then INVALID_TXN_STATE): the producer is replaced
                 log.warning("abort of the transaction did not complete (%s): replacing the producer; the "
@@ -205,6 +261,10 @@ class Transaction:
                 self._must_replace = True  # the next resume replaces this producer too
                 raise
             self._uninitialized = False
+        if self._resolve_outcome:
+            self._rewind_to_committed()
+            self._resolve_outcome = False
+        else:
+            self.aborts += 1
         self.aborting = False
-        self.aborts += 1
         return True

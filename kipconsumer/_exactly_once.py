@@ -19,6 +19,13 @@ Contract
   of ``max.poll.interval.ms``, else committed within the close budget, else aborted.
 * A stuck abort replaces the producer (same ``transactional.id``; counted in
   ``producer_replacements``): the pipeline's ``producer`` is the new one from then on.
+* A commit whose outcome is unknown (``TransactionOutcomeUnknownError``) replaces the producer too; then
+  every task resumes from the group's committed offsets (counted in ``transactions_outcome_unknown``;
+  see kipconsumer._eos). Raised to the executor as ``KafkaTimeoutError``.
+* What to do about an error is decided by its category (``KafkaError.category``, KIP-1050): a
+  retriable send aborts and is retried by the executor, an abortable commit is counted and redone,
+  an application_recoverable one (fenced) replaces the producer only where the broker ended the
+  transaction (it outlived ``transaction.timeout.ms``), else propagates.
 """
 
 from __future__ import annotations
@@ -29,12 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from kipconsumer._eos import Transaction
 from kipconsumer._pipeline_task import PartitionTask
-from kipconsumer.errors import (
-    CommitFailedError,
-    KafkaTimeoutError,
-    ProducerFencedError,
-    TransactionAbortableError,
-)
+from kipconsumer.errors import KafkaError, KafkaTimeoutError
 from kipconsumer.producer import KafkaProducer
 from kipconsumer.structs import TopicPartition
 
@@ -47,7 +49,7 @@ log = logging.getLogger("kipconsumer.streams")
 
 #: librdkafka codes of a transaction aborted because an output timed out
 _TIMEOUT_CODES = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT", "_TIMED_OUT_QUEUE",
-                            "_TXN_TIMED_OUT"})
+                            "_TXN_TIMED_OUT", "_TXN_OUTCOME_UNKNOWN"})
 
 
 class ExactlyOnceTask(PartitionTask):
@@ -97,10 +99,13 @@ class ExactlyOnceTask(PartitionTask):
             for i, (key, value) in enumerate(outs):
                 try:
                     send(topic, value=value, key=key, partition=part)
-                except TimeoutError as exc:
-                    raise self._send_timed_out(exc, f"send to {topic} (output {i} of offset {off})") from exc
-                except ProducerFencedError as exc:
-                    if not self.txn.outlived_timeout():  # another producer: fatal, as any other failure
+                except KafkaError as exc:
+                    if exc.retriable:
+                        raise self._send_timed_out(exc, f"send to {topic} (output {i} of offset {off})") \
+                            from exc
+                    if exc.category != "application_recoverable" or not self.txn.outlived_timeout():
+                        # the transaction may hold part of this record's outputs; another producer
+                        # (fenced, not by the broker's timeout) is fatal, as any other failure
                         self._abort_after_failed_send(topic, i, off, exc)
                         raise
                     err = self.txn.fenced_by_timeout(self.eos._tasks(), exc)
@@ -113,7 +118,7 @@ class ExactlyOnceTask(PartitionTask):
     def _abort_after_failed_send(self, topic: str, i: int, off: int, exc: BaseException) -> None:
         self.eos.abort(f"send to {topic} (output {i} of offset {off}) for source {self.name} failed: {exc!r}")
 
-    def _send_timed_out(self, exc: TimeoutError, what: str) -> KafkaTimeoutError:
+    def _send_timed_out(self, exc: BaseException, what: str) -> KafkaTimeoutError:
         self.stalls += 1
         self.eos.abort(f"{what} for source {self.name} timed out: {exc}")
         return KafkaTimeoutError(f"{what} for source {self.name} timed out; the transaction was aborted: "
@@ -129,6 +134,12 @@ class ExactlyOnceTask(PartitionTask):
         self.pipeline._consumer.seek(self.tp, self.txn_base)
         self.txn_base = -1
         self.rewinds += 1
+
+    def rewind_to(self, offset: int) -> None:
+        """After a commit whose outcome is unknown: records from ``offset`` (the group's committed
+        offset) on are fetched and processed again."""
+        self.txn_base = offset
+        self.rewind()
 
     def snapshot(self) -> dict[str, Any]:
         snap = super().snapshot()
@@ -148,9 +159,10 @@ class ExactlyOnce:
         self.commit_failures = 0
         self.producer_replacements = 0
         self._init_transactions()
-        self.txn = Transaction(pipeline._producer, pipeline._consumer, pipeline._bounded,
-                               self._replace_producer, pipeline._held, pipeline._call_budget_s,
-                               transaction_timeout_s=pipeline.config.transaction_timeout_ms / 1000.0)
+        timeout_s = pipeline.config.transaction_timeout_ms / 1000.0
+        self.txn: Transaction = Transaction(pipeline._producer, pipeline._consumer, pipeline._bounded,
+                                            self._replace_producer, pipeline._held, pipeline._call_budget_s,
+                                            transaction_timeout_s=timeout_s, tasks=self._tasks)
 
     def _tasks(self) -> list[ExactlyOnceTask]:
         # every task of this pipeline was made by new_task()
@@ -163,6 +175,7 @@ class ExactlyOnce:
         return {"commits": self.commits, "commit_failures": self.commit_failures,
                 "transactions_committed": self.txn.commits, "transactions_aborted": self.txn.aborts,
                 "transactions_timed_out": self.txn.timeouts,
+                "transactions_outcome_unknown": self.txn.unknown_outcomes,
                 "producer_replacements": self.producer_replacements}
 
     # -- the producer --------------------------------------------------------------------------------------
@@ -218,11 +231,14 @@ class ExactlyOnce:
             return False
         try:
             txn.commit(self._tasks(), self._p._call_budget_s)
-        except TransactionAbortableError as exc:
+        except KafkaError as exc:
+            if exc.category != "abortable":
+                raise  # retriable: resumed on the executor's retry; else fatal for the pipeline
             self.commit_failures += 1
             if exc.code in _TIMEOUT_CODES:
-                what = ("it outlived transaction.timeout.ms" if exc.code == "_TXN_TIMED_OUT"
-                        else "an output timed out")
+                what = {"_TXN_TIMED_OUT": "it outlived transaction.timeout.ms",
+                        "_TXN_OUTCOME_UNKNOWN": "the commit's outcome was unknown"}.get(exc.code,
+                                                                                  "an output timed out")
                 raise KafkaTimeoutError(f"the transaction was aborted: {what}: {exc}", code=exc.code) from exc
             log.warning("transaction aborted: %s", exc)  # e.g. a stale generation: the rebalance follows
             return False
@@ -263,11 +279,14 @@ class ExactlyOnce:
                            lambda: txn.commit(tasks, lambda: min(budget_s, p._call_budget_s())))
                 self.commits += 1
                 return
-            except TransactionAbortableError as exc:  # already aborted and rewound
-                failure: Exception = exc
-            except (KafkaTimeoutError, CommitFailedError) as exc:
-                failure = exc
-                self.abort(f"commit on revoke/close failed: {exc}")
+            except KafkaError as exc:
+                if exc.category == "abortable" and not txn.open:  # already aborted and rewound
+                    failure: Exception = exc
+                elif exc.category in ("abortable", "retriable"):
+                    failure = exc
+                    self.abort(f"commit on revoke/close failed: {exc}")
+                else:
+                    raise
         except TimeoutError as exc:  # the abort stays pending: the <commit> task resumes it
             failure = exc
         self.commit_failures += 1

@@ -58,7 +58,7 @@ from kipconsumer._rdk cimport (
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._process cimport foreign_process, this_process
 
-from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError,
+from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError, category_of,
                                 KafkaTimeoutError, ProducerFencedError, SerializationError,
                                 TransactionAbortableError, TransactionBlockedError)
 from kipconsumer._fork import foreign_error

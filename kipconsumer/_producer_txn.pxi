@@ -197,9 +197,10 @@ cdef object _txn_error(rd_kafka_error_t *error, str op, double timeout_s):
     if name in _FENCED_NAMES or (fatal and "fenced" in msg.lower()):
         return ProducerFencedError(f"{what}. Another producer with the same transactional.id took over; "
                                    f"this producer can only be closed.", code=name)
+    category = category_of(name, fatal=fatal, abortable=abortable, retriable=None)
     if fatal:
         return KafkaError(f"{what}. The error is fatal: close this producer and create a new one.",
-                          code=name)
+                          code=name, category=category)
     if abortable:
         return TransactionAbortableError(f"{what}. Call abort_transaction(), then retry the transaction.",
                                          code=name)
@@ -208,7 +209,7 @@ cdef object _txn_error(rd_kafka_error_t *error, str op, double timeout_s):
                                  code=name)
     if name == "_STATE":
         return IllegalStateError(what, code=name)
-    return KafkaError(what, code=name)
+    return KafkaError(what, code=name, category=category)
 
 
 cdef void _destroy_producer(void *p) noexcept nogil:

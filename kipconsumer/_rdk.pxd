@@ -419,6 +419,8 @@ cdef extern from "rdk.h" nogil:
     rd_kafka_error_t *rd_kafka_commit_transaction(rd_kafka_t *rk, int timeout_ms)
     rd_kafka_error_t *rd_kafka_abort_transaction(rd_kafka_t *rk, int timeout_ms)
     int rd_kafka_error_is_fatal(const rd_kafka_error_t *error)
+    int32_t rd_kafka_controllerid(rd_kafka_t *rk, int timeout_ms)
+    int rd_kafka_brokers_add(rd_kafka_t *rk, const char *brokerlist)
     int rd_kafka_error_is_retriable(const rd_kafka_error_t *error)
     int rd_kafka_error_txn_requires_abort(const rd_kafka_error_t *error)
     const char *rd_kafka_error_name(const rd_kafka_error_t *error)

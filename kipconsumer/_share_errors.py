@@ -37,4 +37,5 @@ def share_error(name: str, message: str, *, fatal: bool = False,
             pass
     if fatal:
         message = f"{message} (fatal: close this consumer)"
-    return errors.KafkaError(message, code=name, retriable=retriable)
+    return errors.KafkaError(message, code=name,
+                             category=errors.category_of(name, fatal=fatal, retriable=retriable or None))

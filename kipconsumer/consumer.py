@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from kipconsumer import _fork
 from kipconsumer._consumer import NativeConsumer
 from kipconsumer._owned import owned
+from kipconsumer._rebootstrap import BrokerWatchdog
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
 from kipconsumer._validate import check_topic_name
@@ -129,6 +130,12 @@ class KafkaConsumer:
         self._settings: ConsumerSettings = consumer_settings(config)
         s = self._settings
         self._native = NativeConsumer(s)
+        native = self._native
+        # librdkafka 2.16 can lose every broker for good after a 0-broker Metadata answer (a fenced
+        # single node): poll() adds the bootstrap servers again then (kipconsumer._rebootstrap)
+        self._watchdog = BrokerWatchdog(s.rdkafka.get("bootstrap.servers", ""), native.controller_id,
+                                        native.add_brokers,
+                                        lambda: bool(native.subscription()) and not native.assignment())
         self._auto_offset_reset = s.rdkafka.get("auto.offset.reset", "latest")
         # The thread contract (_enter/_leave/close): which thread is in a call, how deep (callbacks
         # re-enter on that thread), which method it started with, and a close() of another thread
@@ -285,6 +292,8 @@ class KafkaConsumer:
         for some. Runs rebalance listeners and async-commit callbacks. Raises
         ``WakeupError`` if ``wakeup()`` was called."""
         records: ConsumerRecords = self._native.poll(self._api_timeout(timeout))
+        if not records and self._watchdog._bootstrap:
+            self._watchdog.check()
         return records
 
     def wakeup(self) -> None:

@@ -3,12 +3,28 @@
 Every error carries a human-readable message that names what went wrong (the config key,
 the argument, the partition) and, where librdkafka reported it, the librdkafka error
 name in ``code``.
+
+Every error has a ``category`` saying what the application does about it (as KIP-1050 does for the
+Java client), decided in one place, :func:`category_of` (docs/producer.md, "Error categories"):
+
+* ``"retriable"``: repeat the same call; the client resumes it.
+* ``"abortable"``: the unit of work failed, the client is usable: abort the transaction (a consumer:
+  drop the uncommitted work, the next ``poll()`` rejoins), then redo the work.
+* ``"application_recoverable"``: this client can go on no more (a fenced producer, a commit whose
+  outcome is unknown): close it, create a new one, and resume from the committed offsets.
+* ``"invalid_configuration"``: a config, credential or ACL is wrong; retrying as is cannot succeed.
+* ``"fatal"``: anything else (a misuse, an unexpected error): stop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
+
+#: the value of ``KafkaError.category``
+Category = Literal["retriable", "abortable", "application_recoverable", "invalid_configuration", "fatal"]
+CATEGORIES: tuple[Category, ...] = ("retriable", "abortable", "application_recoverable",
+                                    "invalid_configuration", "fatal")
 
 
 def _restore(cls: type[KafkaError], args: tuple[Any, ...]) -> KafkaError:
@@ -23,13 +39,27 @@ class KafkaError(Exception):
     """Base class of every error kipconsumer raises about Kafka operations.
 
     ``code`` is librdkafka's error name (e.g. ``"_MSG_TIMED_OUT"``) when one applies.
-    ``retriable`` says whether repeating the operation may succeed.
+    ``category`` says what to do about it (one of :data:`CATEGORIES`; see the module docstring):
+    given explicitly, else decided by :func:`category_of` from the class, ``code`` and ``retriable``.
+    ``retriable`` is ``category == "retriable"``: whether repeating the operation may succeed.
     """
 
-    def __init__(self, message: str, *, code: str | None = None, retriable: bool = False) -> None:
+    def __init__(self, message: str, *, code: str | None = None, retriable: bool | None = None,
+                 category: Category | None = None) -> None:
         super().__init__(message)
         self.code = code
-        self.retriable = retriable
+        if category is None:
+            category = category_of(code, retriable=retriable, error_class=type(self))
+        elif category not in CATEGORIES:
+            raise ValueError(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
+        if retriable is not None and retriable != (category == "retriable"):
+            raise ValueError(f"retriable={retriable} contradicts category={category!r}")
+        self.category: Category = category
+
+    @property
+    def retriable(self) -> bool:
+        """Whether repeating the operation may succeed (``category == "retriable"``)."""
+        return self.category == "retriable"
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Exception's own reduce calls cls(*args), which misses required keyword-only fields
@@ -48,14 +78,14 @@ class InvalidTopicError(KafkaError, ValueError):
     INVALID_TOPIC_EXCEPTION) and a ``ValueError``.
     """
 
-    def __init__(self, message: str, *, code: str = "TOPIC_EXCEPTION", retriable: bool = False) -> None:
+    def __init__(self, message: str, *, code: str = "TOPIC_EXCEPTION", retriable: bool | None = None) -> None:
         super().__init__(message, code=code, retriable=retriable)
 
 
 class KafkaTimeoutError(KafkaError, TimeoutError):
     """An operation did not complete within its configured time bound."""
 
-    def __init__(self, message: str, *, code: str | None = None, retriable: bool = True) -> None:
+    def __init__(self, message: str, *, code: str | None = None, retriable: bool | None = True) -> None:
         super().__init__(message, code=code, retriable=retriable)
 
 
@@ -67,7 +97,7 @@ class RebalanceInProgressError(CommitFailedError):
     """A commit was refused because the group is rebalancing; retriable after the
     rebalance completes (call poll(); commit in on_partitions_revoked)."""
 
-    def __init__(self, message: str, *, code: str | None = None, retriable: bool = True) -> None:
+    def __init__(self, message: str, *, code: str | None = None, retriable: bool | None = True) -> None:
         super().__init__(message, code=code, retriable=retriable)
 
 
@@ -77,7 +107,7 @@ class InvalidOffsetError(KafkaError):
     ``seek()`` on each gives it a position, after which ``poll()`` goes on."""
 
     def __init__(self, message: str, *, partitions: Iterable[object] = (), code: str | None = None,
-                 retriable: bool = False) -> None:
+                 retriable: bool | None = None) -> None:
         super().__init__(message, code=code, retriable=retriable)
         self.partitions: frozenset[object] = frozenset(partitions)
 
@@ -93,7 +123,7 @@ class OffsetOutOfRangeError(InvalidOffsetError):
     ``offsets`` maps each partition to the refused position."""
 
     def __init__(self, message: str, *, offsets: Mapping[object, int] | None = None,
-                 code: str | None = None, retriable: bool = False) -> None:
+                 code: str | None = None, retriable: bool | None = None) -> None:
         got: dict[object, int] = dict(offsets or {})
         super().__init__(message, partitions=got, code=code, retriable=retriable)
         self.offsets = got
@@ -135,6 +165,23 @@ class TransactionBlockedError(KafkaTimeoutError):
     without it, ``close()`` the producer (its handle is freed once the call returns) and create a
     new one with the same ``transactional.id``: its ``init_transactions()`` fences this one and
     aborts its open transaction."""
+
+
+class TransactionOutcomeUnknownError(KafkaError):
+    """``commit_transaction()`` did not return a result (it timed out, or stayed blocked in librdkafka,
+    while the transaction coordinator was unreachable or moving): the transaction may be committed or
+    aborted, and without KIP-890 (librdkafka 2.16 has no transactions v2) a late request of this
+    producer's epoch could still act on a later transaction. Category ``"application_recoverable"``.
+
+    From then on the producer allows only ``close()``, ``closed``, ``metrics()`` and ``flush()``; every
+    other call (``send()`` and the transactional calls) raises this error again. To go on, close it and
+    create a new producer with the same ``transactional.id``: its ``init_transactions()`` completes the
+    transaction or aborts it (fencing this producer), after which the consumer group's committed offsets
+    (``KafkaConsumer.committed()``) say where to resume."""
+
+    def __init__(self, message: str, *, code: str | None = "_TXN_OUTCOME_UNKNOWN",
+                 retriable: bool | None = None) -> None:
+        super().__init__(message, code=code, retriable=retriable)
 
 
 class ProcessingError(KafkaError):
@@ -201,7 +248,7 @@ class TopicAuthorizationError(AuthorizationError):
 
     def __init__(self, message: str, *, code: str | None = "TOPIC_AUTHORIZATION_FAILED",
                  topics: frozenset[str] | set[str] | list[str] | tuple[str, ...] = (),
-                 retriable: bool = False) -> None:
+                 retriable: bool | None = None) -> None:
         super().__init__(message, code=code, retriable=retriable)
         self.topics: frozenset[str] = frozenset(topics)
 
@@ -210,7 +257,7 @@ class GroupAuthorizationError(AuthorizationError):
     """Access to the consumer group ``group_id`` was refused (Java's ``GroupAuthorizationException``)."""
 
     def __init__(self, message: str, *, code: str | None = "GROUP_AUTHORIZATION_FAILED",
-                 group_id: str | None = None, retriable: bool = False) -> None:
+                 group_id: str | None = None, retriable: bool | None = None) -> None:
         super().__init__(message, code=code, retriable=retriable)
         self.group_id = group_id
 
@@ -225,10 +272,99 @@ class ClusterAuthorizationError(AuthorizationError):
     ``ClusterAuthorizationException``)."""
 
 
+# -- categories (KIP-1050): the one mapping from error class, librdkafka's flags and error names ----------
+
+#: librdkafka error names after which only a new client can go on (the producer's epoch or id is gone)
+APPLICATION_RECOVERABLE_CODES = frozenset({
+    "_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "UNKNOWN_PRODUCER_ID",
+    "INVALID_PRODUCER_ID_MAPPING", "OUT_OF_ORDER_SEQUENCE_NUMBER", "FENCED_INSTANCE_ID",
+    "_TXN_OUTCOME_UNKNOWN",
+})
+#: names of a wrong config, credential, ACL or broker feature: retrying as is cannot succeed
+INVALID_CONFIGURATION_CODES = frozenset({
+    "_INVALID_ARG", "_NOT_CONFIGURED", "_UNSUPPORTED_FEATURE", "UNSUPPORTED_VERSION", "INVALID_CONFIG",
+    "_UNKNOWN_PARTITION", "_MSG_SIZE_TOO_LARGE", "MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE",
+    "INVALID_TRANSACTION_TIMEOUT", "TOPIC_EXCEPTION", "INVALID_REQUIRED_ACKS",
+    "UNSUPPORTED_FOR_MESSAGE_FORMAT", "_AUTHENTICATION", "_SSL", "SASL_AUTHENTICATION_FAILED",
+    "UNSUPPORTED_SASL_MECHANISM", "ILLEGAL_SASL_STATE", "TOPIC_AUTHORIZATION_FAILED",
+    "GROUP_AUTHORIZATION_FAILED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
+})
+#: names of a failed unit of work on a usable client: abort the transaction (drop the uncommitted work)
+ABORTABLE_CODES = frozenset({
+    "TRANSACTION_ABORTABLE", "_TXN_TIMED_OUT", "_TXN_BLOCKED", "_HELD", "ILLEGAL_GENERATION",
+    "UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH", "_ASSIGNMENT_LOST", "_PURGE_QUEUE", "_PURGE_INFLIGHT",
+})
+#: names of a transient condition: the same call may succeed when repeated
+RETRIABLE_CODES = frozenset({
+    "_TIMED_OUT", "_MSG_TIMED_OUT", "_TIMED_OUT_QUEUE", "REQUEST_TIMED_OUT", "_QUEUE_FULL", "_TRANSPORT",
+    "_ALL_BROKERS_DOWN", "_WAIT_COORD", "_RETRY", "NETWORK_EXCEPTION", "NOT_COORDINATOR",
+    "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_LEADER_FOR_PARTITION",
+    "LEADER_NOT_AVAILABLE", "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+    "REBALANCE_IN_PROGRESS", "STALE_MEMBER_EPOCH", "CONCURRENT_TRANSACTIONS", "UNKNOWN_TOPIC_OR_PART",
+    "UNSTABLE_OFFSET_COMMIT", "THROTTLING_QUOTA_EXCEEDED", "KAFKA_STORAGE_ERROR",
+})
+#: the category of each error class that implies one (a subclass inherits it unless listed itself)
+CLASS_CATEGORIES: dict[type[KafkaError], Category] = {
+    ConfigError: "invalid_configuration",
+    InvalidTopicError: "invalid_configuration",
+    KafkaTimeoutError: "retriable",
+    RebalanceInProgressError: "retriable",
+    CommitFailedError: "abortable",
+    # no position under auto.offset.reset=none: polling again cannot succeed until the application seeks
+    InvalidOffsetError: "invalid_configuration",
+    WakeupError: "retriable",
+    TaskTimeoutError: "fatal",
+    IllegalStateError: "fatal",
+    ProducerFencedError: "application_recoverable",
+    TransactionAbortableError: "abortable",
+    TransactionOutcomeUnknownError: "application_recoverable",
+    ProcessingError: "fatal",
+    SerializationError: "fatal",
+    ShareGroupsUnsupportedError: "invalid_configuration",
+    AuthenticationError: "invalid_configuration",
+    AuthorizationError: "invalid_configuration",
+}
+
+
+def category_of(code: str | None, *, fatal: bool = False, abortable: bool = False,
+                retriable: bool | None = None, error_class: type[KafkaError] | None = None) -> Category:
+    """The category of an error (see the module docstring): librdkafka's error name ``code``, its flags
+    (``rd_kafka_error_is_fatal`` / ``_txn_requires_abort`` / ``_is_retriable``, where the call gave
+    them) and the kipconsumer class that reports it. In this order: ``retriable=True``; the class's own
+    category; a name after which only a new client goes on; librdkafka's fatal flag; a
+    configuration name; the abortable flag or name; a retriable name; else ``"fatal"``.
+    ``retriable=False`` rules ``"retriable"`` out."""
+    if retriable:
+        return "retriable"
+    candidates: list[Category] = []
+    for cls in error_class.__mro__ if error_class is not None else ():
+        if cls in CLASS_CATEGORIES:
+            candidates.append(CLASS_CATEGORIES[cls])
+            break
+    if code in APPLICATION_RECOVERABLE_CODES:
+        candidates.append("application_recoverable")
+    if fatal:
+        candidates.append("fatal")
+    if code in INVALID_CONFIGURATION_CODES:
+        candidates.append("invalid_configuration")
+    if abortable or code in ABORTABLE_CODES:
+        candidates.append("abortable")
+    if code in RETRIABLE_CODES:
+        candidates.append("retriable")
+    for c in candidates:
+        if c != "retriable" or retriable is None:
+            return c
+    return "fatal"
+
+
 __all__ = [
+    "CATEGORIES",
+    "Category",
+    "category_of",
     "ShareGroupsUnsupportedError",
     "UnsupportedVersionError",
     "TransactionBlockedError",
+    "TransactionOutcomeUnknownError",
     "KafkaError",
     "ConfigError",
     "KafkaTimeoutError",

@@ -29,7 +29,13 @@ _loader.load()
 from kipconsumer._producer import ProducerCore  # noqa: E402
 from kipconsumer._timeouts import timeout_seconds  # noqa: E402
 from kipconsumer.config import producer_settings  # noqa: E402
-from kipconsumer.errors import IllegalStateError, InvalidTopicError, KafkaTimeoutError  # noqa: E402
+from kipconsumer.errors import (  # noqa: E402
+    IllegalStateError,
+    InvalidTopicError,
+    KafkaTimeoutError,
+    TransactionBlockedError,
+    TransactionOutcomeUnknownError,
+)
 from kipconsumer.structs import (  # noqa: E402
     ConsumerGroupMetadata,
     OffsetAndMetadata,
@@ -114,6 +120,8 @@ class KafkaProducer:
                                   settings.buffer_memory, key_serializer, value_serializer,
                                   settings.stats_cb, settings.oauth_cb)
         self._finalizer = weakref.finalize(self, _close_core, self._core, 0.0)
+        #: why the last commit_transaction()'s outcome is unknown (None: it is known); see _condemn()
+        self._outcome_unknown: str | None = None
         if type(self).send is KafkaProducer.send:
             # Fast path: ``p.send`` is the native method itself (same parameters, serializers
             # applied natively), which saves a Python frame per record. Subclasses that override
@@ -164,6 +172,8 @@ class KafkaProducer:
         propagates and the record is not enqueued. A header name containing a NUL character
         raises ``ValueError``.
         """
+        if self._outcome_unknown is not None:
+            raise self._outcome_unknown_error("send()")
         # the serializers are applied by the native core (and wrap their errors the same way)
         fut: Future[RecordMetadata] = self._core.send(topic, value, key, partition, headers, timestamp,
                                                       callback)
@@ -183,6 +193,8 @@ class KafkaProducer:
         """For ``kipconsumer.aio``: :meth:`send` that never waits (``max.block.ms`` 0 for this call).
         Where send() would wait it raises ``KafkaTimeoutError`` at once: code ``_QUEUE_FULL`` for
         buffer space, another code for the topic's first metadata (then the record is not enqueued)."""
+        if self._outcome_unknown is not None:
+            raise self._outcome_unknown_error("send()")
         fut: Future[RecordMetadata] = self._core.send_nowait(topic, value, key, partition, headers,
                                                              timestamp, callback)
         return fut
@@ -197,15 +209,45 @@ class KafkaProducer:
     # Each call but begin_transaction() runs in librdkafka on a native helper thread and is waited
     # for at most its timeout (+1 s for librdkafka's own timeout): a call still blocked inside
     # librdkafka then raises TransactionBlockedError (a KafkaTimeoutError; see its docstring).
+    # A commit_transaction() without a result condemns the producer (TransactionOutcomeUnknownError).
     def _txn(self, op: str, timeout: float | None, offsets: list[tuple[str, int, int]] | None = None,
              group_metadata: bytes | None = None) -> None:
         if not self._settings.rdkafka.get("transactional.id"):
             raise IllegalStateError(f"{op} transaction: the producer has no transactional.id configured")
+        if self._outcome_unknown is not None:
+            raise self._outcome_unknown_error(f"{op}_transaction()" if op != "send_offsets"
+                                              else "send_offsets_to_transaction()")
         seconds = timeout_seconds(timeout, self._settings.max_block_ms)
+        # another call blocked in librdkafka (not a commit: that would have condemned the producer)
+        # makes the core refuse this one before it starts: no outcome to lose then
+        refused_if_blocked = op == "commit" and self._core.transaction_blocked
         # math.inf stays unbounded (the core clamps it); the core reads a negative value as None
-        self._core.txn(op, seconds, offsets, group_metadata)
+        try:
+            self._core.txn(op, seconds, offsets, group_metadata)
+        except KafkaTimeoutError as exc:  # librdkafka's timeout, a retriable error, or a blocked call
+            if op != "commit" or (refused_if_blocked and isinstance(exc, TransactionBlockedError)):
+                raise
+            self._condemn(str(exc))
+            raise TransactionOutcomeUnknownError(
+                f"commit_transaction() gave no result: {exc}. The transaction may be committed or aborted; "
+                f"this producer allows only close(), flush() and metrics() from now on. Close it and create "
+                f"a new one with the same transactional.id: its init_transactions() completes or aborts the "
+                f"transaction; then resume from the group's committed offsets.") from exc
         if op in self._transactions:
             self._transactions[op] += 1
+
+    def _condemn(self, reason: str) -> None:
+        """After a commit without a result: every later send() or transactional call raises
+        TransactionOutcomeUnknownError (no more work on this producer epoch, KIP-890's hazard)."""
+        self._outcome_unknown = reason
+        self.__dict__.pop("send", None)  # the native fast path would not check
+        self.__dict__.pop("_send_nowait", None)
+
+    def _outcome_unknown_error(self, call: str) -> TransactionOutcomeUnknownError:
+        return TransactionOutcomeUnknownError(
+            f"{call} refused: this producer's last commit_transaction() gave no result "
+            f"({self._outcome_unknown}); it allows only close(), flush() and metrics(). Create a new "
+            f"producer with the same transactional.id.")
 
     @property
     def transaction_blocked(self) -> bool:
@@ -260,7 +302,10 @@ class KafkaProducer:
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Flushes the transaction's records and commits it (records and offsets become visible to
         ``read_committed`` consumers together). Errors as ``send_offsets_to_transaction``; on
-        ``TransactionAbortableError`` call ``abort_transaction()``."""
+        ``TransactionAbortableError`` call ``abort_transaction()``. A commit that gives no result within
+        ``timeout`` (None: ``max.block.ms``) raises ``TransactionOutcomeUnknownError`` instead of
+        ``KafkaTimeoutError``: it may have committed or not, and the producer allows only ``close()``,
+        ``flush()`` and ``metrics()`` from then on (see that error)."""
         self._txn("commit", timeout)
 
     def abort_transaction(self, timeout: float | None = None) -> None:

@@ -300,7 +300,9 @@ class Pipeline:
         ``commit_failures``; ``stalled`` (partitions skipped now); ``executor`` counters. With
         exactly_once_v2 also ``transactions_committed``, ``transactions_aborted``, ``producer_replacements``
         (a stuck abort replaces the producer, see kipconsumer._eos), ``transactions_timed_out`` (aborted
-        by the broker after ``transaction.timeout.ms``: redone with a new producer) and ``rewinds`` (records
+        by the broker after ``transaction.timeout.ms``: redone with a new producer),
+        ``transactions_outcome_unknown`` (commits without a result: the producer was replaced and every
+        partition resumed from its committed offset) and ``rewinds`` (records
         re-read after an abort start over at the transaction's first record; outputs are not acked one
         by one, ``outputs_acked`` stays 0)."""
         parts = {tp: t.snapshot() for tp, t in list(self._tasks.items())}
@@ -320,6 +322,7 @@ class Pipeline:
             "rewinds": sum(p["rewinds"] for p in parts.values()),
             "producer_replacements": guarantee["producer_replacements"],
             "transactions_timed_out": guarantee["transactions_timed_out"],
+            "transactions_outcome_unknown": guarantee["transactions_outcome_unknown"],
             "executor": self._executor.metrics(),
         }
 

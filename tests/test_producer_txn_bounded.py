@@ -20,7 +20,7 @@ from kc_testing import Tansu
 
 from kipconsumer import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kipconsumer._producer import _set_txn_test_hold_ms
-from kipconsumer.errors import KafkaTimeoutError, TransactionBlockedError
+from kipconsumer.errors import KafkaTimeoutError, TransactionBlockedError, TransactionOutcomeUnknownError
 
 pytestmark = pytest.mark.interop
 
@@ -82,8 +82,10 @@ def test_closing_a_producer_with_a_blocked_call_returns_at_once(tansu: Tansu, ho
     txid = p._settings.rdkafka["transactional.id"]
     try:
         _set_txn_test_hold_ms(3000)
-        with pytest.raises(TransactionBlockedError):
+        # a blocked commit: its outcome is unknown (the producer allows only close() & co. now)
+        with pytest.raises(TransactionOutcomeUnknownError) as info:
             p.commit_transaction(timeout=0.2)
+        assert isinstance(info.value.__cause__, TransactionBlockedError)
         _set_txn_test_hold_ms(0)
         t0 = time.monotonic()
         p.close(0)

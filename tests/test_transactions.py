@@ -12,13 +12,20 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 from kc_testing import RealKafka
 
 from kipconsumer import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
-from kipconsumer.errors import IllegalStateError, KafkaError, KafkaTimeoutError, ProducerFencedError
+from kipconsumer.errors import (
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProducerFencedError,
+    TransactionOutcomeUnknownError,
+)
 from kipconsumer.structs import ConsumerGroupMetadata
 
 
@@ -112,6 +119,55 @@ def test_a_newer_producer_of_the_same_id_fences_the_older(kafka: RealKafka) -> N
     finally:
         old.close(2)
         new.close(5)
+
+
+@pytest.mark.kafka
+def test_a_commit_without_a_result_condemns_the_producer(kafka: RealKafka) -> None:
+    """The only node is frozen across commit_transaction() (2-3 s, short of its fencing): the commit gives
+    no result within its timeout. Without KIP-890 no more work may go on that producer epoch, as if the
+    commit had failed or succeeded: it raises TransactionOutcomeUnknownError (application_recoverable) and
+    every later send() or transactional call raises it again; close(), flush() and metrics() work. A new
+    producer of the same transactional.id ends the transaction (committed or aborted, once) and goes on."""
+    topic = kafka.create_topic(1)
+    txid = _txid()
+    p = KafkaProducer({"bootstrap.servers": kafka.bootstrap, "transactional.id": txid})
+    try:
+        p.init_transactions(timeout=30)
+        p.begin_transaction()
+        p.send(topic, value=b"first").result(30)
+        kafka.freeze()
+        try:
+            no_result = r"commit_transaction\(\) gave no result"
+            with pytest.raises(TransactionOutcomeUnknownError, match=no_result) as info:
+                p.commit_transaction(timeout=1.0)
+            assert info.value.category == "application_recoverable" and not info.value.retriable
+            refused: list[tuple[str, Callable[[], object]]] = [
+                ("commit_transaction", lambda: p.commit_transaction(timeout=1.0)),
+                ("abort_transaction", lambda: p.abort_transaction(timeout=1.0)),
+                ("begin_transaction", p.begin_transaction),
+                ("init_transactions", lambda: p.init_transactions(timeout=1.0)),
+                ("send", lambda: p.send(topic, value=b"zombie")),
+            ]
+            for name, call in refused:
+                t0 = time.monotonic()
+                with pytest.raises(TransactionOutcomeUnknownError, match="refused: this producer's last "
+                                                                         "commit_transaction"):
+                    call()
+                assert time.monotonic() - t0 < 0.5, name  # refused at once, nothing sent
+            assert isinstance(p.metrics(), dict)
+        finally:
+            kafka.thaw()
+        p.flush(10)
+    finally:
+        p.close(0)
+    with KafkaProducer({"bootstrap.servers": kafka.bootstrap, "transactional.id": txid}) as q:
+        q.init_transactions(timeout=60)  # completes or aborts the transaction of the old epoch
+        q.begin_transaction()
+        q.send(topic, value=b"second")
+        q.commit_transaction(timeout=30)
+    got = _read(kafka.bootstrap, topic, "read_committed", 3.0)
+    assert got in ([b"first", b"second"], [b"second"]), got
+    assert b"zombie" not in _read(kafka.bootstrap, topic, "read_uncommitted", 2.0)
 
 
 @pytest.mark.kafka
