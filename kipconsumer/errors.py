@@ -320,6 +320,7 @@ CLASS_CATEGORIES: dict[type[KafkaError], Category] = {
     TransactionOutcomeUnknownError: "application_recoverable",
     ProcessingError: "fatal",
     SerializationError: "fatal",
+    UnsupportedVersionError: "invalid_configuration",
     ShareGroupsUnsupportedError: "invalid_configuration",
     AuthenticationError: "invalid_configuration",
     AuthorizationError: "invalid_configuration",

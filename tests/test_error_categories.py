@@ -37,6 +37,7 @@ EXPECTED = {
     "ProcessingError": "fatal",
     "SerializationError": "fatal",
     "RecordDeserializationError": "fatal",
+    "UnsupportedVersionError": "invalid_configuration",
     "ShareGroupsUnsupportedError": "invalid_configuration",
     "AuthenticationError": "invalid_configuration",
     "AuthorizationError": "invalid_configuration",
