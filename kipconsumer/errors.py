@@ -216,7 +216,14 @@ class RecordDeserializationError(SerializationError):
         self.origin = origin
 
 
-class UnsupportedVersionError(KafkaError):
+class UnsupportedFeatureError(KafkaError):
+    """A feature the application asks for is not served by the broker (or by the loaded librdkafka):
+    the message names the feature and the versions that serve it. Raised within seconds instead of
+    a silent empty poll or a hang. Subclasses: :class:`UnsupportedVersionError` (a protocol the broker
+    lacks), :class:`ShareGroupsUnsupportedError`."""
+
+
+class UnsupportedVersionError(UnsupportedFeatureError):
     """The broker does not serve a protocol the configuration asks for (Java's
     ``UnsupportedVersionException``), e.g. ``group.protocol=consumer`` (KIP-848) on a broker without the
     ConsumerGroupHeartbeat API (Kafka < 4.0). The message names the feature and the broker versions
@@ -320,6 +327,7 @@ CLASS_CATEGORIES: dict[type[KafkaError], Category] = {
     TransactionOutcomeUnknownError: "application_recoverable",
     ProcessingError: "fatal",
     SerializationError: "fatal",
+    UnsupportedFeatureError: "invalid_configuration",
     UnsupportedVersionError: "invalid_configuration",
     ShareGroupsUnsupportedError: "invalid_configuration",
     AuthenticationError: "invalid_configuration",
@@ -363,6 +371,7 @@ __all__ = [
     "Category",
     "category_of",
     "ShareGroupsUnsupportedError",
+    "UnsupportedFeatureError",
     "UnsupportedVersionError",
     "TransactionBlockedError",
     "TransactionOutcomeUnknownError",

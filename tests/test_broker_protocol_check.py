@@ -16,7 +16,7 @@ import pytest
 
 from kipconsumer import KafkaConsumer
 from kipconsumer.broker import EmbeddedBroker
-from kipconsumer.errors import KafkaError, UnsupportedVersionError
+from kipconsumer.errors import KafkaError, UnsupportedFeatureError, UnsupportedVersionError
 
 _API_VERSIONS, _CONSUMER_GROUP_HEARTBEAT = 18, 68
 
@@ -73,6 +73,7 @@ def test_consumer_protocol_on_a_broker_without_it_is_refused_at_subscribe(broker
             c.subscribe(["t"])
         assert time.monotonic() - started < 5
         assert e.value.code == "UNSUPPORTED_VERSION" and isinstance(e.value, KafkaError)
+        assert isinstance(e.value, UnsupportedFeatureError)  # API.md's name for a feature the broker lacks
         assert c.subscription() == set()
 
 

@@ -37,6 +37,7 @@ EXPECTED = {
     "ProcessingError": "fatal",
     "SerializationError": "fatal",
     "RecordDeserializationError": "fatal",
+    "UnsupportedFeatureError": "invalid_configuration",
     "UnsupportedVersionError": "invalid_configuration",
     "ShareGroupsUnsupportedError": "invalid_configuration",
     "AuthenticationError": "invalid_configuration",
