@@ -797,19 +797,14 @@ cdef class NativeConsumer:
         _seek(self, tp, offset, timeout, _fetcher_only)
 
     def position_or_none(self, tp, double timeout=0.0):
-        """The position poll() has reached (past returned records, or a seek()), or None. A seek()'s
-        offset outside the log, before any record came, is reset by auto.offset.reset here, as Java's
-        position() resets a position the broker refused (_seek_reset_position; asks the broker's
-        watermarks within `timeout`): the fetch goes on from the reset's offset, which is returned."""
+        """The position poll() has reached (past returned records, or a seek()), or None. Right after
+        a seek() it is the seek's offset, as Java's (whose position() resets only a position a fetch
+        was refused for); a seek outside the log is reset by librdkafka's auto.offset.reset when its
+        fetch is refused, and the position follows the first record from there (route_run)."""
         self._check_open()
         cdef kc_partition_t *p = _assigned(self, tp)
         kc_consumer_step_over_markers(self.core, p)
         if p.position != KC_POSITION_UNKNOWN:
-            reset = _seek_reset_position(self, p, True, timeout)
-            if reset is not None:
-                # librdkafka resets it too once its fetch is refused; seeking there now makes the
-                # position returned the one poll() goes on from, whatever is produced meanwhile
-                _seek(self, tp, reset, timeout, False)
             return p.position
         return None
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,7 @@ def _build_wheels_module(root: Path) -> ModuleType:
     if spec is None or spec.loader is None:  # pragma: no cover
         raise EnvBuildError(f"cannot load {root / 'scripts' / 'build_wheels.py'}")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 
@@ -70,8 +72,12 @@ def build_executor_env(dest: str | os.PathLike[str], log: bool = False) -> Path:
         out = Path(tmp) / "dist"
         out.mkdir()
         try:
+            arch = bw.ARCHES.get(platform.machine())  # the executors run on this machine
+            if arch is None:
+                raise EnvBuildError(f"no wheel build for this machine's architecture {platform.machine()!r}")
+            confluent = bw.carried_librdkafka.fetch_wheel(arch.confluent_platform)
             sdist = bw.build_sdist(out)
-            wheel = bw.build_wheel(base, sdist, out, Path(tmp) / "work")
+            wheel = bw.build_wheel(base, sdist, out, Path(tmp) / "work", arch, confluent)
         except SystemExit as exc:  # build_wheels reports failures as SystemExit (a CLI script)
             raise EnvBuildError(f"building the kipconsumer wheel failed: {exc}") from None
         if log:

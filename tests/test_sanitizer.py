@@ -177,6 +177,8 @@ def asan_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
     assert b"libasan.so" in sos[0].read_bytes(), "the build is not linked with AddressSanitizer"
     for py in (ROOT / "kipconsumer").glob("*.py"):  # the pure-Python package next to the .so files
         shutil.copy2(py, pkg / py.name)
+    # and the librdkafka the checkout carries (kipconsumer/_native_libs/, grafted by the checkout's build)
+    shutil.copytree(ROOT / "kipconsumer" / "_native_libs", pkg / "_native_libs", dirs_exist_ok=True)
     env = dict(os.environ, LD_PRELOAD=asan, PYTHONPATH=str(lib), PYTHONMALLOC="malloc",
                ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:detect_odr_violation=0",
                UBSAN_OPTIONS="print_stacktrace=1")
