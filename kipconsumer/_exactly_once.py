@@ -103,9 +103,12 @@ class ExactlyOnceTask(PartitionTask):
                     if exc.retriable:
                         raise self._send_timed_out(exc, f"send to {topic} (output {i} of offset {off})") \
                             from exc
-                    if exc.category != "application_recoverable" or not self.txn.outlived_timeout():
+                    if (exc.category not in ("application_recoverable", "fatal")
+                            or not self.txn.outlived_timeout()):
                         # the transaction may hold part of this record's outputs; another producer
-                        # (fenced, not by the broker's timeout) is fatal, as any other failure
+                        # (fenced, not by the broker's timeout) is fatal, as any other failure.
+                        # librdkafka may report the coordinator's epoch bump as a bare _FATAL before
+                        # it names it fenced: past transaction.timeout.ms that is the broker's abort too
                         self._abort_after_failed_send(topic, i, off, exc)
                         raise
                     err = self.txn.fenced_by_timeout(self.eos._tasks(), exc)
