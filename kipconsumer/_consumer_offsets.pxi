@@ -115,14 +115,13 @@ cdef object _fetch_position(NativeConsumer c, kc_partition_t *p):
     return off if off >= 0 else None
 
 
-cdef object _seek_reset_position(NativeConsumer c, kc_partition_t *p, bint ask, double timeout):
+cdef object _seek_reset_position(NativeConsumer c, kc_partition_t *p):
     """Where p's position is after a seek() to an offset the log does not hold (past its end, or below
     its start) and before any record came: librdkafka resets it by auto.offset.reset (earliest: the
     log start; latest: its end), as Java does, and no record tells (with latest, none may come).
     None if p's position is not such a seek's offset, auto.offset.reset is none (poll() raises
     OffsetOutOfRangeError instead), or the offset is inside the log as far as the cached watermarks
-    (of the last fetch response) say; ``ask``: the broker's watermarks confirm it (within
-    `timeout`), as a cached end can be older than the seek's offset."""
+    (of the last fetch response) say."""
     cdef int64_t lo = -1, hi = -1
     cdef int64_t target = p.filters.sought
     if (target == KC_POSITION_UNKNOWN or p.position != target or p.len
@@ -131,10 +130,6 @@ cdef object _seek_reset_position(NativeConsumer c, kc_partition_t *p, bint ask, 
     if (rd_kafka_get_watermark_offsets(c.rk, p.topic, p.partition, &lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR
             or hi < 0 or lo <= target <= hi):
         return None
-    if ask:
-        lo, hi = _watermarks(c, p.topic.decode(), p.partition, timeout)
-        if lo <= target <= hi:
-            return None
     return lo if c._reset_policy == RESET_EARLIEST else hi
 
 
@@ -147,7 +142,7 @@ cdef object _lag_position(NativeConsumer c, kc_partition_t *p, bint owner):
     if owner:
         kc_consumer_step_over_markers(c.core, p)
     if p.position != KC_POSITION_UNKNOWN:
-        pos = _seek_reset_position(c, p, False, 0)
+        pos = _seek_reset_position(c, p)
         return p.position if pos is None else pos
     if owner and kc_fb_first_offset(p) != KC_POSITION_UNKNOWN:
         return kc_fb_first_offset(p)
