@@ -444,9 +444,13 @@ cdef class NativeConsumer:
             self._commits.destroy()
         if self._lso is not None:
             self._lso.destroy()
-        if self.core != NULL:
-            kc_consumer_free(self.core)
-            self.core = NULL
+        cdef kc_consumer_t *core = self.core
+        self.core = NULL
+        if core != NULL:
+            # joins the prefetch thread and takes librdkafka's queue locks: never with the GIL held
+            # (a librdkafka thread inside a callback waiting for the GIL would wait for ever)
+            with nogil:
+                kc_consumer_free(core)
         if self.rk != NULL:
             _oauth_stop(self.rk)
             self.rk = NULL

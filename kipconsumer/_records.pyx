@@ -238,8 +238,9 @@ cdef class ConsumerRecords:
         if self.msgs != NULL:
             # in a child made by fork() the messages are the parent's librdkafka's: leaked (_process.pxd)
             if not self._borrowed and not foreign_process(self._pid):
-                for i in range(self.n):
-                    rd_kafka_message_destroy(self.msgs[i])
+                with nogil:  # librdkafka's locks: never with the GIL held (see _consumer._destroy)
+                    for i in range(self.n):
+                        rd_kafka_message_destroy(self.msgs[i])
             free(self.msgs)
             self.msgs = NULL
         if self._dcount != NULL:

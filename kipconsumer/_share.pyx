@@ -171,10 +171,10 @@ cdef class _Handle:
         cdef rd_kafka_error_t *error
         if self.rks != NULL and not foreign_process(self.pid):
             # no callback into an object being freed
-            error = rd_kafka_share_set_acknowledgement_commit_cb(self.rks, NULL, NULL)
-            if error != NULL:
-                rd_kafka_error_destroy(error)
-            with nogil:
+            with nogil:  # librdkafka's locks: never with the GIL held (a callback may wait for it)
+                error = rd_kafka_share_set_acknowledgement_commit_cb(self.rks, NULL, NULL)
+                if error != NULL:
+                    rd_kafka_error_destroy(error)
                 error = rd_kafka_share_destroy(self.rks)
             if error != NULL:
                 rd_kafka_error_destroy(error)
@@ -194,9 +194,11 @@ cdef class _Batch:
     cdef pid_t pid                     # the process msgs belongs to
 
     def __dealloc__(self):
-        if self.msgs != NULL and not foreign_process(self.pid):
-            rd_kafka_messages_destroy(self.msgs)
+        cdef rd_kafka_messages_t *msgs = self.msgs
+        if msgs != NULL and not foreign_process(self.pid):
             self.msgs = NULL
+            with nogil:
+                rd_kafka_messages_destroy(msgs)
 
 
 cdef class NativeShareConsumer:

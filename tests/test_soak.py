@@ -10,6 +10,10 @@ little more, and closes the oldest member (another rebalance); every 7th cycle t
 dropped without ``close()`` instead (librdkafka's close then runs on a background thread). A lane
 keeps 2 members between cycles and 3 during one.
 
+The workload runs in a child process of its own (``python tests/test_soak.py``), so what is measured is
+the consumers' alone, not whatever earlier tests left to the pytest process's collector, and a hang is a
+failure with every thread's stack (faulthandler) instead of a stuck test run.
+
 Samples are taken with every lane paused between two cycles (2 members each), after a settle time.
 The check compares the end (median of the last 3 samples) with the level after the warm-up (median of
 the first 3 samples after 25 % of the run): the allocator's arenas and librdkafka's per-thread caches
@@ -24,6 +28,8 @@ Both print the figures; ``KIP_SOAK_OUT=DIR`` also writes them to ``DIR/soak-<sec
 
 from __future__ import annotations
 
+import argparse
+import faulthandler
 import gc
 import json
 import os
@@ -320,9 +326,26 @@ def check(r: dict[str, Any], rss_pct: float, rss_mib: float, fds: int, threads_s
     assert r["threads"]["end"] <= r["threads"]["after_warmup"] + threads_slack, r["threads"]
 
 
+def soak_in_child(seconds: float, sample_every: float, settle: float = 1.0) -> dict[str, Any]:
+    """Runs soak() in a child process; fails with the child's output if it hangs or dies."""
+    bound = seconds + 150
+    try:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--seconds", str(seconds), "--sample-every", str(sample_every),
+             "--settle", str(settle), "--hang-after", str(bound - 20)],
+            capture_output=True, text=True, timeout=bound)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"the soak child did not end within {bound:.0f} s:\n{e.stderr!s}") from None
+    result = [line for line in proc.stdout.splitlines() if line.startswith("SOAK-RESULT ")]
+    assert proc.returncode == 0 and result, (
+        f"soak child exited {proc.returncode}:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+    r: dict[str, Any] = json.loads(result[-1].split(" ", 1)[1])
+    return r
+
+
 def test_soak_ci() -> None:
     """~30 s: the same workload, loose bounds (the warm-up is a large part of such a short run)."""
-    r = soak(seconds=float(os.environ.get("KIP_SOAK_CI_SECONDS", "30")), sample_every=3.0, settle=0.5)
+    r = soak_in_child(seconds=float(os.environ.get("KIP_SOAK_CI_SECONDS", "30")), sample_every=3.0, settle=0.5)
     report(r)
     check(r, rss_pct=30, rss_mib=24, fds=8, threads_slack=8, min_cycles=20)
 
@@ -331,6 +354,23 @@ def test_soak_ci() -> None:
                     reason="opt-in: KIP_SOAK=1 (KIP_SOAK_SECONDS, default 600)")
 def test_soak() -> None:
     seconds = float(os.environ.get("KIP_SOAK_SECONDS", "600"))
-    r = soak(seconds=seconds, sample_every=max(5.0, seconds / 60))
+    r = soak_in_child(seconds=seconds, sample_every=max(5.0, seconds / 60))
     report(r)
     check(r, rss_pct=5, rss_mib=8, fds=4, threads_slack=2, min_cycles=int(seconds) // 2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="the soak workload (run by test_soak*, in a child process)")
+    ap.add_argument("--seconds", type=float, required=True)
+    ap.add_argument("--sample-every", type=float, required=True)
+    ap.add_argument("--settle", type=float, default=1.0)
+    ap.add_argument("--hang-after", type=float, required=True,
+                    help="print every thread's stack and exit after this many seconds")
+    a = ap.parse_args()
+    faulthandler.dump_traceback_later(a.hang_after, exit=True)
+    r = soak(a.seconds, a.sample_every, settle=a.settle)
+    print("SOAK-RESULT " + json.dumps(r), flush=True)
+
+
+if __name__ == "__main__":
+    main()
