@@ -345,7 +345,8 @@ def soak_in_child(seconds: float, sample_every: float, settle: float = 1.0) -> d
 
 def test_soak_ci() -> None:
     """~30 s: the same workload, loose bounds (the warm-up is a large part of such a short run)."""
-    r = soak_in_child(seconds=float(os.environ.get("KIP_SOAK_CI_SECONDS", "30")), sample_every=3.0, settle=0.5)
+    seconds = float(os.environ.get("KIP_SOAK_CI_SECONDS", "30"))
+    r = soak_in_child(seconds=seconds, sample_every=3.0, settle=0.5)
     report(r)
     check(r, rss_pct=30, rss_mib=24, fds=8, threads_slack=8, min_cycles=20)
 
