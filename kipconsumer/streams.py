@@ -11,11 +11,11 @@ partitioner instead.
 
 * At least once, no loss: the offset committed for a source partition never passes a record whose
   outputs are not all acknowledged by the sink. Outputs of one source partition reach the sink in
-  order, re-sends included (``kipconsumer._at_least_once``).
+  order, re-sends included (``kipconsumer._pipeline.at_least_once``).
 * ``"processing.guarantee": "exactly_once_v2"``: the outputs and source offsets of each commit interval
-  are committed in one transaction (``kipconsumer._exactly_once``, ``kipconsumer._eos``); an aborted
-  transaction rewinds its records, so a read_committed reader of the sink sees each record's outputs
-  once (docs/tasks.md).
+  are committed in one transaction (``kipconsumer._pipeline.exactly_once``); an aborted transaction
+  rewinds its records, so a read_committed reader of the sink sees each record's outputs once
+  (docs/tasks.md).
 * A record counts as processed only once ``process()`` returned valid outputs (``(key, value)`` pairs of
   bytes, str or None) and they were sent: otherwise ``run()`` raises ``ProcessingError`` naming the
   record, nothing of it was sent and no offset past it is committed (docs/tasks.md).
@@ -50,11 +50,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from types import MappingProxyType
+from typing import Any, Literal
 
-from kipconsumer._at_least_once import AtLeastOnce
-from kipconsumer._exactly_once import ExactlyOnce
-from kipconsumer._pipeline_task import DeliveryGuarantee, Output, PartitionTask, Process
+from kipconsumer._pipeline.at_least_once import AtLeastOnce
+from kipconsumer._pipeline.budget import CallBudget
+from kipconsumer._pipeline.context import FlowControl, PipelineContext
+from kipconsumer._pipeline.exactly_once import ExactlyOnce
+from kipconsumer._pipeline.task import DeliveryGuarantee, Output, PartitionTask, Process
 from kipconsumer._timeouts import timeout_seconds
 from kipconsumer._validate import suggest
 from kipconsumer.config import (
@@ -71,7 +74,7 @@ from kipconsumer.config import (
     task_settings,
 )
 from kipconsumer.consumer import KafkaConsumer
-from kipconsumer.errors import ConfigError, KafkaError, KafkaTimeoutError
+from kipconsumer.errors import ConfigError, KafkaError
 from kipconsumer.producer import KafkaProducer
 from kipconsumer.structs import TopicPartition
 from kipconsumer.tasks import TaskExecutor
@@ -80,16 +83,11 @@ __all__ = ["Pipeline", "PipelineConfig", "split_config", "Output", "Process"]
 
 log = logging.getLogger("kipconsumer.streams")
 
-T = TypeVar("T")
-
 #: Keys only the pipeline uses (validated by config.pipeline_settings).
 PIPELINE_KEYS = frozenset(PIPELINE_SPECS)
 EXACTLY_ONCE = "exactly_once_v2"
 _COMMIT_TASK = "<commit>"  # '<' is not valid in topic names, so no partition task can clash
 _DEFAULT_MAX_BLOCK_MS = 60_000
-# a transactional call returns up to 1 s after its timeout (it waits in slices, kipconsumer._producer)
-_CALL_OVERRUN_S = 1.0
-_MIN_CALL_S = 0.1
 #: A partition's task is paused (its partition too) once it holds this many polls' worth
 #: (``max.poll.records``) of unprocessed records, and resumed below it: the pipeline's memory bound
 #: per partition. Not the fetch buffer's bound (config.py's ``queued.min.messages`` default).
@@ -227,8 +225,10 @@ class Pipeline:
 
     The pipeline owns the clients, the poll loop, flow control (pause/resume), the KIP-572 call budget
     and the assignment (its tasks); what is committed when, and what a revoke, a lost partition or
-    ``close()`` does, is its delivery guarantee's (``kipconsumer._pipeline_task.DeliveryGuarantee``:
-    ``AtLeastOnce`` or ``ExactlyOnce``, picked once here from ``processing.guarantee``).
+    ``close()`` does, is its delivery guarantee's (``kipconsumer._pipeline.task.DeliveryGuarantee``:
+    ``AtLeastOnce`` or ``ExactlyOnce``, picked once here from ``processing.guarantee``). It builds one
+    ``kipconsumer._pipeline.context.PipelineContext`` (sink, flow control, call budget, the producer
+    slot, the consumer, a read-only view of the tasks) and hands it to the guarantee's constructor.
     """
 
     def __init__(self, config: Mapping[str, object], source_topics: str | Iterable[str], process: Process,
@@ -247,32 +247,35 @@ class Pipeline:
         self.process = process
         self.sink_topic = sink_topic
         self.source_topics = topics
-        self._sink_partitioning = sink_partitioning
         self._executor = TaskExecutor(self.config.task)
-        self._backoff_s = self._executor.settings.retry_backoff_ms / 1000.0
-        self._half_mpi_s = self.config.max_poll_interval_ms / 2000.0
-        self._commit_interval_s = self.config.commit_interval_ms / 1000.0
-        self._producer = KafkaProducer(self.config.producer)
+        producer = KafkaProducer(self.config.producer)
         try:
             self._consumer = KafkaConsumer(self.config.consumer)
         except BaseException:
-            self._producer.close(0)
+            producer.close(0)
             raise
+        cs = self._consumer.settings
+        self._budget = CallBudget(max_poll_interval_ms=self.config.max_poll_interval_ms,
+                                  default_api_timeout_ms=cs.default_api_timeout_ms,
+                                  retry_backoff_ms=self._executor.settings.retry_backoff_ms)
+        self._flow = FlowControl(self._consumer, cs.max_poll_records, PAUSE_AFTER_POLLS * cs.max_poll_records)
+        self._tasks: dict[TopicPartition, PartitionTask] = {}  # written by _assigned and _remove only
+        self._context = PipelineContext(
+            producer=producer, producer_config=self.config.producer, consumer=self._consumer, process=process,
+            sink_topic=sink_topic, sink_partitioning=sink_partitioning, flow=self._flow, budget=self._budget,
+            tasks=MappingProxyType(self._tasks), commit_interval_s=self.config.commit_interval_ms / 1000.0,
+            task_timeout_ms=self._executor.settings.task_timeout_ms,
+            transaction_timeout_s=self.config.transaction_timeout_ms / 1000.0)
         # chosen once: nothing below asks which guarantee it is
         guarantee = ExactlyOnce if self.config.processing_guarantee == EXACTLY_ONCE else AtLeastOnce
         try:
-            self._guarantee: DeliveryGuarantee = guarantee(self)  # exactly_once_v2: init_transactions
+            # exactly_once_v2: init_transactions
+            self._guarantee: DeliveryGuarantee = guarantee(self._context)
         except BaseException:
             self._consumer.close()
-            self._producer.close(0)
+            self._context.producer.close(0)
             raise
-        cs = self._consumer.settings
-        self._budget = cs.max_poll_records
-        self._high_water = PAUSE_AFTER_POLLS * cs.max_poll_records
-        self._group_call_s = min(cs.default_api_timeout_ms / 1000.0, self._half_mpi_s)
-        self._tasks: dict[TopicPartition, PartitionTask] = {}  # written by _assigned and _remove only
-        self._sink_count: int | None = None
-        self._last_poll = time.monotonic()
+        self._budget.poll_started()
         self._closed = False
         self._executor.add_task(_COMMIT_TASK, self._guarantee.commit_step)
         self._consumer.subscribe(topics, _Listener(self))
@@ -285,8 +288,8 @@ class Pipeline:
 
     @property
     def producer(self) -> KafkaProducer:
-        """The pipeline's producer."""
-        return self._producer
+        """The pipeline's producer (exactly_once_v2: a new one after a replacement)."""
+        return self._context.producer
 
     @property
     def executor(self) -> TaskExecutor:
@@ -299,8 +302,9 @@ class Pipeline:
         ``records_processed``, ``outputs_acked``, ``outputs_resent``, ``stalls``, ``commits``,
         ``commit_failures``; ``stalled`` (partitions skipped now); ``executor`` counters. With
         exactly_once_v2 also ``transactions_committed``, ``transactions_aborted``, ``producer_replacements``
-        (a stuck abort replaces the producer, see kipconsumer._eos), ``transactions_timed_out`` (aborted
-        by the broker after ``transaction.timeout.ms``: redone with a new producer),
+        (a stuck abort replaces the producer, see kipconsumer._pipeline.transaction),
+        ``transactions_timed_out`` (aborted by the broker after ``transaction.timeout.ms``: redone with
+        a new producer),
         ``transactions_outcome_unknown`` (commits without a result: the producer was replaced and every
         partition resumed from its committed offset) and ``rewinds`` (records
         re-read after an abort start over at the transaction's first record; outputs are not acked one
@@ -336,7 +340,7 @@ class Pipeline:
             raise KafkaError("Pipeline.run() after close()")
         end = None if timeout is None else time.monotonic() + timeout_seconds(timeout, 0)
         consumer, executor, tasks = self._consumer, self._executor, self._tasks
-        guarantee = self._guarantee
+        guarantee, flow, budget = self._guarantee, self._flow, self._budget
         before_poll = guarantee.before_poll
         while True:
             if until is not None and until():
@@ -354,9 +358,7 @@ class Pipeline:
                 if end is not None:
                     wait = max(0.0, min(wait, end - now))
             before_poll()
-            # from the start of the poll: a process stopped inside poll() (SIGSTOP, a VM pause) was
-            # held as long as one stopped in process(), and its heartbeats stopped with it
-            self._last_poll = time.monotonic()
+            budget.poll_started()
             records = consumer.poll(wait)
             if records:
                 for tp in records.partitions():
@@ -366,74 +368,7 @@ class Pipeline:
                         task = tasks[tp]
                     task.pending.extend(records.records(tp))
             executor.run_once()
-            for task in tasks.values():
-                if not task.paused:
-                    if len(task.pending) >= self._high_water:
-                        self._pause(task)
-                elif not task.stalled and len(task.pending) < self._budget:
-                    self._resume_if_drained(task)
-
-    # -- flow control ---------------------------------------------------------------------------------
-    def _pause(self, task: PartitionTask) -> None:
-        if not task.paused:
-            task.paused = True
-            self._consumer.pause([task.tp])
-
-    def _resume_if_drained(self, task: PartitionTask) -> None:
-        if task.paused and not task.stalled and len(task.pending) < self._high_water:
-            task.paused = False
-            self._consumer.resume([task.tp])
-
-    # -- bounded calls (KIP-572's 50% rule) ------------------------------------------------------------
-    def _call_budget_s(self) -> float:
-        """Timeout for the next blocking call of the loop pass: what is left of half of
-        ``max.poll.interval.ms`` since the start of the last poll (less the second a transactional
-        call may overrun its timeout by), at most ``default.api.timeout.ms``, at least 0.1 s (a call
-        that cannot finish in time times out and is retried after the next poll). Every call of one
-        loop pass shares this budget, so together they cannot hold the loop past it."""
-        left = self._half_mpi_s - (time.monotonic() - self._last_poll) - _CALL_OVERRUN_S
-        return max(_MIN_CALL_S, min(self._group_call_s, left))
-
-    def _bounded(self, what: str, call: Callable[[], T]) -> T:
-        """``call()``, retrying timeouts after ``retry.backoff.ms`` while another attempt fits in half of
-        ``max.poll.interval.ms`` counted from the start of the last poll (the budget every call of the
-        loop pass shares); then raises ``KafkaTimeoutError`` (the last timeout as its cause)."""
-        longest = 0.0
-        while True:
-            t0 = time.monotonic()
-            try:
-                return call()
-            except TimeoutError as exc:
-                now = time.monotonic()
-                longest = max(longest, now - t0)
-                elapsed = now - self._last_poll
-                # Another attempt only if it can finish in the budget, if it takes as long as the
-                # longest one so far (each is bounded by _call_budget_s()).
-                if elapsed + self._backoff_s + longest > self._half_mpi_s:
-                    raise KafkaTimeoutError(
-                        f"{what} timed out; gave up {elapsed * 1000:.0f} ms after the last poll to stay "
-                        f"within half of max.poll.interval.ms={self.config.max_poll_interval_ms}: {exc}"
-                    ) from exc
-                log.info("%s timed out (%s); retrying in %.0f ms", what, exc, self._backoff_s * 1000)
-                time.sleep(self._backoff_s)
-
-    def _sink_partition_for(self, source_partition: int) -> int | None:
-        if self._sink_partitioning == "key":
-            return None
-        if self._sink_count is None:
-            parts = self._bounded(f"metadata of sink topic {self.sink_topic!r}",
-                                  lambda: self._producer.partitions_for(self.sink_topic))
-            self._sink_count = len(parts)
-        return source_partition % self._sink_count
-
-    def _held(self) -> str | None:
-        """Why the loop may have been dropped from the group (held longer than half of
-        ``max.poll.interval.ms`` since the start of the last poll), or None."""
-        held = time.monotonic() - self._last_poll
-        if held > self._half_mpi_s:
-            return (f"the poll loop was held {held:.1f} s, more than half of "
-                    f"max.poll.interval.ms={self.config.max_poll_interval_ms}")
-        return None
+            flow.after_pass(tasks.values())
 
     # -- assignment -------------------------------------------------------------------------------------
     def _assigned(self, partitions: list[TopicPartition]) -> None:
@@ -468,7 +403,7 @@ class Pipeline:
         if self._closed:
             return
         self._closed = True
-        budget = timeout_seconds(timeout, self._half_mpi_s * 1000.0)
+        budget = timeout_seconds(timeout, self._budget.half_mpi_s * 1000.0)
         try:
             tasks = list(self._tasks.values())
             try:
@@ -479,7 +414,7 @@ class Pipeline:
             try:
                 self._consumer.close()
             finally:
-                self._producer.close(0)
+                self._context.producer.close(0)
 
     @property
     def closed(self) -> bool:

@@ -63,6 +63,17 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def test_every_package_of_the_tree_is_listed_for_the_wheel() -> None:
+    """pyproject.toml lists the packages explicitly: a new one left out (kipconsumer/_pipeline/ when
+    the Pipeline's parts moved there) would be missing from the wheel, and ``import
+    kipconsumer.streams`` would fail only once installed. A static check, so it runs by default."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(init.parent.relative_to(ROOT).parts)
+             for init in (ROOT / "kipconsumer").rglob("__init__.py")}
+    assert listed == found
+
+
 @pytest.mark.slow
 def test_sdist_holds_the_sources_and_wheels_only_what_runs(dist: Path) -> None:
     (sdist,) = dist.glob("kipconsumer-*.tar.gz")

@@ -255,7 +255,7 @@ def test_metadata_retries_bounded_by_half_max_poll_interval(broker: EmbeddedBrok
         assert pipe.producer.metrics()["max_block_ms"] == 1_000
         start = time.monotonic()
         with pytest.raises(KafkaTimeoutError, match="half of max.poll.interval.ms=2000") as info:
-            pipe._bounded("metadata of sink topic 'x'", metadata)
+            pipe._budget.bounded("metadata of sink topic 'x'", metadata)
         elapsed = time.monotonic() - start
     assert len(calls) >= 2  # it does retry
     assert elapsed <= 1.0 + 0.2  # ... but never past half of max.poll.interval.ms (+ the call in progress)

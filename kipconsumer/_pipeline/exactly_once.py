@@ -3,8 +3,8 @@
 Contract
 --------
 * The outputs and source offsets of each commit interval are committed in one transaction
-  (:class:`kipconsumer._eos.Transaction`, one transactional producer for every partition task), so a
-  read_committed reader of the sink sees each record's outputs once.
+  (:class:`kipconsumer._pipeline.transaction.Transaction`, one transactional producer for every
+  partition task), so a read_committed reader of the sink sees each record's outputs once.
 * A task processes records only into an open transaction, and none while it commits or aborts
   (``Transaction.busy``). It remembers its first record in the transaction (``txn_base``).
 * Abort (an output that fails or times out, a commit refused, a loop held past half of
@@ -21,7 +21,7 @@ Contract
   ``producer_replacements``): the pipeline's ``producer`` is the new one from then on.
 * A commit whose outcome is unknown (``TransactionOutcomeUnknownError``) replaces the producer too; then
   every task resumes from the group's committed offsets (counted in ``transactions_outcome_unknown``;
-  see kipconsumer._eos). Raised to the executor as ``KafkaTimeoutError``.
+  see kipconsumer._pipeline.transaction). Raised to the executor as ``KafkaTimeoutError``.
 * What to do about an error is decided by its category (``KafkaError.category``, KIP-1050): a
   retriable send aborts and is retried by the executor, an abortable commit is counted and redone,
   an application_recoverable one (fenced) replaces the producer only where the broker ended the
@@ -32,16 +32,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-from kipconsumer._eos import Transaction
-from kipconsumer._pipeline_task import PartitionTask
+from kipconsumer._pipeline.context import PipelineContext
+from kipconsumer._pipeline.task import PartitionTask
+from kipconsumer._pipeline.transaction import Transaction
 from kipconsumer.errors import KafkaError, KafkaTimeoutError
-from kipconsumer.producer import KafkaProducer
 from kipconsumer.structs import TopicPartition
-
-if TYPE_CHECKING:
-    from kipconsumer.streams import Pipeline
 
 __all__ = ["ExactlyOnce", "ExactlyOnceTask"]
 
@@ -58,8 +55,8 @@ class ExactlyOnceTask(PartitionTask):
 
     __slots__ = ("eos", "txn", "txn_base", "rewinds")
 
-    def __init__(self, pipeline: Pipeline, tp: TopicPartition, eos: ExactlyOnce) -> None:
-        super().__init__(pipeline, tp)
+    def __init__(self, ctx: PipelineContext, tp: TopicPartition, eos: ExactlyOnce) -> None:
+        super().__init__(ctx, tp)
         self.eos = eos
         self.txn = eos.txn
         self.txn_base = -1  # offset of the first record processed in the open transaction (-1: none)
@@ -83,9 +80,9 @@ class ExactlyOnceTask(PartitionTask):
         record still pending and nothing of it sent. A send failing after part of the record's outputs
         was sent aborts the transaction (every task rewinds), so no partial output is ever committed."""
         pending = self.pending
-        pipeline = self.pipeline
-        send, topic, part = pipeline._producer.send, pipeline.sink_topic, self.sink_partition
-        budget = pipeline._budget
+        ctx = self.ctx
+        send, topic, part = ctx.producer.send, ctx.sink.topic, self.sink_partition
+        budget = ctx.flow.records_per_step
         while pending and budget > 0:
             budget -= 1
             rec = pending[0]
@@ -111,7 +108,7 @@ class ExactlyOnceTask(PartitionTask):
                         # it names it fenced: past transaction.timeout.ms that is the broker's abort too
                         self._abort_after_failed_send(topic, i, off, exc)
                         raise
-                    err = self.txn.fenced_by_timeout(self.eos._tasks(), exc)
+                    err = self.txn.fenced_by_timeout(self.eos.tasks(), exc)
                     raise KafkaTimeoutError(f"send to {topic} (output {i} of offset {off}) for source "
                                             f"{self.name}: {err}", code=err.code) from exc
                 except BaseException as exc:  # the transaction may hold part of this record's outputs
@@ -134,7 +131,7 @@ class ExactlyOnceTask(PartitionTask):
             return
         self.pending.clear()
         self.processed_upto = self.txn_base
-        self.pipeline._consumer.seek(self.tp, self.txn_base)
+        self.ctx.consumer.seek(self.tp, self.txn_base)
         self.txn_base = -1
         self.rewinds += 1
 
@@ -152,67 +149,57 @@ class ExactlyOnceTask(PartitionTask):
 
 class ExactlyOnce:
     """The exactly_once_v2 guarantee of one pipeline (see the module docstring). Owns the
-    :class:`~kipconsumer._eos.Transaction` (``txn``), the commit schedule (``next_commit``) and the
-    counters; constructing it registers the ``transactional.id`` (``init_transactions``)."""
+    :class:`~kipconsumer._pipeline.transaction.Transaction` (``txn``), the commit schedule
+    (``next_commit``) and the counters; constructing it registers the ``transactional.id``
+    (``init_transactions``)."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
-        self._p = pipeline
+    def __init__(self, ctx: PipelineContext) -> None:
+        self._ctx = ctx
         self.next_commit = 0.0
         self.commits = 0
         self.commit_failures = 0
-        self.producer_replacements = 0
         self._init_transactions()
-        timeout_s = pipeline.config.transaction_timeout_ms / 1000.0
-        self.txn: Transaction = Transaction(pipeline._producer, pipeline._consumer, pipeline._bounded,
-                                            self._replace_producer, pipeline._held, pipeline._call_budget_s,
-                                            transaction_timeout_s=timeout_s, tasks=self._tasks)
+        self.txn: Transaction = Transaction(ctx, tasks=self.tasks)
 
-    def _tasks(self) -> list[ExactlyOnceTask]:
+    def tasks(self) -> list[ExactlyOnceTask]:
+        """The pipeline's current tasks."""
         # every task of this pipeline was made by new_task()
-        return cast("list[ExactlyOnceTask]", list(self._p._tasks.values()))
+        return cast("list[ExactlyOnceTask]", list(self._ctx.tasks.values()))
 
     def new_task(self, tp: TopicPartition) -> ExactlyOnceTask:
-        return ExactlyOnceTask(self._p, tp, self)
+        return ExactlyOnceTask(self._ctx, tp, self)
 
     def metrics(self) -> dict[str, int]:
         return {"commits": self.commits, "commit_failures": self.commit_failures,
                 "transactions_committed": self.txn.commits, "transactions_aborted": self.txn.aborts,
                 "transactions_timed_out": self.txn.timeouts,
                 "transactions_outcome_unknown": self.txn.unknown_outcomes,
-                "producer_replacements": self.producer_replacements}
+                "producer_replacements": self._ctx.producer_replacements}
 
     # -- the producer --------------------------------------------------------------------------------------
     def _init_transactions(self) -> None:
         """Registers the transactional.id (fencing an older producer of it and aborting its open
         transaction). Not in the poll loop yet (the consumer has not subscribed): timeouts are retried
         after ``retry.backoff.ms`` for up to ``task.timeout.ms``, then ``KafkaTimeoutError``."""
-        p = self._p
-        task_timeout_ms = p._executor.settings.task_timeout_ms
+        ctx = self._ctx
+        task_timeout_ms = ctx.task_timeout_ms
+        backoff_s = ctx.budget.backoff_s
         end = time.monotonic() + task_timeout_ms / 1000.0
         while True:
             try:
-                p._producer.init_transactions()
+                ctx.producer.init_transactions()
                 return
             except TimeoutError as exc:
-                if time.monotonic() + p._backoff_s >= end:
+                if time.monotonic() + backoff_s >= end:
                     raise KafkaTimeoutError(f"init_transactions did not complete within task.timeout.ms="
                                             f"{task_timeout_ms}: {exc}") from exc
-                log.info("init_transactions timed out (%s); retrying in %.0f ms", exc, p._backoff_s * 1000)
-                time.sleep(p._backoff_s)
-
-    def _replace_producer(self) -> KafkaProducer:
-        """Closes the producer (pending records fail) and gives the pipeline a new one with the same
-        config and transactional.id (see kipconsumer._eos)."""
-        p = self._p
-        p._producer.close(0)
-        p._producer = KafkaProducer(p.config.producer)
-        self.producer_replacements += 1
-        return p._producer
+                log.info("init_transactions timed out (%s); retrying in %.0f ms", exc, backoff_s * 1000)
+                time.sleep(backoff_s)
 
     # -- commit and abort ----------------------------------------------------------------------------------
     def abort(self, reason: str) -> None:
         """Aborts the open transaction; every task rewinds to its first record in it."""
-        self.txn.abort(self._tasks(), reason)
+        self.txn.abort(self.tasks(), reason)
 
     def commit_step(self) -> bool:
         """The ``<commit>`` task: commits the open transaction (outputs and source offsets) every
@@ -225,7 +212,7 @@ class ExactlyOnce:
         now = time.monotonic()
         if txn.committing is None and now < self.next_commit:
             return False
-        self.next_commit = now + self._p._commit_interval_s
+        self.next_commit = now + self._ctx.commit_interval_s
         if txn.committing is None:
             # held since the last poll (a slow process() or a stop in this very loop pass): the
             # group may have moved the partitions on; abort rather than commit (KIP-572's 50% rule)
@@ -233,7 +220,7 @@ class ExactlyOnce:
         if not txn.open:
             return False
         try:
-            txn.commit(self._tasks(), self._p._call_budget_s)
+            txn.commit(self.tasks(), self._ctx.budget.call_budget_s)
         except KafkaError as exc:
             if exc.category != "abortable":
                 raise  # retriable: resumed on the executor's retry; else fatal for the pipeline
@@ -253,11 +240,11 @@ class ExactlyOnce:
         call, a GC pause, a stopped process) may have been dropped from the group, which then gave its
         partitions to another member: its open transaction is aborted before the next poll or commit,
         not committed (the 50% rule of KIP-572; checked again between the offsets and the commit of
-        the transaction, see kipconsumer._eos)."""
+        the transaction, see kipconsumer._pipeline.transaction)."""
         txn = self.txn
         if not txn.open or txn.busy:
             return
-        held = self._p._held()
+        held = self._ctx.budget.held()
         if held is not None:
             self.commit_failures += 1
             try:
@@ -271,15 +258,15 @@ class ExactlyOnce:
         """On revoke and close: commits the open transaction within ``budget_s`` (timeouts retried),
         else aborts it (every task rewinds)."""
         txn = self.txn
-        p = self._p
+        budget = self._ctx.budget
         try:
             txn.resume_abort()
             if not txn.open:
                 return
             try:
-                tasks = self._tasks()
-                p._bounded("commit of the transaction",
-                           lambda: txn.commit(tasks, lambda: min(budget_s, p._call_budget_s())))
+                tasks = self.tasks()
+                budget.bounded("commit of the transaction",
+                               lambda: txn.commit(tasks, lambda: min(budget_s, budget.call_budget_s())))
                 self.commits += 1
                 return
             except KafkaError as exc:
@@ -301,11 +288,11 @@ class ExactlyOnce:
         generation is gone, its offsets would be refused) and the remaining tasks rewind."""
         txn = self.txn
         if commit:
-            self._end_transaction(self._p._half_mpi_s)
+            self._end_transaction(self._ctx.budget.half_mpi_s)
         elif txn.open or txn.aborting:
             gone = {t.tp for t in tasks}
             try:
-                txn.abort([t for t in self._tasks() if t.tp not in gone], f"partitions lost: {sorted(gone)}")
+                txn.abort([t for t in self.tasks() if t.tp not in gone], f"partitions lost: {sorted(gone)}")
             except TimeoutError as exc:  # stays pending: the <commit> task resumes it
                 log.warning("abort of the transaction on lost partitions timed out: %s", exc)
 

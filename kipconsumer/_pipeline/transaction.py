@@ -3,7 +3,10 @@
 Contract
 --------
 One transactional producer serves every partition task of a pipeline; one transaction holds the
-outputs of every record processed since the last commit and the source offsets after them.
+outputs of every record processed since the last commit and the source offsets after them. The
+transaction holds no producer of its own: it reads the pipeline's
+(:attr:`~kipconsumer._pipeline.context.PipelineContext.producer`) at each call and replaces it through
+:meth:`~kipconsumer._pipeline.context.PipelineContext.replace_producer`, the slot's one writer.
 
 * :meth:`Transaction.begin_if_needed` opens the transaction before the first record of a commit
   interval is processed; a task records the offset of its first record in it (``txn_base``).
@@ -44,19 +47,17 @@ outputs of every record processed since the last commit and the source offsets a
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from kipconsumer.consumer import KafkaConsumer
+from kipconsumer._pipeline.context import PipelineContext
 from kipconsumer.errors import (
     KafkaError,
     TransactionAbortableError,
     TransactionBlockedError,
     TransactionOutcomeUnknownError,
 )
-from kipconsumer.producer import KafkaProducer
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = ["Transaction", "TxnTask"]
@@ -80,28 +81,16 @@ class TxnTask(Protocol):
 class Transaction:
     """The open transaction of a pipeline's producer (see the module docstring)."""
 
-    def __init__(self, producer: KafkaProducer, consumer: KafkaConsumer,
-                 bounded: Callable[[str, Callable[[], None]], None],
-                 new_producer: Callable[[], KafkaProducer],
-                 held: Callable[[], str | None] = lambda: None,
-                 call_budget: Callable[[], float] = lambda: 10.0,
-                 transaction_timeout_s: float = math.inf,
-                 tasks: Callable[[], Iterable[TxnTask]] = lambda: ()) -> None:
-        self._producer = producer
+    def __init__(self, ctx: PipelineContext, tasks: Callable[[], Iterable[TxnTask]] = lambda: ()) -> None:
+        self._ctx = ctx  # the producer slot, the consumer and the loop's call budget (KIP-572)
         self._tasks = tasks  # the current tasks (to rewind once an unknown outcome is resolved)
         #: a commit's outcome is unknown: rewind every task to the committed offsets once the new
         #: producer's init_transactions() ended the transaction
         self._resolve_outcome = False
-        self._transaction_timeout_s = transaction_timeout_s  # the producer's transaction.timeout.ms
+        self._transaction_timeout_s = ctx.transaction_timeout_s  # the producer's transaction.timeout.ms
         self._opened_at: float | None = None  # time.monotonic() of the last begin_transaction()
-        # timeout of the next call: what the loop pass has left of its 50% budget (KIP-572)
-        self._call_budget = call_budget
-        self._held = held  # why the loop may have been dropped from the group (50% rule), or None
-        self._new_producer = new_producer  # closes the current producer, returns a new one (not initialized)
         self._uninitialized = False
         self._must_replace = False  # a call of the producer is blocked in librdkafka
-        self._consumer = consumer
-        self._bounded = bounded  # retries timeouts within half of max.poll.interval.ms (KIP-572)
         self.open = False
         #: offsets being committed; not None from the first commit attempt until it ends
         self.committing: dict[TopicPartition, OffsetAndMetadata] | None = None
@@ -119,7 +108,7 @@ class Transaction:
 
     def begin_if_needed(self) -> None:
         if not self.open:
-            self._producer.begin_transaction()
+            self._ctx.producer.begin_transaction()
             self.open = True
             self._opened_at = time.monotonic()
 
@@ -150,15 +139,16 @@ class Transaction:
         if self.committing is None:
             self.committing = {t.tp: OffsetAndMetadata(t.processed_upto) for t in tasks if t.txn_base >= 0}
             self._offsets_sent = False
+        ctx = self._ctx
         try:
             if self.committing and not self._offsets_sent:
-                self._producer.send_offsets_to_transaction(self.committing, self._consumer.group_metadata(),
-                                                           timeout=timeout())
+                ctx.producer.send_offsets_to_transaction(self.committing, ctx.consumer.group_metadata(),
+                                                         timeout=timeout())
                 self._offsets_sent = True
-            held = self._held()
+            held = ctx.budget.held()
             if held is not None:  # stopped since the offsets were sent (or while): do not commit
                 raise TransactionAbortableError(f"not committed: {held}", code="_HELD")
-            self._producer.commit_transaction(timeout=timeout())
+            ctx.producer.commit_transaction(timeout=timeout())
         except TransactionOutcomeUnknownError as exc:
             raise self._outcome_unknown(exc) from exc
         except TransactionBlockedError as exc:  # send_offsets_to_transaction() blocked: nothing committed
@@ -205,12 +195,13 @@ class Transaction:
         read_committed), or to its first record in the transaction where the group has none."""
         tasks = list(self._tasks())
         found: dict[TopicPartition, OffsetAndMetadata | None] = {}
+        ctx = self._ctx
 
         def fetch() -> None:
-            found.update(self._consumer.committed([t.tp for t in tasks], timeout=self._call_budget()))
+            found.update(ctx.consumer.committed([t.tp for t in tasks], timeout=ctx.budget.call_budget_s()))
 
         if tasks:
-            self._bounded("fetch of the committed offsets", fetch)
+            ctx.budget.bounded("fetch of the committed offsets", fetch)
         for t in tasks:
             om = found.get(t.tp)
             if om is not None:
@@ -237,10 +228,12 @@ class Transaction:
         """Completes a pending abort (see :meth:`abort`); False if none was pending."""
         if not self.aborting:
             return False
+        ctx = self._ctx
+        budget = ctx.budget
         if not self._uninitialized and not self._must_replace:
             try:
-                self._bounded("abort of the transaction",
-                              lambda: self._producer.abort_transaction(timeout=self._call_budget()))
+                budget.bounded("abort of the transaction",
+                               lambda: ctx.producer.abort_transaction(timeout=budget.call_budget_s()))
             except KafkaError as exc:
                 if exc.category == "application_recoverable" and not self.outlived_timeout():
                     raise  # another producer owns the transactional.id: replacing ours would fence it
@@ -250,13 +243,13 @@ class Transaction:
                             "new one (same transactional.id) aborts the open transaction", exc)
                 self._must_replace = True
         if self._must_replace:
-            self._producer = self._new_producer()
+            ctx.replace_producer()
             self._must_replace = False
             self._uninitialized = True
         if self._uninitialized:
             try:
-                self._bounded("init_transactions",
-                              lambda: self._producer.init_transactions(timeout=self._call_budget()))
+                budget.bounded("init_transactions",
+                               lambda: ctx.producer.init_transactions(timeout=budget.call_budget_s()))
             except TransactionBlockedError:
                 self._must_replace = True  # the next resume replaces this producer too
                 raise

@@ -25,14 +25,12 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-from kipconsumer._pipeline_task import Key, PartitionTask
+from kipconsumer._pipeline.context import PipelineContext
+from kipconsumer._pipeline.task import Key, PartitionTask
 from kipconsumer.errors import CommitFailedError, KafkaError, KafkaTimeoutError
 from kipconsumer.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
-
-if TYPE_CHECKING:
-    from kipconsumer.streams import Pipeline
 
 __all__ = ["AtLeastOnce", "AtLeastOnceTask"]
 
@@ -63,8 +61,8 @@ class AtLeastOnceTask(PartitionTask):
 
     __slots__ = ("inflight", "reported", "acked", "resent")
 
-    def __init__(self, pipeline: Pipeline, tp: TopicPartition) -> None:
-        super().__init__(pipeline, tp)
+    def __init__(self, ctx: PipelineContext, tp: TopicPartition) -> None:
+        super().__init__(ctx, tp)
         self.inflight: deque[_Out] = deque()
         self.reported = False  # the timeout of the current stall round was raised to the executor
         self.acked = 0
@@ -73,7 +71,7 @@ class AtLeastOnceTask(PartitionTask):
     def committable(self) -> int:
         return self.inflight[0].offset if self.inflight else self.processed_upto
 
-    def _reap(self) -> tuple[bool, BaseException | None]:
+    def reap(self) -> tuple[bool, BaseException | None]:
         """Drops acknowledged outputs from the head; returns (head moved, exception of a failed head)."""
         inflight = self.inflight
         moved = False
@@ -94,19 +92,19 @@ class AtLeastOnceTask(PartitionTask):
         self.stalled = True
         self.reported = True
         self.stalls += 1
-        self.pipeline._pause(self)
+        self.ctx.flow.pause(self)
         return KafkaTimeoutError(f"{what} for source {self.name} timed out: {exc}")
 
     def step(self) -> bool:
         """Reaps acknowledgements, re-sends or processes; raises KafkaTimeoutError on a send timeout."""
-        moved, exc = self._reap()
+        moved, exc = self.reap()
         if self.stalled:
             return self._step_stalled(moved)
         if exc is not None:
             if not _send_again(exc):
                 raise exc
             head = self.inflight[0]
-            raise self._timeout(exc, f"send to {self.pipeline.sink_topic} (output of offset {head.offset})") \
+            raise self._timeout(exc, f"send to {self.ctx.sink.topic} (output of offset {head.offset})") \
                 from exc
         if not self.pending:
             return moved
@@ -120,9 +118,9 @@ class AtLeastOnceTask(PartitionTask):
         ``(key, value)`` pair: otherwise ``ProcessingError`` is raised with the record still pending
         and nothing of it sent. Each output is tracked (``inflight``) until acknowledged."""
         pending, inflight = self.pending, self.inflight
-        pipeline = self.pipeline
-        send, topic, part = pipeline._producer.send, pipeline.sink_topic, self.sink_partition
-        budget = pipeline._budget
+        ctx = self.ctx
+        send, topic, part = ctx.producer.send, ctx.sink.topic, self.sink_partition
+        budget = ctx.flow.records_per_step
         while pending and budget > 0:
             budget -= 1
             rec = pending[0]
@@ -162,7 +160,7 @@ class AtLeastOnceTask(PartitionTask):
                         failed = exc
         if failed is not None and not self.reported:
             self.reported = True
-            raise KafkaTimeoutError(f"send to {self.pipeline.sink_topic} for source {self.name} timed out "
+            raise KafkaTimeoutError(f"send to {self.ctx.sink.topic} for source {self.name} timed out "
                                     f"again: {failed}") from failed
         if busy:
             return moved  # wait until every earlier send resolved: re-sending now could reorder
@@ -173,11 +171,11 @@ class AtLeastOnceTask(PartitionTask):
         # Every output acknowledged: the producer recovered.
         log.info("source partition %s recovered: resuming it", self.name)
         self.stalled = False
-        self.pipeline._resume_if_drained(self)
+        self.ctx.flow.resume_if_drained(self)
         return True
 
     def _resend(self) -> None:
-        send, topic, part = self.pipeline._producer.send, self.pipeline.sink_topic, self.sink_partition
+        send, topic, part = self.ctx.producer.send, self.ctx.sink.topic, self.sink_partition
         for out in self.inflight:
             fut = out.future
             if fut is not None and fut.exception() is None:
@@ -203,18 +201,18 @@ class AtLeastOnce:
     """The at-least-once guarantee of one pipeline (see the module docstring). Owns the commit
     schedule (``next_commit``) and the commit counters; commits with the consumer's ``commit_sync``."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
-        self._p = pipeline
+    def __init__(self, ctx: PipelineContext) -> None:
+        self._ctx = ctx
         self.next_commit = 0.0
         self.commits = 0
         self.commit_failures = 0
 
     def _tasks(self) -> list[AtLeastOnceTask]:
         # every task of this pipeline was made by new_task()
-        return cast("list[AtLeastOnceTask]", list(self._p._tasks.values()))
+        return cast("list[AtLeastOnceTask]", list(self._ctx.tasks.values()))
 
     def new_task(self, tp: TopicPartition) -> AtLeastOnceTask:
-        return AtLeastOnceTask(self._p, tp)
+        return AtLeastOnceTask(self._ctx, tp)
 
     def before_poll(self) -> None:
         pass
@@ -234,11 +232,11 @@ class AtLeastOnce:
         return offsets
 
     def _commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout: float) -> None:
-        p = self._p
-        p._consumer.commit_sync(offsets, timeout=timeout)
+        ctx = self._ctx
+        ctx.consumer.commit_sync(offsets, timeout=timeout)
         self.commits += 1
         for tp, om in offsets.items():
-            task = p._tasks.get(tp)
+            task = ctx.tasks.get(tp)
             if task is not None:
                 task.committed = max(task.committed, om.offset)
 
@@ -246,27 +244,27 @@ class AtLeastOnce:
         """The ``<commit>`` task: commits acknowledged positions every ``commit.interval.ms``. A timeout
         is raised to the executor (retried, bounded by ``task.timeout.ms``); a refused commit is counted
         and waits for the next interval."""
-        p = self._p
+        ctx = self._ctx
         now = time.monotonic()
         if now < self.next_commit:
             return False
         tasks = self._tasks()
         for task in tasks:
-            task._reap()
+            task.reap()
         offsets = self._due_offsets(tasks)
         if not offsets:
-            self.next_commit = now + p._commit_interval_s
+            self.next_commit = now + ctx.commit_interval_s
             return False
         try:
-            self._commit(offsets, p._call_budget_s())
+            self._commit(offsets, ctx.budget.call_budget_s())
         except TimeoutError:
             raise
         except KafkaError as exc:  # CommitFailedError & co: the rebalance that follows sorts it out
             self.commit_failures += 1
             log.warning("offset commit of %d partition(s) failed: %s", len(offsets), exc)
-            self.next_commit = now + p._commit_interval_s
+            self.next_commit = now + ctx.commit_interval_s
             return False
-        self.next_commit = now + p._commit_interval_s
+        self.next_commit = now + ctx.commit_interval_s
         return True
 
     # -- revoke and close ----------------------------------------------------------------------------------
@@ -274,7 +272,7 @@ class AtLeastOnce:
         """Revoked: flushes the tasks' outputs and commits what is acknowledged, within half of
         ``max.poll.interval.ms``. Lost: nothing to do (the pipeline drops the tasks)."""
         if commit and tasks:
-            self._flush_and_commit(tasks, self._p._half_mpi_s, closing=False)
+            self._flush_and_commit(tasks, self._ctx.budget.half_mpi_s, closing=False)
 
     def close(self, tasks: list[PartitionTask], budget_s: float) -> None:
         """Flushes every task's outputs and commits what is acknowledged, within ``budget_s``."""
@@ -288,28 +286,29 @@ class AtLeastOnce:
         own = cast("list[AtLeastOnceTask]", tasks)
         if any(t.inflight for t in own):
             try:
-                self._p._producer.flush(max(0.0, end - time.monotonic()))
+                self._ctx.producer.flush(max(0.0, end - time.monotonic()))
             except KafkaTimeoutError as exc:
                 log.warning("flush of %d task(s) incomplete: %s", len(tasks), exc)
         for t in own:
-            t._reap()
+            t.reap()
         self._final_commit(tasks, end, closing)
 
     def _final_commit(self, tasks: list[PartitionTask], end: float, closing: bool) -> None:
-        p = self._p
+        ctx = self._ctx
+        budget = ctx.budget
         while True:
             offsets = self._due_offsets(tasks)
             if not offsets:
                 return
             try:
-                self._commit(offsets, max(0.0, min(p._group_call_s, end - time.monotonic())))
+                self._commit(offsets, max(0.0, min(budget.group_call_s, end - time.monotonic())))
                 return
             except CommitFailedError as exc:  # RebalanceInProgressError, ILLEGAL_GENERATION, ...
-                if closing and time.monotonic() + p._backoff_s < end:
+                if closing and time.monotonic() + budget.backoff_s < end:
                     log.info("commit on close refused (%s): completing the rebalance first", exc.code)
-                    p._consumer.poll(p._backoff_s)  # records returned now are not processed
+                    ctx.consumer.poll(budget.backoff_s)  # records returned now are not processed
                     # The listener may have revoked some (and committed or dropped them) meanwhile.
-                    tasks = [t for t in tasks if p._tasks.get(t.tp) is t]
+                    tasks = [t for t in tasks if ctx.tasks.get(t.tp) is t]
                     continue
                 failure: KafkaError = exc
             except KafkaError as exc:

@@ -1,4 +1,4 @@
-"""What a :class:`~kipconsumer.streams.Pipeline` shares with its delivery guarantee.
+"""A Pipeline's partition task and what the pipeline asks of its delivery guarantee.
 
 Contract
 --------
@@ -7,12 +7,15 @@ Contract
   after the last processed record, the last committed offset, the flow-control flags the loop reads
   (``paused``, ``stalled``) and the counters of ``metrics()``. It validates what ``process()`` returns.
   Its ``step`` (run by the executor, one task per partition) is the guarantee's: see
-  ``kipconsumer._at_least_once`` and ``kipconsumer._exactly_once``.
+  ``kipconsumer._pipeline.at_least_once`` and ``kipconsumer._pipeline.exactly_once``. It reaches the
+  sink, the producer, the consumer and flow control through the pipeline's
+  :class:`~kipconsumer._pipeline.context.PipelineContext` (``ctx``), given to its constructor.
 * :class:`DeliveryGuarantee` is what the pipeline asks of a guarantee. The pipeline picks one at
   construction (``processing.guarantee``) and never asks which one it holds again: the guarantee makes
   the partition tasks, runs the ``<commit>`` task, and decides what a revoke, a lost partition and
   ``close()`` commit or abort. It owns its commit state and counters; the pipeline owns the assignment
-  (``Pipeline._tasks``: only the pipeline adds and removes tasks), the clients and the loop's budget.
+  (only the pipeline adds and removes tasks; the guarantee reads ``PipelineContext.tasks``), the
+  clients and the loop's budget. A guarantee is constructed with the context alone.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from kipconsumer.errors import ProcessingError
 from kipconsumer.structs import TopicPartition
 
 if TYPE_CHECKING:
-    from kipconsumer.streams import Pipeline
+    from kipconsumer._pipeline.context import PipelineContext
 
 __all__ = ["DeliveryGuarantee", "Key", "Output", "PartitionTask", "Process"]
 
@@ -44,13 +47,13 @@ class PartitionTask:
 
     ``processed_upto`` (next offset after the last processed record, -1: none yet) and ``committed``
     are written by the guarantee's step and commits; ``pending`` is appended to by the poll loop and
-    consumed by ``step``; ``paused`` is written by the pipeline's flow control only."""
+    consumed by ``step``; ``paused`` is written by flow control only (``PipelineContext.flow``)."""
 
-    __slots__ = ("pipeline", "tp", "name", "pending", "processed_upto", "committed", "stalled", "paused",
+    __slots__ = ("ctx", "tp", "name", "pending", "processed_upto", "committed", "stalled", "paused",
                  "sink_partition", "sink_known", "processed", "stalls")
 
-    def __init__(self, pipeline: Pipeline, tp: TopicPartition) -> None:
-        self.pipeline = pipeline
+    def __init__(self, ctx: PipelineContext, tp: TopicPartition) -> None:
+        self.ctx = ctx
         self.tp = tp
         self.name = f"{tp.topic}-{tp.partition}"
         self.pending: deque[ConsumerRecord] = deque()
@@ -75,7 +78,7 @@ class PartitionTask:
 
     def _know_sink(self) -> None:
         if not self.sink_known:
-            self.sink_partition = self.pipeline._sink_partition_for(self.tp.partition)
+            self.sink_partition = self.ctx.sink.partition_for(self.tp.partition)
             self.sink_known = True
 
     def _outputs(self, rec: ConsumerRecord) -> list[Output]:
@@ -83,7 +86,7 @@ class PartitionTask:
         naming the record (its cause: what process() raised, or the malformed output)."""
         where = f"record {rec.topic}-{rec.partition}@{rec.offset}"
         try:
-            outs = list(self.pipeline.process(rec))
+            outs = list(self.ctx.process(rec))
         except Exception as exc:
             raise ProcessingError(f"process() raised {type(exc).__name__} for {where}: {exc}",
                                   topic=rec.topic, partition=rec.partition, offset=rec.offset) from exc
