@@ -44,7 +44,8 @@ setup() {
     # C unit tests, openssl for the certificates of KafkaCluster(sasl_ssl=True) (tests/test_security_*.py).
     # librdkafka itself is not linked by kipconsumer: the build grafts the one it carries into
     # kipconsumer/_native_libs/ (from confluent-kafka's manylinux wheel, cached in ~/.cache/kipconsumer/librdkafka).
-    # autoconf generates jemalloc's configure (scripts/native_bundle.py: the allocator librdkafka can be bound to).
+    # autoconf generates jemalloc's configure (scripts/native_bundle.py: the allocator librdkafka can be bound
+    # to; built on first use by bench/alloc_ab.py and the opt-in tests/test_allocator.py, not by setup).
     # prometheus: the real server tests/test_metrics_prometheus.py scrapes the exporter with.
     apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind openssl autoconf prometheus
     # Java 17 for Spark (local[2]) and for real Apache Kafka (kipconsumer.testing.KafkaCluster);
@@ -73,8 +74,6 @@ setup() {
     flock /tmp/kipconsumer-build.lock "$VENV/bin/python" setup.py -q build_ext --inplace >/dev/null 2>"$VENV/.build.log" \
         || { cat "$VENV/.build.log" >&2; exit 1; }
     "$VENV/bin/python" -c 'import kipconsumer; print("kipconsumer ready, librdkafka", kipconsumer.librdkafka_version()[0])'
-    log "jemalloc for librdkafka (scripts/native_bundle.py; once, into ~/.cache/kipconsumer/jemalloc: a few minutes)"
-    "$VENV/bin/python" scripts/native_bundle.py build-jemalloc >/dev/null
     log "Apache Kafka's jars (kipconsumer.testing.KafkaCluster)"
     "$VENV/bin/python" -c 'from kipconsumer.testing._distribution import resolve_distribution as r, find_java as j
 j(); d = r(); print("Apache Kafka", d.version, "in", d.libs)'

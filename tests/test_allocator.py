@@ -12,6 +12,9 @@
 
 The two negative controls prove each check fires on the mismatch it guards. The jemalloc build
 (first run: download from Debian's pool, a few minutes) is cached under ~/.cache/kipconsumer/.
+
+Opt-in (``KIP_ALLOC_TESTS=1``): the bound allocator is not the default build (issue #37 keeps it off
+until a quiet A/B shows it wins), and its first build costs CI minutes.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.skipif(os.environ.get("KIP_ALLOC_TESTS") != "1",
+                                reason="opt-in: KIP_ALLOC_TESTS=1 (the jemalloc-bound librdkafka)")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
