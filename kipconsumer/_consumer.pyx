@@ -45,6 +45,7 @@ from kipconsumer.errors import (AuthenticationError, CommitFailedError, ConfigEr
 from kipconsumer._rdklog import emit as rdklog_emit
 from kipconsumer._security_errors import is_security_error, security_error
 from kipconsumer._stats import summary as stats_summary
+from kipconsumer._transition import IllegalTransitionError
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kipconsumer.consumer")
@@ -727,7 +728,7 @@ cdef class NativeConsumer:
                 # librdkafka sends the epoch its latest heartbeat answer gave.
                 rd_kafka_event_destroy(ev)
                 ev = NULL
-                self._membership.stale_epoch_retries += 1
+                self._membership.stale_epoch_retried()
                 with nogil:
                     usleep(_STALE_EPOCH_BACKOFF_MS * 1000)
                 PyErr_CheckSignals()

@@ -72,7 +72,7 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
                 # fetched before the member left (KIP-62): its partitions belong to others now, and
                 # the lost assignment's event may come polls later (real Kafka; the mock sends it at once)
                 batch = None  # their messages go with it
-                c._membership.revoked_records_dropped += n + c.core.fb.records
+                c._membership.records_dropped(n + c.core.fb.records)
                 kc_fb_purge_all(&c.core.fb)
                 n = 0
             if n or c._pending_exc is not None:
