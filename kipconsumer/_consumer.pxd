@@ -13,7 +13,8 @@
 #                    ListenerInvoker, the membership counters
 #   ListenerInvoker  the application's rebalance listener, `running`      _consumer_listener.pxi
 #   AsyncCommits     commit_async()'s queue, callbacks, keys, in_callback  _consumer_commits.pxi
-#   SecurityHold     error_cb's security reports, the held typed errors   _consumer_poll.pxi
+#   SecurityHold     error_cb's security reports, the held typed errors   kipconsumer/_security_hold.py
+#                    (one implementation for every client: a Python object)
 #   StableOffsets    read_committed current_lag()'s ListOffsets answers   _consumer_offsets.pxi
 #   _Handle          the rd_kafka_t's lifetime (or its hand-over to the reaper)  _consumer.pyx
 #   NativeConsumer   the handle, the C core, the configuration, the API   _consumer.pyx; the functions
@@ -114,21 +115,6 @@ cdef class ListenerInvoker:
 
 
 @cython.final
-cdef class SecurityHold:
-    # Refused logins and groups between librdkafka's report and the calls that raise them
-    # (_consumer_poll.pxi).
-    cdef list reports                    # (err, reason) of security errors error_cb saw, not raised yet
-    cdef object auth_failure             # the latest AuthenticationError raised, raised again at once
-    cdef int64_t auth_failure_ms         # for _AUTH_HOLD_MS after this kc_now_ms()
-    cdef object group_refused            # the last GroupAuthorizationError raised, or None: a commit that
-                                         # then fails waiting for the coordinator raises it
-
-    cdef report(self, int err, str reason)
-    cdef hold(self, BaseException exc)
-    cdef object held_auth(self)
-
-
-@cython.final
 cdef class StableOffsets:
     # read_committed current_lag(): last stable offsets asked for without waiting (_consumer_offsets.pxi).
     cdef rd_kafka_queue_t *q             # answers of the ListOffsets requests (made on the first one)
@@ -222,7 +208,8 @@ cdef class NativeConsumer:
     cdef Membership _membership          # MemberState, subscription, listener, counters
     cdef AsyncCommits _commits           # commit_async()'s result queue and callbacks
     cdef CloseControl _close             # ClosePhase, close()'s deadline and queue, request_close()
-    cdef SecurityHold _security          # refused logins and groups, raised by poll() and the calls
+    cdef object _security                # SecurityHold: refused logins and groups, raised by poll() and
+                                         # the calls (kipconsumer._security_hold)
     cdef StableOffsets _lso              # current_lag()'s last stable offsets (read_committed)
     # --- poll and the rest
     cdef bint _in_poll                   # inside poll()'s wait loop (a signal handler may run there)

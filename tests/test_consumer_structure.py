@@ -204,3 +204,51 @@ def test_move_refuses_every_illegal_transition(kind: str, attr: str, machine: st
     obj = _reach(kind, names, legal, names[0])
     with pytest.raises(IllegalTransitionError, match=f"{names[0]} -> 99 "):
         obj.move(99)  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- shared by every client
+
+CLIENT_SOURCES = sorted(p for p in PKG.glob("*") if p.suffix in (".py", ".pyx", ".pxi", ".pxd"))
+
+
+def _code(path: Path) -> list[tuple[int, str]]:
+    """(line number, line without its comment) of ``path``."""
+    return [(n, line.split("#", 1)[0]) for n, line in enumerate(path.read_text().splitlines(), 1)]
+
+
+def test_one_security_hold_for_every_client() -> None:
+    """The refused-login hold (issue #39 item 2) is kipconsumer/_security_hold.py's SecurityHold alone:
+    no other class of that name, no other hold duration, no write to its fields from outside it."""
+    own = PKG / "_security_hold.py"
+    found = []
+    for path in CLIENT_SOURCES:
+        if path == own:
+            continue
+        for n, code in _code(path):
+            if re.search(r"\bclass SecurityHold\b|AUTH_HOLD\w*\s*=(?!=)|auth_failure\w*\s*=(?!=)", code):
+                found.append(f"{path.name}:{n}: {code.strip()}")
+            fields = r"(?:reports|auth_failure\w*|group_refused)"
+            if re.search(rf"\b_?security\.{fields}(?:\s*=(?!=)|\.(?:{_MUTATORS})\()", code):
+                found.append(f"{path.name}:{n}: {code.strip()}")
+    assert not found, "a second security hold, or its state written outside it:\n" + "\n".join(found)
+    users = [p.name for p in CLIENT_SOURCES
+             if "from kipconsumer._security_hold import SecurityHold" in p.read_text()]
+    assert sorted(users) == ["_consumer.pyx", "_share.pyx"], users
+
+
+def test_one_owner_thread_contract_for_every_client() -> None:
+    """The one-owner-thread contract is kipconsumer/_owned.py's OwnerThread alone: nothing else raises
+    ConcurrentAccessError or keeps an owner thread's identity, and both consumers use it."""
+    own = PKG / "_owned.py"
+    found = []
+    for path in CLIENT_SOURCES:
+        if path == own:
+            continue
+        for n, code in _code(path):
+            if re.search(r"(?<!class )\bConcurrentAccessError\(|self\._(?:owner|depth|method)\b", code):
+                found.append(f"{path.name}:{n}: {code.strip()}")
+    # the embedded broker keeps the *process* that started it (os.getpid()), not a thread
+    found = [f for f in found if not f.startswith("broker.py:")]
+    assert not found, "a second owner-thread contract:\n" + "\n".join(found)
+    for facade, client in (("consumer.py", "KafkaConsumer"), ("share.py", "KafkaShareConsumer")):
+        assert f'OwnerThread("{client}")' in (PKG / facade).read_text(), facade
