@@ -135,11 +135,11 @@ class KafkaConsumer:
                                         native.add_brokers,
                                         lambda: bool(native.subscription()) and not native.assignment())
         self._auto_offset_reset = s.rdkafka.get("auto.offset.reset", "latest")
-        # The thread contract (_enter/_leave/close): the owner thread (kipconsumer._owned, shared by
-        # every client), and a close() of another thread waiting for its call or left for it to do
-        # (_close_after: close()'s timeout)
-        self._thread = OwnerThread("KafkaConsumer")
-        self._closer: int | None = None
+        # The thread contract (_enter/_leave/close): the owner thread and the closing one
+        # (kipconsumer._owned, shared by every client), and a close() of another thread left for the
+        # owner's call to do (_close_after: close()'s timeout)
+        self._thread = OwnerThread(
+            "KafkaConsumer", "{method}() cannot be called: another thread is closing this consumer.")
         self._close_after: float | None = None
         self._protocol_checked = False  # group.protocol=consumer: the broker was seen to serve it
         _fork.register(self)
@@ -152,18 +152,12 @@ class KafkaConsumer:
         self._native = _fork.ForeignHandle("KafkaConsumer", pid)  # type: ignore[assignment]
         _fork.leak(native)
         self._thread.reset()
-        self._closer, self._close_after = None, None
+        self._close_after = None
 
     # -- thread contract ---------------------------------------------------------------
-    def _admit(self, method: str, nested: bool) -> None:
-        """OwnerThread's hook: no new call while another thread closes this consumer."""
-        if not nested and self._closer is not None:
-            raise IllegalStateError(f"{method}() cannot be called: another thread is closing this "
-                                    f"consumer.")
-
     def _enter(self, method: str) -> None:
         thread = self._thread
-        if not thread.enter(method, self._admit):
+        if not thread.enter(method):
             return
         # the native buffer is this thread's until the call returns (the prefetch thread waits)
         try:
@@ -181,13 +175,13 @@ class KafkaConsumer:
             self._native.release()
             timeout, self._close_after = self._close_after, None
             if timeout is None:
-                thread.release(notify=self._closer is not None)
+                thread.release(notify=thread.closer is not None)
                 return
         try:  # close() of another thread gave up waiting for this call: close now, still the owner
             self._native.close(timeout)
         finally:
             with thread.lock:
-                self._closer = None
+                thread.closer = None
                 thread.release()
 
     # -- helpers -------------------------------------------------------------------
@@ -523,8 +517,8 @@ class KafkaConsumer:
             else:
                 nested = False
                 if thread.owner is not None:
-                    if self._closer is None:
-                        self._closer = me
+                    if thread.closer is None:
+                        thread.closer = me
                     waiting_for = thread.method
                     self._native.request_close()
                     end = time.monotonic() + seconds
@@ -539,13 +533,13 @@ class KafkaConsumer:
                             self._close_after = seconds
                         raise
                     if thread.owner is not None:
-                        if self._closer == me and self._close_after is None:
+                        if thread.closer == me and self._close_after is None:
                             self._close_after = seconds
                         log.warning("close() from thread %d: thread %d's %s() did not return within "
                                     "%.3f s; the consumer is closed when it returns", me, thread.owner,
                                     waiting_for, seconds)
                         return
-                thread.enter("close")
+                thread.own("close")
         if nested:
             if self._native.in_callback:
                 self._native.close(seconds)  # raises (does nothing inside close()'s own callbacks)
@@ -561,7 +555,7 @@ class KafkaConsumer:
             self._native.close(seconds)
         finally:
             with thread.lock:
-                self._closer = None
+                thread.closer = None
                 thread.release()
 
     @property

@@ -133,9 +133,8 @@ class KafkaShareConsumer:
         self._native = _native_module().NativeShareConsumer(
             s.rdkafka, s.max_poll_records, s.poll_fairness, not self._explicit,
             s.key_deserializer, s.value_deserializer)
-        self._thread = OwnerThread("KafkaShareConsumer")  # the thread contract (kipconsumer._owned)
-        self._closing = False
-        self._closed = False
+        # the thread contract (kipconsumer._owned); its closer: the thread that closes (or closed) it
+        self._thread = OwnerThread("KafkaShareConsumer", "{method}() called on a closed KafkaShareConsumer")
         self._wakeup = False
         self._subscription: list[str] = []
         self._broker_checked = False
@@ -171,16 +170,13 @@ class KafkaShareConsumer:
             raise _fork.foreign_error("KafkaShareConsumer", self._foreign_pid)
         self._thread.enter(method, self._admit)
 
-    def _admit(self, method: str, nested: bool) -> None:
-        """OwnerThread's hook: no call from an acknowledgement commit callback that it may not make,
-        no new call once closing."""
-        if nested:
-            if self._in_callback and method in _NOT_IN_CALLBACK:
-                raise IllegalStateError(
-                    f"{method}() called from an acknowledgement commit callback: the callback runs "
-                    f"inside {self._thread.method}() of this consumer; call {method}() after it returns")
-        elif self._closed or self._closing:
-            raise IllegalStateError(f"{method}() called on a closed KafkaShareConsumer")
+    def _admit(self, method: str) -> None:
+        """OwnerThread's hook for a call inside one of this consumer's: none that an acknowledgement
+        commit callback may not make."""
+        if self._in_callback and method in _NOT_IN_CALLBACK:
+            raise IllegalStateError(
+                f"{method}() called from an acknowledgement commit callback: the callback runs "
+                f"inside {self._thread.method}() of this consumer; call {method}() after it returns")
 
     def _leave(self) -> None:
         thread = self._thread
@@ -268,7 +264,7 @@ class KafkaShareConsumer:
                 left = deadline - time.monotonic()
                 wait_ms = 0 if left <= 0 else int(math.ceil(min(left, _SLICE_S) * 1000))
                 records: ConsumerRecords = self._native.poll(wait_ms)
-                if records or left <= 0 or self._closing or self._closed:
+                if records or left <= 0 or self._thread.closer is not None:
                     break
             if self._explicit:
                 for r in records:
@@ -403,13 +399,13 @@ class KafkaShareConsumer:
         seconds = self._api_timeout(timeout)
         deadline = time.monotonic() + seconds
         with thread.lock:  # not the Condition: its __enter__ is Python code a signal can interrupt
-            if self._closed or self._closing:
+            if thread.closer is not None:  # closing or closed
                 return
-            self._closing = True
+            thread.closer = threading.get_ident()
             while thread.owner is not None and not thread.is_owner():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self._closing = False
+                    thread.closer = None
                     raise IllegalStateError(f"close() timed out waiting for {thread.method}() of thread "
                                             f"{thread.owner} to return")
                 thread.guard.wait(min(left, _SLICE_S))
@@ -433,7 +429,6 @@ class KafkaShareConsumer:
                 closer.join(min(left, _SLICE_S))
         finally:
             with thread.lock:
-                self._closed = True
                 self._unacked.clear()
         if not closer.is_alive() and self._foreign_pid is None:
             self._serve_callbacks(keep=True)
