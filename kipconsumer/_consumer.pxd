@@ -1,8 +1,10 @@
 # Table of contents of the native consumer (kipconsumer/_consumer.pyx and the unit files it includes):
 # the C declarations only the consumer uses, its two state machines (MemberState, ClosePhase) and the
 # classes that own its state, each with its fields and methods. NativeConsumer holds one of each.
-# A state field is assigned only by its class's transition methods (one writer per state); the rest
-# of the consumer reads it through the inline queries declared here. The classes are final, so these
+# Every field of these classes is written only by the class's own methods (one writer per state,
+# tests/test_consumer_structure.py); a state machine's state moves only through its one guarded
+# transition method, move(), which raises kipconsumer._transition.IllegalTransitionError (naming both
+# states) for a move its table forbids. The rest of the consumer reads the fields and the inline queries. The classes are final, so these
 # calls compile to direct C calls: the poll path does no Python attribute lookup for them.
 #
 #   class            owns                                                 method bodies in
@@ -11,7 +13,8 @@
 #                    ListenerInvoker, the membership counters
 #   ListenerInvoker  the application's rebalance listener, `running`      _consumer_listener.pxi
 #   AsyncCommits     commit_async()'s queue, callbacks, keys, in_callback  _consumer_commits.pxi
-#   SecurityHold     error_cb's security reports, the held typed errors   _consumer_poll.pxi
+#   SecurityHold     error_cb's security reports, the held typed errors   kipconsumer/_security_hold.py
+#                    (one implementation for every client: a Python object)
 #   StableOffsets    read_committed current_lag()'s ListOffsets answers   _consumer_offsets.pxi
 #   _Handle          the rd_kafka_t's lifetime (or its hand-over to the reaper)  _consumer.pyx
 #   NativeConsumer   the handle, the C core, the configuration, the API   _consumer.pyx; the functions
@@ -66,16 +69,18 @@ cdef enum ClosePhase:
 @cython.final
 cdef class CloseControl:
     # Where close() is, and what the calls made inside it share (_consumer_close.pxi). The one writer
-    # of `phase`: each transition is one method below; everything else reads it through the queries.
-    cdef ClosePhase phase
+    # of its fields: `phase` moves only through move(), which refuses an illegal move; everything else
+    # reads it through the queries.
+    cdef readonly ClosePhase phase
     cdef int64_t deadline_ms             # REVOKING/UNASSIGNED: when close() must return (kc_now_ms clock)
     cdef rd_kafka_queue_t *q             # REVOKING/UNASSIGNED: the queue librdkafka's close posts events to
     cdef bint requested                  # close() from another thread waits for the running call
 
-    cdef void settling(self) noexcept
-    cdef void revoking(self, int64_t deadline_ms, rd_kafka_queue_t *q) noexcept
-    cdef void unassigned(self) noexcept
-    cdef void done(self) noexcept
+    cpdef int move(self, ClosePhase to) except -1
+    cdef int settling(self) except -1
+    cdef int revoking(self, int64_t deadline_ms, rd_kafka_queue_t *q) except -1
+    cdef int unassigned(self) except -1
+    cdef int done(self) except -1
     cdef void request(self) noexcept
 
     cdef inline bint is_open(self) noexcept:
@@ -110,21 +115,6 @@ cdef class ListenerInvoker:
 
 
 @cython.final
-cdef class SecurityHold:
-    # Refused logins and groups between librdkafka's report and the calls that raise them
-    # (_consumer_poll.pxi).
-    cdef list reports                    # (err, reason) of security errors error_cb saw, not raised yet
-    cdef object auth_failure             # the latest AuthenticationError raised, raised again at once
-    cdef int64_t auth_failure_ms         # for _AUTH_HOLD_MS after this kc_now_ms()
-    cdef object group_refused            # the last GroupAuthorizationError raised, or None: a commit that
-                                         # then fails waiting for the coordinator raises it
-
-    cdef report(self, int err, str reason)
-    cdef hold(self, BaseException exc)
-    cdef object held_auth(self)
-
-
-@cython.final
 cdef class StableOffsets:
     # read_committed current_lag(): last stable offsets asked for without waiting (_consumer_offsets.pxi).
     cdef rd_kafka_queue_t *q             # answers of the ListOffsets requests (made on the first one)
@@ -156,25 +146,36 @@ cdef class AsyncCommits:
 @cython.final
 cdef class Membership:
     # The consumer's place in its group and what goes with it (_consumer_membership.pxi). The one
-    # writer of `state`: each transition is one method below; the rest reads it through the queries.
-    cdef MemberState state
+    # writer of every field below: the consumer reports events to its methods, and `state` moves only
+    # through move(), which refuses an illegal move; the rest reads the fields and the queries.
+    cdef readonly MemberState state
     cdef set subscription                # the topics of subscribe(), empty when unsubscribed
     cdef set stale_parts                 # partitions of a discarded assignment librdkafka may still hold
     cdef ListenerInvoker listener        # the application's rebalance listener
-    cdef long rebalances                 # assignments served
-    cdef int64_t rebalance_us            # time spent serving rebalance events (listener included)
-    cdef long commit_failures            # commits (sync or async) the broker or librdkafka refused
-    cdef long poll_interval_expiries     # times librdkafka left the group for max.poll.interval.ms
-    cdef long stale_epoch_retries        # commit_sync() retries after STALE_MEMBER_EPOCH (KIP-848)
-    cdef long revoked_records_dropped    # buffered records dropped with their revoked or lost partitions
+    # the membership counters (readonly: written by the methods below only)
+    cdef readonly long rebalances        # assignments served
+    cdef readonly int64_t rebalance_us   # time spent serving rebalance events (listener included)
+    cdef readonly long commit_failures   # commits (sync or async) the broker or librdkafka refused
+    cdef readonly long poll_interval_expiries   # times librdkafka left the group for max.poll.interval.ms
+    cdef readonly long stale_epoch_retries      # commit_sync() retries after STALE_MEMBER_EPOCH (KIP-848)
+    cdef readonly long revoked_records_dropped  # buffered records dropped with their revoked or lost partitions
 
-    cdef subscribed(self, list topics, object listener)
-    cdef unsubscribed(self)
-    cdef void left(self) noexcept
-    cdef void poll_interval_expired(self) noexcept
-    cdef void assignment_served(self) noexcept
-    cdef void rejoin_needed(self) noexcept
-    cdef void rejoined(self) noexcept
+    cpdef int move(self, MemberState to) except -1
+    cdef int subscribed(self, list topics, object listener) except -1
+    cdef int unsubscribed(self) except -1
+    cdef int poll_interval_expired(self) except -1
+    cdef int assignment_discarded(self, list tps, list owned) except -1
+    cdef int assignment_received(self, list tps, bint cooperative) except -1
+    cdef int assignment_served(self) except -1
+    cdef list revocation_received(self, list tps)
+    cdef int rejoin_needed(self) except -1
+    cdef int rejoined(self) except -1
+    cdef void rejoin_subscribed(self) noexcept
+    cdef void assignment_counted(self) noexcept
+    cdef void rebalance_timed(self, int64_t us) noexcept
+    cdef void records_dropped(self, size_t n) noexcept
+    cdef void commit_failed(self) noexcept
+    cdef void stale_epoch_retried(self) noexcept
 
     cdef inline bint has_left(self) noexcept:
         return self.state == MEMBER_LEFT
@@ -207,7 +208,8 @@ cdef class NativeConsumer:
     cdef Membership _membership          # MemberState, subscription, listener, counters
     cdef AsyncCommits _commits           # commit_async()'s result queue and callbacks
     cdef CloseControl _close             # ClosePhase, close()'s deadline and queue, request_close()
-    cdef SecurityHold _security          # refused logins and groups, raised by poll() and the calls
+    cdef object _security                # SecurityHold: refused logins and groups, raised by poll() and
+                                         # the calls (kipconsumer._security_hold)
     cdef StableOffsets _lso              # current_lag()'s last stable offsets (read_committed)
     # --- poll and the rest
     cdef bint _in_poll                   # inside poll()'s wait loop (a signal handler may run there)

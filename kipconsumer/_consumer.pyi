@@ -4,6 +4,34 @@ from kipconsumer._records import ConsumerRecords
 from kipconsumer.config import ConsumerSettings
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
+class Membership:
+    """The consumer's place in its group (MemberState: 0 UNJOINED, 1 JOINED, 2 LEFT, 3 REJOINING)."""
+
+    @property
+    def state(self) -> int: ...
+    @property
+    def rebalances(self) -> int: ...
+    @property
+    def rebalance_us(self) -> int: ...
+    @property
+    def commit_failures(self) -> int: ...
+    @property
+    def poll_interval_expiries(self) -> int: ...
+    @property
+    def stale_epoch_retries(self) -> int: ...
+    @property
+    def revoked_records_dropped(self) -> int: ...
+    def move(self, to: int) -> int:
+        """The one guarded transition: IllegalTransitionError for a move the table forbids."""
+
+class CloseControl:
+    """Where close() is (ClosePhase: 0 OPEN, 1 SETTLING, 2 REVOKING, 3 UNASSIGNED, 4 DONE)."""
+
+    @property
+    def phase(self) -> int: ...
+    def move(self, to: int) -> int:
+        """The one guarded transition: IllegalTransitionError for a move the table forbids."""
+
 class NativeConsumer:
     max_poll_interval_ms: int
     default_api_timeout_ms: int

@@ -15,7 +15,8 @@ method bodies and the consumer's operations of that concern (functions taking th
                             commit-and-wait, committed lookup, refused commits' errors
 - _consumer_close.pxi       CloseControl (ClosePhase transitions): settle, librdkafka's close, the
                             final revoke, the hand-over to the reaper
-- _consumer_poll.pxi        the poll loop around csrc/consumer_core.c, consumer errors, SecurityHold
+- _consumer_poll.pxi        the poll loop around csrc/consumer_core.c, consumer errors, the security
+                            errors (SecurityHold: kipconsumer._security_hold, shared by every client)
 - _consumer_offsets.pxi     seek, pause/resume, watermarks, offsets by time, StableOffsets
 
 The public, typed facade is kipconsumer.consumer.KafkaConsumer; docs/design.md maps the layers.
@@ -44,7 +45,9 @@ from kipconsumer.errors import (AuthenticationError, CommitFailedError, ConfigEr
                                 OffsetOutOfRangeError, RebalanceInProgressError, WakeupError)
 from kipconsumer._rdklog import emit as rdklog_emit
 from kipconsumer._security_errors import is_security_error, security_error
+from kipconsumer._security_hold import SecurityHold
 from kipconsumer._stats import summary as stats_summary
+from kipconsumer._transition import IllegalTransitionError
 from kipconsumer.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kipconsumer.consumer")
@@ -727,7 +730,7 @@ cdef class NativeConsumer:
                 # librdkafka sends the epoch its latest heartbeat answer gave.
                 rd_kafka_event_destroy(ev)
                 ev = NULL
-                self._membership.stale_epoch_retries += 1
+                self._membership.stale_epoch_retried()
                 with nogil:
                     usleep(_STALE_EPOCH_BACKOFF_MS * 1000)
                 PyErr_CheckSignals()

@@ -6,32 +6,54 @@
 #   REVOKING/UNASSIGNED --librdkafka closed, or the deadline (reaper takes over)--> DONE
 
 
+# The legal moves of ClosePhase, one bit per target phase (CloseControl.move); staying is always legal.
+cdef unsigned _CLOSE_MOVES[5]
+_CLOSE_MOVES[<int>CLOSE_OPEN] = (1 << CLOSE_SETTLING) | (1 << CLOSE_REVOKING) | (1 << CLOSE_DONE)
+_CLOSE_MOVES[<int>CLOSE_SETTLING] = (1 << CLOSE_REVOKING) | (1 << CLOSE_DONE)
+_CLOSE_MOVES[<int>CLOSE_REVOKING] = (1 << CLOSE_UNASSIGNED) | (1 << CLOSE_DONE)
+_CLOSE_MOVES[<int>CLOSE_UNASSIGNED] = (1 << CLOSE_DONE)
+_CLOSE_MOVES[<int>CLOSE_DONE] = 0
+_CLOSE_PHASE_NAMES = ("OPEN", "SETTLING", "REVOKING", "UNASSIGNED", "DONE")
+
+
 cdef class CloseControl:
     """Where close() is (ClosePhase), and what the calls made inside close() share with it: its
     deadline (a listener's commit_sync() is capped by it) and the queue librdkafka's close posts events
-    to. request_close() from another thread sets `requested`. Each phase transition is one method
-    here, the only code that assigns the phase; the rest of the consumer asks the inline queries
-    declared in _consumer.pxd (is_open, closing, is_unassigned, is_done)."""
+    to. request_close() from another thread sets `requested`. This class is the only writer of its
+    fields; the phase moves only through move(), the one guarded transition (IllegalTransitionError
+    for a move the table above forbids), called by the transition methods below. The rest of the
+    consumer asks the inline queries declared in _consumer.pxd (is_open, closing, is_unassigned,
+    is_done)."""
 
-    cdef void settling(self) noexcept:
+    cpdef int move(self, ClosePhase to) except -1:
+        """The one assignment of `phase`: refuses (IllegalTransitionError, naming both phases) a move
+        that is not in _CLOSE_MOVES."""
+        if to != self.phase and not (0 <= <int>to <= CLOSE_DONE and _CLOSE_MOVES[<int>self.phase] >> to & 1):
+            raise IllegalTransitionError("ClosePhase", _CLOSE_PHASE_NAMES[<int>self.phase],
+                                         _CLOSE_PHASE_NAMES[<int>to] if 0 <= <int>to <= CLOSE_DONE else str(<int>to))
+        self.phase = to
+        return 0
+
+    cdef int settling(self) except -1:
         """OPEN -> SETTLING: a cooperative member lets a rebalance it takes part in complete first."""
-        self.phase = CLOSE_SETTLING
+        return self.move(CLOSE_SETTLING)
 
-    cdef void revoking(self, int64_t deadline_ms, rd_kafka_queue_t *q) noexcept:
+    cdef int revoking(self, int64_t deadline_ms, rd_kafka_queue_t *q) except -1:
         """OPEN/SETTLING -> REVOKING: librdkafka's close is about to start on `q`; calls inside close()
         (a listener's commit) end by `deadline_ms` at the latest."""
+        self.move(CLOSE_REVOKING)
         self.deadline_ms = deadline_ms
         self.q = q
-        self.phase = CLOSE_REVOKING
+        return 0
 
-    cdef void unassigned(self) noexcept:
+    cdef int unassigned(self) except -1:
         """REVOKING -> UNASSIGNED: the final revoke was answered with a full unassign."""
-        self.phase = CLOSE_UNASSIGNED
+        return self.move(CLOSE_UNASSIGNED)
 
-    cdef void done(self) noexcept:
+    cdef int done(self) except -1:
         """any -> DONE: closed for the application (librdkafka may still finish on the reaper)."""
         self.q = NULL
-        self.phase = CLOSE_DONE
+        return self.move(CLOSE_DONE)
 
     cdef void request(self) noexcept:
         """close() was called from another thread (NativeConsumer.request_close); any thread."""
@@ -120,7 +142,7 @@ cdef void _on_rebalance_closing(NativeConsumer c, rd_kafka_resp_err_t err,
             c._store_positions(None)
         for i in range(c.core.fb.n):
             p = c.core.fb.parts[i]
-            c._membership.revoked_records_dropped += p.len
+            c._membership.records_dropped(p.len)
             kc_fb_purge(&c.core.fb, p)
         if owned:
             c._membership.listener.revoked(owned, lost)

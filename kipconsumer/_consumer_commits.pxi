@@ -112,7 +112,7 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
     """Raises the error a refused commit means for the application: RebalanceInProgressError
     (retriable: poll() completes the rebalance, then commit again), CommitFailedError (the member is
     no longer in the group's generation) or KafkaError/KafkaTimeoutError."""
-    c._membership.commit_failures += 1
+    c._membership.commit_failed()
     if (err in (RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
                 RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID)
             and c._membership.subscription and not c._close.closing()):

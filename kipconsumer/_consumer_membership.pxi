@@ -5,13 +5,26 @@
 #   UNJOINED --subscribe--> JOINED --poll interval expired / stale assignment--> LEFT
 #   LEFT --assignment served--> JOINED --partitions of a discarded assignment kept--> REJOINING
 #   REJOINING --next poll(): unsubscribe + subscribe--> JOINED        any --unsubscribe--> UNJOINED
+#   REJOINING --poll interval expired / stale assignment--> LEFT      (_MEMBER_MOVES: every legal move)
+
+
+# The legal moves of MemberState, one bit per target state (Membership.move); staying is always legal.
+cdef unsigned _MEMBER_MOVES[4]
+_MEMBER_MOVES[<int>MEMBER_UNJOINED] = (1 << MEMBER_JOINED)
+_MEMBER_MOVES[<int>MEMBER_JOINED] = (1 << MEMBER_UNJOINED) | (1 << MEMBER_LEFT) | (1 << MEMBER_REJOINING)
+_MEMBER_MOVES[<int>MEMBER_LEFT] = (1 << MEMBER_UNJOINED) | (1 << MEMBER_JOINED)
+_MEMBER_MOVES[<int>MEMBER_REJOINING] = (1 << MEMBER_UNJOINED) | (1 << MEMBER_JOINED) | (1 << MEMBER_LEFT)
+_MEMBER_STATE_NAMES = ("UNJOINED", "JOINED", "LEFT", "REJOINING")
 
 
 cdef class Membership:
     """The consumer's place in its group (MemberState) and what goes with it: the subscription, the
-    partitions of a discarded assignment, the rebalance listener and the membership counters. Each
-    state transition is one method here, the only code that assigns the state; the librdkafka calls
-    that cause them are the functions below, which call these once librdkafka has accepted them."""
+    partitions of a discarded assignment, the rebalance listener and the membership counters. This
+    class is the only writer of every one of its fields (tests/test_consumer_structure.py): the
+    consumer reports events to the methods below, which update the fields and move the state
+    through move(), the one guarded transition (IllegalTransitionError for a move the table above
+    forbids). The librdkafka calls that cause the events are the functions below, which call these
+    once librdkafka has accepted them."""
 
     def __cinit__(self):
         self.subscription = set()
@@ -19,40 +32,102 @@ cdef class Membership:
         self.listener = ListenerInvoker(None)
         self.state = MEMBER_UNJOINED
 
-    cdef subscribed(self, list topics, object listener):
+    cpdef int move(self, MemberState to) except -1:
+        """The one assignment of `state`: refuses (IllegalTransitionError, naming both states) a move
+        that is not in _MEMBER_MOVES."""
+        if to != self.state and not (0 <= <int>to <= MEMBER_REJOINING and _MEMBER_MOVES[<int>self.state] >> to & 1):
+            raise IllegalTransitionError("MemberState", _MEMBER_STATE_NAMES[<int>self.state],
+                                         _MEMBER_STATE_NAMES[<int>to] if 0 <= <int>to <= MEMBER_REJOINING
+                                         else str(<int>to))
+        self.state = to
+        return 0
+
+    cdef int subscribed(self, list topics, object listener) except -1:
         """UNJOINED -> JOINED (a new subscription replaces the old one; LEFT/REJOINING are kept)."""
         self.listener = ListenerInvoker(listener)
         self.subscription = set(topics)
         if self.state == MEMBER_UNJOINED:
-            self.state = MEMBER_JOINED
+            self.move(MEMBER_JOINED)
+        return 0
 
-    cdef unsubscribed(self):
+    cdef int unsubscribed(self) except -1:
         """any -> UNJOINED."""
         self.subscription = set()
-        self.state = MEMBER_UNJOINED
+        return self.move(MEMBER_UNJOINED)
 
-    cdef void left(self) noexcept:
-        """JOINED/REJOINING -> LEFT: librdkafka left the group without the application (it rejoins on
-        the next poll by itself). Buffered records are dropped: their partitions belong to others now."""
-        self.state = MEMBER_LEFT
-
-    cdef void poll_interval_expired(self) noexcept:
-        """-> LEFT because poll() was not called within max.poll.interval.ms (KIP-62)."""
+    cdef int poll_interval_expired(self) except -1:
+        """JOINED/REJOINING -> LEFT because poll() was not called within max.poll.interval.ms (KIP-62):
+        librdkafka left the group without the application (it rejoins on the next poll by itself).
+        Counted in any state; an UNJOINED member (the report outlived its subscription) stays."""
         self.poll_interval_expiries += 1
-        self.left()
+        if self.state != MEMBER_UNJOINED:
+            self.move(MEMBER_LEFT)
+        return 0
 
-    cdef void assignment_served(self) noexcept:
+    cdef int assignment_discarded(self, list tps, list owned) except -1:
+        """JOINED/REJOINING -> LEFT: an assignment of a generation the member had left was answered
+        but not served (_discard_stale_assignment); its partitions `tps` and the ones the member held,
+        `owned`, may still be held by librdkafka."""
+        self.stale_parts.update(tps)
+        self.stale_parts.update(owned)
+        return self.move(MEMBER_LEFT)
+
+    cdef int assignment_received(self, list tps, bint cooperative) except -1:
+        """A new assignment is being served: its partitions `tps` (all stale partitions, if eager)
+        are no longer stale. The state moves once librdkafka accepted it (assignment_served)."""
+        if not cooperative:
+            self.stale_parts.clear()
+        self.stale_parts.difference_update(tps)
+        return 0
+
+    cdef int assignment_served(self) except -1:
         """LEFT -> JOINED: an assignment of the current generation is being served."""
         if self.state == MEMBER_LEFT:
-            self.state = MEMBER_JOINED
+            self.move(MEMBER_JOINED)
+        return 0
 
-    cdef void rejoin_needed(self) noexcept:
-        """JOINED -> REJOINING (see _rejoin_if_stale_parts_kept)."""
-        self.state = MEMBER_REJOINING
+    cdef list revocation_received(self, list tps):
+        """Partitions `tps` are revoked or lost: returns the ones to report to the listener (those of
+        a discarded assignment were never reported, or were already reported lost) and forgets them
+        as stale."""
+        report = [tp for tp in tps if tp not in self.stale_parts] if self.stale_parts else tps
+        self.stale_parts.difference_update(tps)
+        return report
 
-    cdef void rejoined(self) noexcept:
+    cdef int rejoin_needed(self) except -1:
+        """JOINED -> REJOINING (see _rejoin_if_stale_parts_kept); an UNJOINED member (the assignment
+        outlived its subscription) has nothing to rejoin and stays."""
+        if self.state != MEMBER_UNJOINED:
+            self.move(MEMBER_REJOINING)
+        return 0
+
+    cdef int rejoined(self) except -1:
         """REJOINING -> JOINED: as _member_rejoin starts to leave and join the group again."""
-        self.state = MEMBER_JOINED
+        return self.move(MEMBER_JOINED)
+
+    cdef void rejoin_subscribed(self) noexcept:
+        """_member_rejoin's subscribe was accepted: no partition of a discarded assignment is held."""
+        self.stale_parts.clear()
+
+    cdef void assignment_counted(self) noexcept:
+        """One assignment served (its listener included); see rebalance_timed for the time."""
+        self.rebalances += 1
+
+    cdef void rebalance_timed(self, int64_t us) noexcept:
+        """A rebalance event (any) took `us` to serve, its listener included."""
+        self.rebalance_us += us
+
+    cdef void records_dropped(self, size_t n) noexcept:
+        """Buffered records dropped with their revoked or lost partitions."""
+        self.revoked_records_dropped += n
+
+    cdef void commit_failed(self) noexcept:
+        """The broker or librdkafka refused a commit (sync or async)."""
+        self.commit_failures += 1
+
+    cdef void stale_epoch_retried(self) noexcept:
+        """commit_sync() retried after STALE_MEMBER_EPOCH (KIP-848)."""
+        self.stale_epoch_retries += 1
 
 
 cdef _member_subscribed(NativeConsumer c, list topics, listener):
@@ -95,7 +170,7 @@ cdef _member_rejoin(NativeConsumer c):
         c._raise(err, "rejoin (unsubscribe)")
     _serve_revoke_held(c)
     _rdk_subscribe(c, topics, "rejoin (subscribe)")
-    c._membership.stale_parts.clear()
+    c._membership.rejoin_subscribed()
 
 
 cdef _serve_revoke_held(NativeConsumer c):
@@ -146,14 +221,12 @@ cdef void _on_rebalance(NativeConsumer c, rd_kafka_resp_err_t err,
         else:
             _serve_revocation(c, err, parts, tps, cooperative)
     finally:
-        c._membership.rebalance_us += kc_now_us() - start_us
+        c._membership.rebalance_timed(kc_now_us() - start_us)
 
 
 cdef _serve_assignment(NativeConsumer c, rd_kafka_topic_partition_list_t *parts, list tps,
                        bint cooperative):
-    if not cooperative:
-        c._membership.stale_parts.clear()
-    c._membership.stale_parts.difference_update(tps)
+    c._membership.assignment_received(tps, cooperative)
     _buffer_partitions(c, parts)
     _start_at_committed(c, parts)
     c._membership.assignment_served()
@@ -161,7 +234,7 @@ cdef _serve_assignment(NativeConsumer c, rd_kafka_topic_partition_list_t *parts,
                  "incremental assign")
     if cooperative and c._membership.stale_parts:
         _rejoin_if_stale_parts_kept(c)
-    c._membership.rebalances += 1
+    c._membership.assignment_counted()
     log.info("partitions assigned: %s", tps)
     c._membership.listener.assigned(tps)
 
@@ -174,11 +247,9 @@ cdef _serve_revocation(NativeConsumer c, rd_kafka_resp_err_t err, rd_kafka_topic
     for i in range(parts.cnt):
         p = kc_fb_find(&c.core.fb, parts.elems[i].topic, parts.elems[i].partition)
         if p != NULL:
-            c._membership.revoked_records_dropped += p.len
+            c._membership.records_dropped(p.len)
             kc_fb_purge(&c.core.fb, p)
-    # partitions of a discarded assignment were never reported, or were already reported lost
-    report = [tp for tp in tps if tp not in c._membership.stale_parts] if c._membership.stale_parts else tps
-    c._membership.stale_parts.difference_update(tps)
+    report = c._membership.revocation_received(tps)
     try:
         if not lost and c.auto_commit:
             c._store_positions(tps)
@@ -215,10 +286,8 @@ cdef _discard_stale_assignment(NativeConsumer c, rd_kafka_topic_partition_list_t
     "lost" revoke, records fetched for partitions not in the buffer are dropped."""
     owned = sorted(c.assignment())
     _drop_error(kc_answer_rebalance(c.rk, RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS, parts, cooperative))
-    c._membership.stale_parts.update(tps)
-    c._membership.stale_parts.update(owned)
+    c._membership.assignment_discarded(tps, owned)
     _drop_buffered_partitions(c)
-    c._membership.left()
     log.warning("assignment %s discarded: the member left the group (max.poll.interval.ms exceeded, or "
                 "its session expired) before it was served; partitions lost: %s; rejoining", tps, owned)
     if owned:
@@ -228,7 +297,7 @@ cdef _discard_stale_assignment(NativeConsumer c, rd_kafka_topic_partition_list_t
 cdef _drop_buffered_partitions(NativeConsumer c):
     """Removes every partition from the fetch buffer, counting its records as revoked."""
     while c.core.fb.n:
-        c._membership.revoked_records_dropped += c.core.fb.parts[0].len
+        c._membership.records_dropped(c.core.fb.parts[0].len)
         topic = <bytes>c.core.fb.parts[0].topic
         kc_fb_remove(&c.core.fb, topic, c.core.fb.parts[0].partition)
 

@@ -1,41 +1,7 @@
 # The poll loop around csrc/consumer_core.c: waits in slices (signals, wakeup(), close() from another
-# thread), serves commit callbacks and consumer errors, hands out one batch; SecurityHold, the refused
-# logins and groups poll() and the other calls raise (included by _consumer.pyx; fields in _consumer.pxd).
-
-
-# How long poll() raises an AuthenticationError again at once: librdkafka retries a refused connection
-# at least every reconnect.backoff.max.ms (10 s by default) and reports each refusal, renewing it.
-cdef int64_t _AUTH_HOLD_MS = 10000
-
-
-cdef class SecurityHold:
-    """Refused logins and groups, from librdkafka's report to the calls that raise them: error_cb keeps
-    authentication and TLS failures (report) until poll() or another call raises them; the typed
-    error raised is kept (hold): an AuthenticationError is raised again at once for _AUTH_HOLD_MS, as
-    librdkafka reports a refusal only when it reconnects; a GroupAuthorizationError explains a commit
-    that then fails waiting for the coordinator."""
-
-    def __cinit__(self):
-        self.reports = []
-
-    cdef report(self, int err, str reason):
-        """error_cb's security error; at most 16 wait to be raised."""
-        if len(self.reports) < 16:
-            self.reports.append((err, reason))
-
-    cdef hold(self, BaseException exc):
-        """Keeps the typed security error just raised (see the class)."""
-        if isinstance(exc, AuthenticationError):
-            self.auth_failure = exc
-            self.auth_failure_ms = kc_now_ms()
-        elif isinstance(exc, GroupAuthorizationError):
-            self.group_refused = exc
-
-    cdef object held_auth(self):
-        """The AuthenticationError to raise again (within _AUTH_HOLD_MS of it), or None."""
-        if self.auth_failure is not None and kc_now_ms() - self.auth_failure_ms < _AUTH_HOLD_MS:
-            return self.auth_failure
-        return None
+# thread), serves commit callbacks and consumer errors, hands out one batch; the refused logins and
+# groups poll() and the other calls raise, kept by the consumer's SecurityHold (kipconsumer._security_hold)
+# (included by _consumer.pyx; fields in _consumer.pxd).
 
 
 cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
@@ -72,7 +38,7 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
                 # fetched before the member left (KIP-62): its partitions belong to others now, and
                 # the lost assignment's event may come polls later (real Kafka; the mock sends it at once)
                 batch = None  # their messages go with it
-                c._membership.revoked_records_dropped += n + c.core.fb.records
+                c._membership.records_dropped(n + c.core.fb.records)
                 kc_fb_purge_all(&c.core.fb)
                 n = 0
             if n or c._pending_exc is not None:
@@ -101,12 +67,11 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
 
 
 cdef _raise_held_auth(NativeConsumer c, str what):
-    """Raises the held AuthenticationError (_raise_security) again, within _AUTH_HOLD_MS of it;
+    """Raises the held AuthenticationError (_raise_security) again, within AUTH_HOLD_S of it;
     ``what`` (another call than poll()) prefixes it."""
-    held = c._security.held_auth()
-    if held is not None:
-        msg = str(held)
-        raise AuthenticationError(f"{what}: {msg}" if what else msg, code=held.code)
+    security = c._security
+    if security.auth_failure is not None:  # poll()'s path: one attribute read when nothing is held
+        security.raise_held(what)
 
 
 cdef _check_security(NativeConsumer c, str what):
@@ -130,7 +95,7 @@ cdef _check_security(NativeConsumer c, str what):
 cdef _handle_errors(NativeConsumer c, str what="poll()"):
     cdef rd_kafka_message_t *m
     while c._security.reports:  # error_cb's: only authentication / TLS failures are kept
-        err, detail = c._security.reports.pop(0)
+        err, detail = c._security.take()
         _raise_security(c, err, what, detail, ())
     while True:
         m = kc_consumer_take_error(c.core)
@@ -196,7 +161,7 @@ cdef _raise_fetch_stopped(NativeConsumer c):
 
 
 cdef _raise_security(NativeConsumer c, rd_kafka_resp_err_t err, str what, str detail, tuple topics):
-    """Raises the typed security error. An AuthenticationError holds for _AUTH_HOLD_MS: every poll()
+    """Raises the typed security error. An AuthenticationError holds for AUTH_HOLD_S: every poll()
     in that time raises it again at once, as librdkafka reports a refusal only when it reconnects."""
     try:
         c._raise(err, what, detail, topics)

@@ -199,12 +199,16 @@ cdef class StatsFeed:
     cdef object summary                 # of the last statistics document (kipconsumer._stats), or None
 
     cdef serve(self, kc_producer_t *p)
+    cdef dict metrics(self, kc_producer_t *p, bint closed, const _BatchCtx *ctx, Py_ssize_t topics_known)
 
 
 @cython.final
 cdef class ProducerCore:
-    # _producer.pyx; owns the units' objects above (created in __cinit__, never replaced)
-    cdef kc_producer_t *p
+    # _producer.pyx; owns the units' objects above (created in __cinit__, never replaced). The units
+    # (TxnCalls, TopicCache) get the core as their handle and use only its narrow interface below,
+    # the names without a leading underscore: p, max_block_ms, is_open(), enter()/leave(),
+    # check_signals(), security_exc() (tests/test_producer_structure.py); StatsFeed gets values only.
+    cdef kc_producer_t *p             # the C core (its rd_kafka_t: p.rk); NULL once released
     cdef pid_t pid                    # the process p belongs to: elsewhere it is leaked (_process.pxd)
     cdef _BatchCtx *ctx
     cdef TopicCache _topics           # the topics looked up (send()'s one-entry cache: _topics.last)
@@ -222,15 +226,22 @@ cdef class ProducerCore:
     cdef StatsFeed _stats             # librdkafka's statistics: their summary and stats_cb
     cdef TxnCalls _txn                # the transactional calls (txn(), transaction_blocked)
 
-    cdef int _enter(self, str who) except -1
-    cdef void _leave(self) noexcept
+    # -- the units' interface
+    cdef int enter(self, str who) except -1      # counts a call using the handle; refused once closing
+    cdef void leave(self) noexcept               # ends it (the last one out may release the handle)
+    cdef int check_signals(self) except -1       # runs pending signal handlers (may raise)
+    cdef object security_exc(self, int err, str what, tuple topics=*)  # the typed security error, or None
+
+    cdef inline bint is_open(self) noexcept:
+        """send() and the other calls are accepted (not closing or closed)."""
+        return self._state == PRODUCER_OPEN
+
+    # -- the core's own
     cdef void _release(self) noexcept
-    cdef int _check_signals(self) except -1
     cdef object _admit(self, topic, value, key, partition, headers, timestamp, callback, int block_ms)
     cdef object _send(self, topic, value, key, partition, headers, timestamp, callback, int block_ms)
     cdef int _wait_for_space(self, rd_kafka_topic_t *rkt, int32_t part, const char *vptr, Py_ssize_t vlen,
                              const char *kptr, Py_ssize_t klen, int64_t ts, rd_kafka_headers_t *hdrs,
                              kc_producer_rec_t *rec, int64_t deadline_us) except? -1
     cdef object _send_error(self, int err, str topic, int64_t start_us)
-    cdef object _security_exc(self, int err, str what, tuple topics=*)
     cdef int64_t _flush_until(self, int64_t deadline_us) except? -2

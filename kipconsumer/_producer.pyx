@@ -185,14 +185,14 @@ cdef class ProducerCore:
         self._state = PRODUCER_OPEN
 
     # -- the calls' lifecycle (all under the GIL) -----------------------------------------------
-    cdef int _enter(self, str who) except -1:
+    cdef int enter(self, str who) except -1:
         """Counts a call that uses the handle; raises IllegalStateError once close() began."""
         if self._state != PRODUCER_OPEN:
             raise IllegalStateError(f"{who} called after close()")
         self._active += 1
         return 0
 
-    cdef void _leave(self) noexcept:
+    cdef void leave(self) noexcept:
         self._active -= 1
         if self._active == 0 and self._state == PRODUCER_RELEASE_PENDING:
             self._release()
@@ -211,20 +211,20 @@ cdef class ProducerCore:
         free(self.ctx)
         self.ctx = NULL
 
-    cdef int _check_signals(self) except -1:
+    cdef int check_signals(self) except -1:
         """Runs pending signal handlers (KeyboardInterrupt is raised here, in the main thread)."""
         return PyErr_CheckSignals()
 
     def partitions_for(self, str topic):
         """Partition ids of ``topic``, waiting at most max.block.ms for its metadata."""
         cdef _Topic t
-        self._enter("partitions_for()")
+        self.enter("partitions_for()")
         try:
             t = self._topics.lookup(
                 self, topic, kc_now_us() + <int64_t>self.max_block_ms * 1000, "partitions_for()")
             return list(t.partitions)
         finally:
-            self._leave()
+            self.leave()
 
     # -- send -----------------------------------------------------------------------------------
     def send(self, topic, value=None, key=None, partition=None, headers=None, timestamp=None,
@@ -253,11 +253,11 @@ cdef class ProducerCore:
         if self.p != NULL and self.p.stats_ready:
             self._stats.serve(self.p)
         # a serializer may have closed the producer (or another thread did meanwhile)
-        self._enter("send()")
+        self.enter("send()")
         try:
             return self._send(topic, value, key, partition, headers, timestamp, callback, block_ms)
         finally:
-            self._leave()
+            self.leave()
 
     cdef object _send(self, topic, value, key, partition, headers, timestamp, callback, int block_ms):
         cdef _Topic t
@@ -369,9 +369,9 @@ cdef class ProducerCore:
             if kc_now_us() >= deadline_us:
                 kc_producer_note_buffer_timeout(self.p)
                 return err
-            self._check_signals()
+            self.check_signals()
 
-    cdef object _security_exc(self, int err, str what, tuple topics=()):
+    cdef object security_exc(self, int err, str what, tuple topics=()):
         """The typed security error for ``err`` (kipconsumer._security_errors), or None; the text
         of the latched authentication failure when ``err`` is it."""
         cdef char buf[512]
@@ -385,7 +385,7 @@ cdef class ProducerCore:
 
     cdef object _send_error(self, int err, str topic, int64_t start_us):
         cdef str name = _errname(err)
-        sec = self._security_exc(err, f"send() to topic {topic!r}", (topic,))
+        sec = self.security_exc(err, f"send() to topic {topic!r}", (topic,))
         if sec is not None:
             return sec
         if err == ERR__QUEUE_FULL and kc_producer_on_dr_thread(self.p):
@@ -425,7 +425,7 @@ cdef class ProducerCore:
                 left = kc_producer_flush_until(self.p, until)
             if left == 0 or (deadline_us >= 0 and kc_now_us() >= deadline_us):
                 return left
-            self._check_signals()
+            self.check_signals()
 
     def flush(self, double timeout_s=-1.0):
         """Waits until every record sent so far is completed; returns how many are still pending.
@@ -436,11 +436,11 @@ cdef class ProducerCore:
                                     "on the thread that completes the records")
         if timeout_s >= 0 and not math.isinf(timeout_s):
             deadline_us = kc_now_us() + <int64_t>(timeout_s * 1e6)
-        self._enter("flush()")
+        self.enter("flush()")
         try:
             return self._flush_until(deadline_us)
         finally:
-            self._leave()
+            self.leave()
             drain_logs()
             self._stats.serve(self.p)
 
@@ -470,7 +470,7 @@ cdef class ProducerCore:
         while self._state == PRODUCER_CLOSING:  # another thread's close(): wait for it
             with nogil:
                 usleep(2000)
-            self._check_signals()
+            self.check_signals()
         if self.p == NULL or self._state == PRODUCER_RELEASE_PENDING:
             return 0
         if timeout_s >= 0 and not math.isinf(timeout_s):
@@ -552,4 +552,4 @@ cdef class ProducerCore:
 
     def metrics(self):
         """Counters of the producer (see KafkaProducer.metrics())."""
-        return _metrics(self)
+        return self._stats.metrics(self.p, self._state != PRODUCER_OPEN, self.ctx, len(self._topics.by_name))

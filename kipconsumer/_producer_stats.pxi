@@ -35,31 +35,31 @@ cdef class StatsFeed:
             except Exception:
                 _log.exception("stats_cb raised an exception (ignored)")
 
-
-cdef dict _metrics(ProducerCore core):
-    """The counters of ``core`` (see KafkaProducer.metrics()); serves the latest statistics first."""
-    cdef kc_producer_stats_t st
-    cdef char last_error[512]
-    if core.p == NULL:
-        return {"closed": True, "in_flight": 0}
-    core._stats.serve(core.p)
-    kc_producer_get_stats(core.p, &st, last_error, sizeof(last_error))
-    return {
-        "closed": core._state != PRODUCER_OPEN,
-        "in_flight": st.in_flight,
-        "records_sent": st.sent,
-        "records_delivered": st.delivered,
-        "records_failed": st.failed,
-        "records_timed_out": st.timed_out,
-        "buffer_full_waits": st.buffer_waits,
-        "buffer_full_timeouts": st.buffer_timeouts,
-        "delivery_batches": st.dr_batches,
-        "callback_errors": core.ctx.callback_errors if core.ctx != NULL else 0,
-        "delivery_gil_us": core.ctx.work_us if core.ctx != NULL else 0,
-        "client_errors": st.errors,
-        "fatal_error": bool(st.fatal),
-        "last_error": last_error.decode("utf-8", "replace"),
-        "librdkafka_queue_len": st.outq_len,
-        "topics_known": len(core._topics.by_name),
-        "statistics": core._stats.summary,
-    }
+    cdef dict metrics(self, kc_producer_t *p, bint closed, const _BatchCtx *ctx, Py_ssize_t topics_known):
+        """The producer's counters (see KafkaProducer.metrics()) from its C core ``p`` (NULL: released),
+        its delivery context ``ctx`` and its topics known; serves the latest statistics first."""
+        cdef kc_producer_stats_t st
+        cdef char last_error[512]
+        if p == NULL:
+            return {"closed": True, "in_flight": 0}
+        self.serve(p)
+        kc_producer_get_stats(p, &st, last_error, sizeof(last_error))
+        return {
+            "closed": closed,
+            "in_flight": st.in_flight,
+            "records_sent": st.sent,
+            "records_delivered": st.delivered,
+            "records_failed": st.failed,
+            "records_timed_out": st.timed_out,
+            "buffer_full_waits": st.buffer_waits,
+            "buffer_full_timeouts": st.buffer_timeouts,
+            "delivery_batches": st.dr_batches,
+            "callback_errors": ctx.callback_errors if ctx != NULL else 0,
+            "delivery_gil_us": ctx.work_us if ctx != NULL else 0,
+            "client_errors": st.errors,
+            "fatal_error": bool(st.fatal),
+            "last_error": last_error.decode("utf-8", "replace"),
+            "librdkafka_queue_len": st.outq_len,
+            "topics_known": topics_known,
+            "statistics": self.summary,
+        }

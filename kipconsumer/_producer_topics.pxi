@@ -24,7 +24,7 @@ cdef class TopicCache:
 
     cdef _Topic lookup(self, ProducerCore core, str topic, int64_t deadline_us, str who):
         """Metadata of ``topic``, waiting until deadline_us; cached once known. The caller is
-        counted in ``core._active``."""
+        inside core.enter() (counted as a call using the handle)."""
         cdef _Topic t = self.by_name.get(topic)
         cdef bytes btopic
         cdef rd_kafka_topic_t *rkt
@@ -43,7 +43,7 @@ cdef class TopicCache:
             err = _metadata_wait(core, rkt, deadline_us, who, True, &cnt, &ids)
             if err != 0:
                 name = _errname(err)
-                sec = core._security_exc(err, f"{who}: metadata of topic {topic!r}", (topic,))
+                sec = core.security_exc(err, f"{who}: metadata of topic {topic!r}", (topic,))
                 if sec is not None:
                     raise sec
                 if name in _FATAL_METADATA_ERRORS:
@@ -113,12 +113,12 @@ cdef int _metadata_wait(ProducerCore core, rd_kafka_topic_t *rkt, int64_t deadli
             err = kc_producer_topic_metadata(core.p, rkt, attempt_ms, cntp, idsp)
         if err == 0:
             return 0
-        if core._state != PRODUCER_OPEN:
+        if not core.is_open():
             raise IllegalStateError(f"{who}: the producer was closed while it waited for "
                                     f"metadata")
         if kc_producer_auth_error(core.p, NULL, 0):  # librdkafka would retry it for ever
             return kc_producer_auth_error(core.p, NULL, 0)
-        core._check_signals()
+        core.check_signals()
         if fatal and _errname(err) in _FATAL_METADATA_ERRORS:
             return err
         if err == ERR__TIMED_OUT:
@@ -131,7 +131,7 @@ cdef int _metadata_wait(ProducerCore core, rd_kafka_topic_t *rkt, int64_t deadli
             remaining_ms = <int>((deadline_us - now) // 1000)
             with nogil:
                 usleep(1000 * (50 if remaining_ms > 50 else (remaining_ms if remaining_ms > 0 else 1)))
-            if core._state != PRODUCER_OPEN:
+            if not core.is_open():
                 raise IllegalStateError(f"{who}: the producer was closed while it waited for "
                                         f"metadata")
-            core._check_signals()
+            core.check_signals()

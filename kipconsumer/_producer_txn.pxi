@@ -87,7 +87,7 @@ cdef class TxnCalls:
         cdef int which = _TXN_OPS.get(op, -1)
         if which < 0:
             raise ValueError(f"unknown transactional operation {op!r}")
-        if core._state != PRODUCER_OPEN:
+        if not core.is_open():
             raise IllegalStateError(f"{op} transaction called after close()")
         if kc_producer_on_dr_thread(core.p):
             raise IllegalStateError(f"{op} transaction cannot be called from a send() callback")
@@ -106,12 +106,12 @@ cdef class TxnCalls:
                     rd_kafka_error_destroy(error)
                     error = NULL
         if which == _TXN_BEGIN:
-            core._enter(f"{op} transaction")
+            core.enter(f"{op} transaction")
             try:
                 with nogil:
                     error = rd_kafka_begin_transaction(rk)
             finally:
-                core._leave()
+                core.leave()
             if error != NULL:
                 raise _txn_error(error, op, timeout_s)
             return
@@ -129,7 +129,7 @@ cdef class TxnCalls:
                 raise ValueError("send_offsets_to_transaction(): group_metadata is not a consumer's "
                                  "group metadata (use KafkaConsumer.group_metadata())")
         try:
-            core._enter(f"{op} transaction")
+            core.enter(f"{op} transaction")
         except BaseException:
             if lst != NULL:
                 rd_kafka_topic_partition_list_destroy(lst)
@@ -162,16 +162,16 @@ cdef class TxnCalls:
                 except BaseException:
                     self._park(call, started_us)
                     raise
-                if core._state != PRODUCER_OPEN:
+                if not core.is_open():
                     self._park(call, started_us)
                     raise IllegalStateError(f"{op} transaction: the producer was closed meanwhile")
                 if kc_producer_auth_error(core.p, NULL, 0):
                     # librdkafka retries the connection for ever: give up the call (it stays parked)
                     self._park(call, started_us)
-                    raise core._security_exc(kc_producer_auth_error(core.p, NULL, 0), f"{op} transaction")
+                    raise core.security_exc(kc_producer_auth_error(core.p, NULL, 0), f"{op} transaction")
             error = kc_txn_call_finish(call)
         finally:
-            core._leave()
+            core.leave()
         if error != NULL:
             raise _txn_error(error, op, timeout_s)
 

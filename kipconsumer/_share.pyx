@@ -23,7 +23,6 @@ from libc.stdint cimport int16_t, int32_t, int64_t
 from libc.stdlib cimport free, malloc
 from posix.types cimport pid_t
 
-from kipconsumer._clock cimport kc_now_ms
 from kipconsumer._conf cimport conf_from_dict
 from kipconsumer._fetch_buffer cimport (KC_FAIRNESS_GREEDY, KC_FAIRNESS_PROPORTIONAL, kc_fairness_t, kc_fb_add,
                                         kc_fb_destroy, kc_fb_drain, kc_fb_find, kc_fb_init, kc_fb_push,
@@ -38,13 +37,12 @@ from kipconsumer._records cimport ConsumerRecords, records_borrow, records_set_d
 
 from kipconsumer._rdklog import emit as rdklog_emit
 from kipconsumer._security_errors import is_security_error, security_error
+from kipconsumer._security_hold import SecurityHold
 from kipconsumer._share_errors import share_error
-from kipconsumer.errors import AuthenticationError, ConfigError, KafkaError
+from kipconsumer.errors import ConfigError, KafkaError
 from kipconsumer.structs import TopicPartition
 
 
-# how long an AuthenticationError is raised again by every call (as the regular consumer's hold)
-cdef int64_t _AUTH_HOLD_MS = 10000
 
 #: RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_* by kipconsumer.share.AcknowledgeType's value
 ACCEPT = RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_ACCEPT
@@ -123,7 +121,8 @@ cdef class _Reports:
     rd_kafka_share_destroy() returns, so it outlives every callback."""
     cdef public object doc             # str or None
     cdef public long long docs
-    cdef public list client_errors     # (err, reason) of authentication/TLS/ACL errors, for poll()
+    cdef public object security        # SecurityHold (kipconsumer._security_hold): the authentication,
+                                       # TLS and ACL errors error_cb saw, for poll() and the commits
     cdef public object pending         # an exception raised inside a callback (a signal handler's,
                                        # e.g. KeyboardInterrupt), raised when librdkafka's call returns
 
@@ -151,8 +150,8 @@ cdef void _error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) n
         text = reason.decode(errors="replace") if reason != NULL else ""
         rdklog_emit(3, name, "ERROR", f"{name}: {text}")
         code = rd_kafka_err2name(<rd_kafka_resp_err_t>err).decode()
-        if len(st.client_errors) < 16 and is_security_error(code, text):
-            st.client_errors.append((code, text))
+        if is_security_error(code, text):
+            st.security.report(code, text)
     except BaseException as exc:  # nothing may propagate into librdkafka
         if st.pending is None:
             st.pending = exc
@@ -221,8 +220,6 @@ cdef class NativeShareConsumer:
     cdef _Batch _returned              # the batch of the records in `out`
     cdef object _key_deser, _value_deser
     cdef _Reports _reports
-    cdef object _auth_failure          # the AuthenticationError last raised, raised again until
-    cdef int64_t _auth_failure_ms      # _AUTH_HOLD_MS after this (kc_now_ms)
     cdef dict _returned_by_partition
     cdef public long long records_returned
     cdef public long long batches_fetched
@@ -248,7 +245,7 @@ cdef class NativeShareConsumer:
         conf = conf_from_dict(rdkafka)
         rd_kafka_conf_set_log_cb(conf, kc_log_cb)
         reports = _Reports.__new__(_Reports)
-        reports.client_errors = []
+        reports.security = SecurityHold()
         self._reports = reports
         rd_kafka_conf_set_opaque(conf, <void *>reports)
         rd_kafka_conf_set_error_cb(conf, _error_cb)
@@ -288,21 +285,19 @@ cdef class NativeShareConsumer:
 
     cdef int _check_security(self, str what) except -1:
         """Raises the typed error of a refused login, TLS handshake or ACL that librdkafka reported
-        (error_cb), the first one not raised yet; an AuthenticationError is raised again by every call
-        for _AUTH_HOLD_MS, as librdkafka reports a refusal only when it reconnects."""
-        if self._auth_failure is not None and kc_now_ms() - self._auth_failure_ms < _AUTH_HOLD_MS:
-            raise AuthenticationError(f"{what}: {self._auth_failure}", code=self._auth_failure.code)
-        errors = self._reports.client_errors
-        if not errors:
+        (error_cb), the first one not raised yet (the others are dropped); an AuthenticationError is
+        raised again by every call for AUTH_HOLD_S (SecurityHold), as librdkafka reports a refusal
+        only when it reconnects."""
+        security = self._reports.security
+        security.raise_held(what)
+        first = security.take(discard_rest=True)
+        if first is None:
             return 0
-        code, text = errors[0]
-        errors.clear()
+        code, text = first
         exc = security_error(code, text, what=f"{what} failed")
         if exc is None:
             return 0
-        if isinstance(exc, AuthenticationError):
-            self._auth_failure = exc
-            self._auth_failure_ms = kc_now_ms()
+        security.hold(exc)
         raise exc
 
     def subscribe(self, list topics):

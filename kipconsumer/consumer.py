@@ -27,13 +27,13 @@ from typing import Any, Protocol
 
 from kipconsumer import _fork
 from kipconsumer._consumer import NativeConsumer
-from kipconsumer._owned import owned
+from kipconsumer._owned import OwnerThread, owned
 from kipconsumer._rebootstrap import BrokerWatchdog
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
 from kipconsumer._validate import check_topic_name
 from kipconsumer.config import ConsumerSettings, consumer_settings
-from kipconsumer.errors import ConcurrentAccessError, IllegalStateError, UnsupportedVersionError
+from kipconsumer.errors import IllegalStateError, UnsupportedVersionError
 from kipconsumer.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 # librdkafka's logical offsets
@@ -101,8 +101,6 @@ def _as_offsets(offsets: Mapping[Any, Any]) -> dict[TopicPartition, OffsetAndMet
 
 
 log = logging.getLogger("kipconsumer.consumer")
-_get_ident = threading.get_ident
-
 _owned = owned  # runs a method as the consumer's one owner thread (see KafkaConsumer._enter)
 
 
@@ -137,18 +135,11 @@ class KafkaConsumer:
                                         native.add_brokers,
                                         lambda: bool(native.subscription()) and not native.assignment())
         self._auto_offset_reset = s.rdkafka.get("auto.offset.reset", "latest")
-        # The thread contract (_enter/_leave/close): which thread is in a call, how deep (callbacks
-        # re-enter on that thread), which method it started with, and a close() of another thread
-        # waiting for that call or left for it to do (_close_after: close()'s timeout).
-        # reentrant: a signal handler calling close() may run while this thread holds it. Always taken
-        # with `with self._lock` (never `with self._guard`): Condition.__enter__ is Python code, and a
-        # signal's exception raised there after the acquire would leave the lock held for good
-        self._lock = threading.RLock()
-        self._guard = threading.Condition(self._lock)  # close() of another thread waits on it
-        self._owner: int | None = None
-        self._depth = 0
-        self._method = ""
-        self._closer: int | None = None
+        # The thread contract (_enter/_leave/close): the owner thread and the closing one
+        # (kipconsumer._owned, shared by every client), and a close() of another thread left for the
+        # owner's call to do (_close_after: close()'s timeout)
+        self._thread = OwnerThread(
+            "KafkaConsumer", "{method}() cannot be called: another thread is closing this consumer.")
         self._close_after: float | None = None
         self._protocol_checked = False  # group.protocol=consumer: the broker was seen to serve it
         _fork.register(self)
@@ -160,54 +151,38 @@ class KafkaConsumer:
         native = self._native
         self._native = _fork.ForeignHandle("KafkaConsumer", pid)  # type: ignore[assignment]
         _fork.leak(native)
-        # the locks may have been held by a thread of the parent, which does not exist here
-        self._lock = threading.RLock()
-        self._guard = threading.Condition(self._lock)
-        self._owner, self._depth, self._method, self._closer, self._close_after = None, 0, "", None, None
+        self._thread.reset()
+        self._close_after = None
 
     # -- thread contract ---------------------------------------------------------------
     def _enter(self, method: str) -> None:
-        me = _get_ident()
-        with self._lock:
-            if self._owner == me:
-                self._depth += 1
-                return
-            if self._owner is not None:
-                raise ConcurrentAccessError(
-                    f"KafkaConsumer is not safe for multi-threaded access: {method}() was called from "
-                    f"thread {me} while thread {self._owner} is in {self._method}(). Use the consumer from "
-                    f"one thread at a time; only wakeup(), close() and metrics() may be called from any "
-                    f"thread.")
-            if self._closer is not None:
-                raise IllegalStateError(f"{method}() cannot be called: another thread is closing this "
-                                        f"consumer.")
-            self._owner, self._depth, self._method = me, 1, method
+        thread = self._thread
+        if not thread.enter(method):
+            return
         # the native buffer is this thread's until the call returns (the prefetch thread waits)
         try:
             self._native.hold()
         except BaseException:  # a consumer inherited through fork(): IllegalStateError
-            with self._lock:
-                self._owner, self._depth = None, 0
+            with thread.lock:
+                thread.release(notify=False)
             raise
 
     def _leave(self) -> None:
-        with self._lock:
-            self._depth -= 1
-            if self._depth:
+        thread = self._thread
+        with thread.lock:
+            if not thread.leave():
                 return
             self._native.release()
             timeout, self._close_after = self._close_after, None
             if timeout is None:
-                self._owner = None
-                if self._closer is not None:
-                    self._guard.notify_all()
+                thread.release(notify=thread.closer is not None)
                 return
         try:  # close() of another thread gave up waiting for this call: close now, still the owner
             self._native.close(timeout)
         finally:
-            with self._lock:
-                self._owner, self._closer = None, None
-                self._guard.notify_all()
+            with thread.lock:
+                thread.closer = None
+                thread.release()
 
     # -- helpers -------------------------------------------------------------------
     @property
@@ -535,42 +510,43 @@ class KafkaConsumer:
         is closed, librdkafka finishes in the background, and the exception propagates."""
         seconds = timeout_seconds(timeout, self._settings.default_api_timeout_ms)
         me = threading.get_ident()
-        with self._lock:
-            if self._owner == me:  # from a callback inside a call of this thread: the native rules
+        thread = self._thread
+        with thread.lock:
+            if thread.owner == me:  # from a callback inside a call of this thread: the native rules
                 nested = True
             else:
                 nested = False
-                if self._owner is not None:
-                    if self._closer is None:
-                        self._closer = me
-                    waiting_for = self._method
+                if thread.owner is not None:
+                    if thread.closer is None:
+                        thread.closer = me
+                    waiting_for = thread.method
                     self._native.request_close()
                     end = time.monotonic() + seconds
                     try:
-                        while self._owner is not None:
+                        while thread.owner is not None:
                             left = end - time.monotonic()
                             if left <= 0:
                                 break
-                            self._guard.wait(min(left, 0.05))  # short waits: signals are handled between
+                            thread.guard.wait(min(left, 0.05))  # short waits: signals are handled between
                     except BaseException:  # e.g. KeyboardInterrupt: the owner closes when its call returns
-                        if self._owner is not None and self._close_after is None:
+                        if thread.owner is not None and self._close_after is None:
                             self._close_after = seconds
                         raise
-                    if self._owner is not None:
-                        if self._closer == me and self._close_after is None:
+                    if thread.owner is not None:
+                        if thread.closer == me and self._close_after is None:
                             self._close_after = seconds
                         log.warning("close() from thread %d: thread %d's %s() did not return within "
-                                    "%.3f s; the consumer is closed when it returns", me, self._owner,
+                                    "%.3f s; the consumer is closed when it returns", me, thread.owner,
                                     waiting_for, seconds)
                         return
-                self._owner, self._depth, self._method = me, 1, "close"
+                thread.own("close")
         if nested:
             if self._native.in_callback:
                 self._native.close(seconds)  # raises (does nothing inside close()'s own callbacks)
-            elif self._method != "close":
+            elif thread.method != "close":
                 # e.g. a signal handler running inside a call of this thread (Python runs handlers
                 # between poll()'s waits): close once that call returns; a poll() returns at once
-                with self._lock:
+                with thread.lock:
                     if self._close_after is None:
                         self._close_after = seconds
                 self._native.request_close()
@@ -578,9 +554,9 @@ class KafkaConsumer:
         try:
             self._native.close(seconds)
         finally:
-            with self._lock:
-                self._owner, self._depth, self._closer = None, 0, None
-                self._guard.notify_all()
+            with thread.lock:
+                thread.closer = None
+                thread.release()
 
     @property
     def closed(self) -> bool:

@@ -39,13 +39,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kipconsumer import _fork
-from kipconsumer._owned import owned
+from kipconsumer._owned import OwnerThread, owned
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
 from kipconsumer._timeouts import timeout_seconds
 from kipconsumer._validate import check_topic_name
 from kipconsumer.config import ShareConsumerSettings, share_consumer_settings
 from kipconsumer.errors import (
-    ConcurrentAccessError,
     IllegalStateError,
     KafkaError,
     ShareGroupsUnsupportedError,
@@ -134,13 +133,8 @@ class KafkaShareConsumer:
         self._native = _native_module().NativeShareConsumer(
             s.rdkafka, s.max_poll_records, s.poll_fairness, not self._explicit,
             s.key_deserializer, s.value_deserializer)
-        self._lock = threading.RLock()
-        self._guard = threading.Condition(self._lock)
-        self._owner: int | None = None
-        self._depth = 0
-        self._method = ""
-        self._closing = False
-        self._closed = False
+        # the thread contract (kipconsumer._owned); its closer: the thread that closes (or closed) it
+        self._thread = OwnerThread("KafkaShareConsumer", "{method}() called on a closed KafkaShareConsumer")
         self._wakeup = False
         self._subscription: list[str] = []
         self._broker_checked = False
@@ -164,10 +158,7 @@ class KafkaShareConsumer:
         self._native = _fork.ForeignHandle("KafkaShareConsumer", pid)
         _fork.leak(native)
         self._foreign_pid = pid
-        # the locks may have been held by a thread of the parent, which does not exist here
-        self._lock = threading.RLock()
-        self._guard = threading.Condition(self._lock)
-        self._owner, self._depth, self._method = None, 0, ""
+        self._thread.reset()
         self._in_callback = 0
         self._callback_exc = None
 
@@ -177,31 +168,21 @@ class KafkaShareConsumer:
     def _enter(self, method: str) -> None:
         if self._foreign_pid is not None:
             raise _fork.foreign_error("KafkaShareConsumer", self._foreign_pid)
-        me = threading.get_ident()
-        with self._lock:
-            if self._owner == me:
-                if self._in_callback and method in _NOT_IN_CALLBACK:
-                    raise IllegalStateError(
-                        f"{method}() called from an acknowledgement commit callback: the callback runs "
-                        f"inside {self._method}() of this consumer; call {method}() after it returns")
-                self._depth += 1
-                return
-            if self._owner is not None:
-                raise ConcurrentAccessError(
-                    f"KafkaShareConsumer is not safe for multi-threaded access: {method}() was called from "
-                    f"thread {me} while thread {self._owner} is in {self._method}(). Use the consumer from "
-                    f"one thread at a time; only wakeup(), close() and metrics() may be called from any "
-                    f"thread.")
-            if self._closed or self._closing:
-                raise IllegalStateError(f"{method}() called on a closed KafkaShareConsumer")
-            self._owner, self._depth, self._method = me, 1, method
+        self._thread.enter(method, self._admit)
+
+    def _admit(self, method: str) -> None:
+        """OwnerThread's hook for a call inside one of this consumer's: none that an acknowledgement
+        commit callback may not make."""
+        if self._in_callback and method in _NOT_IN_CALLBACK:
+            raise IllegalStateError(
+                f"{method}() called from an acknowledgement commit callback: the callback runs "
+                f"inside {self._thread.method}() of this consumer; call {method}() after it returns")
 
     def _leave(self) -> None:
-        with self._lock:
-            self._depth -= 1
-            if not self._depth:
-                self._owner = None
-                self._guard.notify_all()
+        thread = self._thread
+        with thread.lock:
+            if thread.leave():
+                thread.release()
 
     @property
     def settings(self) -> ShareConsumerSettings:
@@ -283,7 +264,7 @@ class KafkaShareConsumer:
                 left = deadline - time.monotonic()
                 wait_ms = 0 if left <= 0 else int(math.ceil(min(left, _SLICE_S) * 1000))
                 records: ConsumerRecords = self._native.poll(wait_ms)
-                if records or left <= 0 or self._closing or self._closed:
+                if records or left <= 0 or self._thread.closer is not None:
                     break
             if self._explicit:
                 for r in records:
@@ -410,24 +391,24 @@ class KafkaShareConsumer:
         background past it. A second call does nothing."""
         if self._foreign_pid is not None:
             raise _fork.foreign_error("KafkaShareConsumer", self._foreign_pid)
-        me = threading.get_ident()
-        if self._owner == me and self._in_callback:
+        thread = self._thread
+        if thread.is_owner() and self._in_callback:
             raise IllegalStateError(
                 "close() called from an acknowledgement commit callback: the callback runs inside "
-                f"{self._method}() of this consumer; call close() after it returns")
+                f"{thread.method}() of this consumer; call close() after it returns")
         seconds = self._api_timeout(timeout)
         deadline = time.monotonic() + seconds
-        with self._lock:  # not the Condition: its __enter__ is Python code a signal can interrupt
-            if self._closed or self._closing:
+        with thread.lock:  # not the Condition: its __enter__ is Python code a signal can interrupt
+            if thread.closer is not None:  # closing or closed
                 return
-            self._closing = True
-            while self._owner is not None and self._owner != me:
+            thread.closer = threading.get_ident()
+            while thread.owner is not None and not thread.is_owner():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self._closing = False
-                    raise IllegalStateError(f"close() timed out waiting for {self._method}() of thread "
-                                            f"{self._owner} to return")
-                self._guard.wait(min(left, _SLICE_S))
+                    thread.closer = None
+                    raise IllegalStateError(f"close() timed out waiting for {thread.method}() of thread "
+                                            f"{thread.owner} to return")
+                thread.guard.wait(min(left, _SLICE_S))
         errors: list[BaseException] = []
 
         def run() -> None:
@@ -447,8 +428,7 @@ class KafkaShareConsumer:
                     break
                 closer.join(min(left, _SLICE_S))
         finally:
-            with self._lock:
-                self._closed = True
+            with thread.lock:
                 self._unacked.clear()
         if not closer.is_alive() and self._foreign_pid is None:
             self._serve_callbacks(keep=True)

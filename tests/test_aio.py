@@ -207,7 +207,7 @@ def test_async_commit_keeps_the_sync_consumers_thread_contract(broker: EmbeddedB
             t.start()
             try:
                 deadline = time.monotonic() + 10
-                while sync._owner is None and time.monotonic() < deadline:  # until it is inside the call
+                while sync._thread.owner is None and time.monotonic() < deadline:  # inside the call
                     await asyncio.sleep(0.01)
                 with pytest.raises(ConcurrentAccessError):
                     await c.commit()

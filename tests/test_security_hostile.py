@@ -29,6 +29,8 @@ from kipconsumer.errors import (
     TopicAuthorizationError,
     TransactionalIdAuthorizationError,
 )
+from kipconsumer.share import KafkaShareConsumer
+from kipconsumer.structs import TopicPartition
 from kipconsumer.testing._certs import TestCA
 
 LIMIT_S = 10.0
@@ -131,6 +133,42 @@ def test_consumer_poll_raises_authentication_error(ca: TestCA, hostile: _Loopbac
         elapsed = time.monotonic() - t0
         assert elapsed < LIMIT_S, f"AuthenticationError after {elapsed:.1f} s"
         assert SECRET not in str(info.value)
+    finally:
+        c.close(timeout=5)
+    _assert_nothing_in_clear(hostile)
+
+
+@pytest.mark.parametrize("kind", ["consumer", "share consumer"])
+def test_poll_raises_authentication_error_then_holds_it(
+    ca: TestCA, hostile: _LoopbackServer, kind: str
+) -> None:
+    """Both consumers keep the refusal in the one SecurityHold (kipconsumer._security_hold): the first
+    poll() that learns of it raises AuthenticationError, and every call right after raises it again at
+    once (librdkafka reports a refusal only when it reconnects)."""
+    conf = {**_conf(ca, hostile.port), "group.id": unique_name("g")}
+    c: KafkaConsumer | KafkaShareConsumer = (KafkaConsumer(conf) if kind == "consumer"
+                                             else KafkaShareConsumer(conf))
+    try:
+        c.subscribe([unique_name("t")])
+        t0 = time.monotonic()
+        with pytest.raises(AuthenticationError) as first:
+            while time.monotonic() - t0 < LIMIT_S + 5:
+                c.poll(0.5)
+        assert time.monotonic() - t0 < LIMIT_S, f"AuthenticationError after {time.monotonic() - t0:.1f} s"
+        for _ in range(3):
+            t1 = time.monotonic()
+            with pytest.raises(AuthenticationError) as again:
+                c.poll(5.0)
+            assert time.monotonic() - t1 < 1.0, "the held AuthenticationError was not raised at once"
+            assert again.value.code == first.value.code and str(first.value) in str(again.value)
+        # and the other calls that talk to the broker, prefixed with their name
+        if isinstance(c, KafkaConsumer):
+            with pytest.raises(AuthenticationError, match=r"^committed: "):
+                c.committed([TopicPartition(unique_name("t"), 0)], timeout=5.0)
+        else:
+            with pytest.raises(AuthenticationError, match=r"^commit_sync: "):
+                c.commit_sync(timeout=5.0)
+        assert SECRET not in str(first.value)
     finally:
         c.close(timeout=5)
     _assert_nothing_in_clear(hostile)
