@@ -30,15 +30,30 @@ _R = TypeVar("_R")
 
 
 def owned(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], _R]:
-    """Runs ``method`` as the object's one owner thread (``_enter`` / ``_leave``)."""
+    """Runs ``method`` as the object's one owner thread (``_enter`` / ``_leave``).
+
+    A signal handler's exception (``KeyboardInterrupt``) raised while leaving, after ``method``
+    returned, means its result never reaches the caller: the facade's ``_result_lost(name, result)``
+    hook, if it has one, takes back what the result handed out (a share consumer's polled records)
+    before the exception propagates. Nothing runs a signal handler between this function's return
+    and the caller's use of the result (CPython checks for pending signals on calls, not on returns)."""
     name = method.__name__
 
     def call(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         self._enter(name)
         try:
-            return method(self, *args, **kwargs)
-        finally:
+            result = method(self, *args, **kwargs)
+        except BaseException:
             self._leave()
+            raise
+        try:
+            self._leave()
+        except BaseException:
+            lost = getattr(self, "_result_lost", None)
+            if lost is not None:
+                lost(name, result)
+            raise
+        return result
 
     functools.update_wrapper(call, method)
     return call

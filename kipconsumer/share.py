@@ -147,6 +147,7 @@ class KafkaShareConsumer:
         self._ack_commits = 0
         self._ack_commit_errors = 0
         self._polls = 0
+        self._handed_since = 0  # polls_started before the last poll() that returned (_result_lost)
         # acknowledgement commit outcomes are always collected (metrics(); the callback when set)
         self._native.enable_commit_results()
         _fork.register(self)
@@ -273,12 +274,19 @@ class KafkaShareConsumer:
             self._last_poll = time.monotonic()
             # results that came during this poll: a callback's exception must not lose these records
             self._serve_callbacks(keep=True)
+            self._handed_since = since
             return records
         except BaseException:
             # e.g. a signal's KeyboardInterrupt right after the native call: the records it returned
             # never reached the caller; the next poll() returns them (nothing accepts them before)
             self._give_back(since)
             raise
+
+    def _result_lost(self, method: str, result: object) -> None:
+        """``owned``'s hook: a signal's exception raised as ``poll()`` was leaving; its records never
+        reached the caller: the next ``poll()`` returns them (as for an exception inside it)."""
+        if method == "poll" and result:
+            self._give_back(self._handed_since)
 
     @_owned
     def _give_back(self, since: int) -> int:
