@@ -8,9 +8,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-/* Longest single wait inside poll(): librdkafka must see the application poll well
- * within max.poll.interval.ms, and wakeups through the fd are immediate anyway. */
-#define KC_MAX_WAIT_MS  200
 #define KC_REFILL_CHUNK 1024
 
 static const uint64_t kc_one = 1;
@@ -383,7 +380,6 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
     *n_out = 0;
     atomic_store(&c->poll_timer.last_poll_ms, start_us / 1000);
     kc_consumer_hold(c);
-    c->polls++;
     for (;;) {
         if (atomic_exchange(&c->wakeup, 0)) {
             st = KC_POLL_WAKEUP;
@@ -418,9 +414,7 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
         int64_t now = kc_now_ms();
         if (now >= deadline)
             break;
-        int64_t wait = deadline - now;
-        if (wait > KC_MAX_WAIT_MS)
-            wait = KC_MAX_WAIT_MS;
+        int64_t wait = deadline - now; /* one slice at most: the caller passes KC_WAIT_SLICE_MS or less */
         kc_poll_timer_mark(&c->poll_timer); /* blocked inside poll() is not a stall */
         struct pollfd pfd = {.fd = c->wake_fd, .events = POLLIN};
         atomic_store(&c->poll_waiting, 1);

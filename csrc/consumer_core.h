@@ -60,7 +60,7 @@ typedef struct kc_consumer {
     rd_kafka_message_t *errors[KC_MAX_PENDING_ERRORS];
     size_t n_errors;
     uint64_t records_returned;
-    uint64_t polls;
+    uint64_t polls;                   /* poll() calls (the Cython layer counts each once) */
     uint64_t poll_time_us;            /* time spent inside kc_consumer_poll(), summed (metrics) */
     uint64_t dropped_foreign;         /* messages of partitions no longer assigned */
     uint64_t dropped_refetched;       /* copies of offsets already returned or buffered */

@@ -295,13 +295,13 @@ rd_kafka_resp_err_t kc_producer_produce_wait(kc_producer_t *p, rd_kafka_topic_t 
             p->st.buffer_waits++;
             *counted = 1;
         }
-        /* Wait until a delivery batch frees space (re-check every 50 ms) or the deadline. */
+        /* Wait until a delivery batch frees space (re-check every slice) or the deadline. */
         while (!p->closing && p->space_seq == seq) {
             int64_t now = kc_now_us(), until;
             struct timespec ts;
             if (now >= deadline_us)
                 break;
-            until = now + 50000 < deadline_us ? now + 50000 : deadline_us;
+            until = kc_slice_end_us(deadline_us);
             kc_producer_abstime(until, &ts);
             pthread_cond_timedwait(&p->cond, &p->lock, &ts);
         }
@@ -364,11 +364,9 @@ int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us) {
     while (p->st.in_flight > 0) {
         int64_t now = kc_now_us(), until;
         struct timespec ts;
-        if (deadline_us >= 0 && now >= deadline_us)
+        if (now >= deadline_us)
             break;
-        until = now + 100000;
-        if (deadline_us >= 0 && deadline_us < until)
-            until = deadline_us;
+        until = kc_slice_end_us(deadline_us);
         kc_producer_abstime(until, &ts);
         pthread_cond_timedwait(&p->cond, &p->lock, &ts);
     }
@@ -383,11 +381,10 @@ int64_t kc_producer_flush_until(kc_producer_t *p, int64_t until_us) {
     closing = p->closing;
     pthread_mutex_unlock(&p->lock);
     if (!closing) {
-        int64_t left_us = until_us - kc_now_us();
         /* rd_kafka_flush() makes librdkafka send without waiting for linger.ms (only while
          * it runs); with DR events enabled it only waits for the messages to be released
          * by our delivery thread. */
-        rd_kafka_flush(p->rk, left_us > 0 ? (int)((left_us + 999) / 1000) : 0);
+        rd_kafka_flush(p->rk, kc_ms_until_us(until_us));
     }
     return kc_producer_wait_idle(p, until_us);
 }

@@ -123,8 +123,8 @@ void kc_producer_note_buffer_timeout(kc_producer_t *p);
 rd_kafka_resp_err_t kc_producer_topic_metadata(kc_producer_t *p, rd_kafka_topic_t *rkt, int timeout_ms,
                                                int *cntp, int32_t **idsp);
 
-/* Waits until no record is in flight or deadline_us passes (-1: no deadline). Returns the number
- * still in flight. Call without the GIL. */
+/* Waits until no record is in flight or deadline_us passes (KC_NO_DEADLINE, clock.h: none). Returns the
+ * number still in flight. Call without the GIL. */
 int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us);
 
 /* One slice of a flush: rd_kafka_flush() (unless closing) and kc_producer_wait_idle(), both

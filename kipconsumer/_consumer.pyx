@@ -26,7 +26,6 @@ import logging
 
 cimport cython
 from cpython.exc cimport PyErr_CheckSignals
-from libc.math cimport ceil, isinf
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, strcmp, strdup
@@ -68,39 +67,21 @@ _GROUP_GONE_ERRORS = frozenset([
 ])
 
 
-cdef enum:
-    # Longest wait without the GIL in a call that may block for long (poll, commit_sync, close):
-    # between two waits the call checks for signals, so Ctrl+C interrupts it within this bound.
-    _SIGNAL_SLICE_MS = 50
-    _MAX_FINITE_MS = 2147483646  # kipconsumer._timeouts.MAX_FINITE_MS
-
-
 cdef int _ms(double seconds) noexcept nogil:
-    """Milliseconds for a checked timeout in seconds (kipconsumer._timeouts): -1 (librdkafka's
-    infinite) for inf, else rounded up and clamped below C int overflow."""
-    if isinf(seconds):
-        return -1
-    if seconds <= 0:
-        return 0
-    if seconds * 1000.0 >= _MAX_FINITE_MS:
-        return _MAX_FINITE_MS
-    return <int>ceil(seconds * 1000.0)
+    """Milliseconds for librdkafka's own bound on a wait of a checked timeout in seconds
+    (kipconsumer._timeouts): derived from its deadline (csrc/clock.h: rounded up, clamped)."""
+    return kc_ms_until(kc_deadline_ms(seconds))
 
 
 cdef int64_t _deadline_ms(double seconds) noexcept nogil:
-    """kc_now_ms() deadline for a checked timeout in seconds; INT64 max for inf."""
-    cdef int ms = _ms(seconds)
-    if ms < 0:
-        return 0x7FFFFFFFFFFFFFFF
-    return kc_now_ms() + ms
+    """kc_now_ms() deadline for a checked timeout in seconds; KC_NO_DEADLINE for inf."""
+    return kc_deadline_ms(seconds)
 
 
 cdef int _slice(int64_t deadline) noexcept nogil:
-    """The next wait in ms towards `deadline`: at most _SIGNAL_SLICE_MS, 0 once it has passed."""
-    cdef int64_t left = deadline - kc_now_ms()
-    if left <= 0:
-        return 0
-    return <int>(left if left < _SIGNAL_SLICE_MS else _SIGNAL_SLICE_MS)
+    """The next wait in ms towards `deadline`: at most KC_WAIT_SLICE_MS, 0 once it has passed.
+    Between two waits a call checks for signals, so Ctrl+C interrupts it within a slice."""
+    return kc_slice_ms(deadline)
 
 
 cdef str _err_name(rd_kafka_resp_err_t err):
@@ -131,7 +112,7 @@ cdef rd_kafka_topic_partition_list_t *_c_list(object tps) except NULL:
 
 cdef rd_kafka_event_t *_await_event(rd_kafka_queue_t *q, int64_t deadline, bint interruptible) except? NULL:
     """The next event on `q`, or NULL once `deadline` (kc_now_ms clock) passed. Waits without the GIL in
-    slices of _SIGNAL_SLICE_MS; between them a signal's exception is raised when `interruptible`."""
+    slices of KC_WAIT_SLICE_MS; between them a signal's exception is raised when `interruptible`."""
     cdef rd_kafka_event_t *ev
     while True:
         with nogil:
@@ -617,6 +598,7 @@ cdef class NativeConsumer:
     cdef kc_poll_status_t _poll_core(self, int timeout_ms) except *:
         cdef kc_poll_status_t st
         cdef size_t n = 0
+        self.core.polls += 1  # kc_consumer_poll() counts none: a poll() counts once, whatever its slices
         with nogil:
             st = kc_consumer_poll(self.core, timeout_ms, self.out, &n)
         return st
@@ -637,7 +619,7 @@ cdef class NativeConsumer:
     def poll(self, double timeout):
         """Up to max.poll.records records; waits up to `timeout` seconds (inf: no bound) for some.
 
-        Waits in slices of _SIGNAL_SLICE_MS and checks for signals between them: a KeyboardInterrupt
+        Waits in slices of KC_WAIT_SLICE_MS and checks for signals between them: a KeyboardInterrupt
         raised there leaves every record not yet returned buffered. Returns an empty batch at once
         when close() is requested from another thread (request_close)."""
         self._check_open()
@@ -957,9 +939,10 @@ cdef class NativeConsumer:
         rd_kafka_mem_free(self.rk, mid)
         return s or None
 
-    def close(self, double timeout=-1.0):
+    def close(self, double timeout):
         """Commits stored positions (auto-commit), revokes the assignment (listener), leaves the group
-        and frees everything, within `timeout` seconds (< 0: default.api.timeout.ms). Returns True if
+        and frees everything, within `timeout` seconds (checked; the facade resolves None to
+        default.api.timeout.ms). Returns True if
         librdkafka completed its close in time. Past the deadline the consumer is closed for the
         application all the same (a WARNING is logged): librdkafka's remaining work (a commit or
         LeaveGroup waiting for an unreachable coordinator) finishes on the reaper's thread, without

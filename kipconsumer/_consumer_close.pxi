@@ -65,7 +65,7 @@ cdef bint _close_consumer(NativeConsumer c, double timeout) except *:
     cdef int64_t deadline
     cdef rd_kafka_queue_t *q = NULL
     cdef bint done = False
-    deadline = (_deadline_ms(timeout) if timeout >= 0 else kc_now_ms() + c.default_api_timeout_ms)
+    deadline = _deadline_ms(timeout)
     # from here on only this thread touches the buffer: no prefetch thread, no owner lock
     with nogil:
         kc_prefetch_stop(c.core)
@@ -96,8 +96,7 @@ cdef bint _close_consumer(NativeConsumer c, double timeout) except *:
         log.warning("close() did not complete within %.3f s (librdkafka was still committing or "
                     "leaving the group, e.g. waiting for an unreachable coordinator): the consumer is "
                     "closed, librdkafka finishes in the background and the group may wait up to "
-                    "session.timeout.ms for this member", max(timeout, 0.0) if timeout >= 0
-                    else c.default_api_timeout_ms / 1000.0)
+                    "session.timeout.ms for this member", timeout)
     return done
 
 
@@ -189,7 +188,7 @@ cdef _settle_rebalance(NativeConsumer c, int64_t until):
                               "round may outlast the settle: leaving without waiting for it")
                     return
                 waiting = True
-                if c._poll_core(<int>min(100, until - now)) == KC_POLL_EVENT:
+                if c._poll_core(_slice(until)) == KC_POLL_EVENT:
                     _log_consumer_errors(c, "close()")
             elif not _probe_rebalance(c, until):
                 return

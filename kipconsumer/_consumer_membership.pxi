@@ -181,7 +181,7 @@ cdef _serve_revoke_held(NativeConsumer c):
     c.core.hold_records = 1
     try:
         while c.core.fb.n and kc_now_ms() < deadline:
-            c._poll_core(_SIGNAL_SLICE_MS)
+            c._poll_core(KC_WAIT_SLICE_MS)
             PyErr_CheckSignals()  # interrupted, the revoke is served by the next poll()
     finally:
         c.core.hold_records = 0

@@ -8,7 +8,6 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
     cdef kc_poll_status_t st
     cdef size_t n = 0
     cdef int64_t deadline = _deadline_ms(timeout)
-    cdef bint again = False
     _raise_held_auth(c, None)
     _raise_fetch_stopped(c)
     if c._membership.rejoin_pending():
@@ -16,6 +15,7 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
     if c.auto_commit:
         c._store_positions(None)
     _serve_commit_callbacks(c)
+    c.core.polls += 1  # one poll() counts once, whatever number of slices it waits in
     while True:
         if c._close.requested:
             return records_take(c.out, 0, None, c.pid)
@@ -30,9 +30,6 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
             drain_logs()
         if c._security.reports and not n:
             _handle_errors(c)
-        if again:
-            c.core.polls -= 1  # a slice that continues this poll() is not another poll
-        again = True
         if st == KC_POLL_OK:
             if n and c._membership.has_left() and c._membership.subscription:
                 # fetched before the member left (KIP-62): its partitions belong to others now, and

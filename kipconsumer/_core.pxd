@@ -2,7 +2,9 @@
 # loop).
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
-from kipconsumer._clock cimport kc_now_ms, kc_now_us
+from kipconsumer._clock cimport (KC_NO_DEADLINE, KC_WAIT_SLICE_MS, KC_WAIT_SLICE_US, kc_deadline_ms,
+                                kc_deadline_us, kc_ms_until, kc_ms_until_us, kc_now_ms, kc_now_us,
+                                kc_slice_end_us, kc_slice_ms)
 # the fetch buffer's declarations, visible to every `from kipconsumer._core cimport *`
 from kipconsumer._fetch_buffer cimport *
 from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_message_t, rd_kafka_queue_t,

@@ -7,7 +7,8 @@ cimport cython
 from libc.stdint cimport int32_t, int64_t
 from posix.types cimport pid_t
 
-from kipconsumer._clock cimport kc_now_us
+from kipconsumer._clock cimport (KC_NO_DEADLINE, kc_deadline_us, kc_ms_until_us, kc_now_us,
+                                kc_slice_end_us)
 from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_consumer_group_metadata_t, rd_kafka_error_t,
                                rd_kafka_headers_t, rd_kafka_resp_err_t, rd_kafka_t, rd_kafka_topic_partition_list_t,
                                rd_kafka_topic_t)

@@ -41,7 +41,6 @@ class ProducerCore:
         headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None = None,
         timestamp: int | None = None,
         callback: Callable[[RecordMetadata | None, Exception | None], object] | None = None,
-        block_ms: int = -1,
     ) -> ProduceFuture: ...
     def send_nowait(
         self,
@@ -53,22 +52,22 @@ class ProducerCore:
         timestamp: int | None,
         callback: Callable[[RecordMetadata | None, Exception | None], object] | None,
     ) -> ProduceFuture:
-        """send() with block_ms=0: raises KafkaTimeoutError at once where send() would wait."""
+        """send() that never waits: raises KafkaTimeoutError at once where send() would wait."""
         ...
     def partitions_for(self, topic: str) -> list[int]: ...
     def txn(
         self,
         op: str,
-        timeout_s: float = -1.0,
+        timeout_s: float,
         offsets: list[tuple[str, int, int]] | None = None,
         group_metadata: bytes | None = None,
     ) -> None: ...
-    def flush(self, timeout_s: float = -1.0) -> int:
-        """Returns the number of records still pending (0: all completed); timeout_s < 0 or
-        infinite: no bound. Raises what a signal handler raises (records stay pending)."""
+    def flush(self, timeout_s: float) -> int:
+        """Returns the number of records still pending (0: all completed); timeout_s
+        math.inf: no bound. Raises what a signal handler raises (records stay pending)."""
         ...
-    def close(self, timeout_s: float = -1.0) -> int:
-        """Returns the number of records that had to be purged; timeout_s < 0 or infinite: no
+    def close(self, timeout_s: float) -> int:
+        """Returns the number of records that had to be purged; timeout_s math.inf: no
         bound. Raises IllegalStateError from a send() callback or from inside close() on the
         same thread."""
         ...

@@ -79,10 +79,9 @@ cdef enum:
     ERR__TIMED_OUT_QUEUE = -166
     ERR_REQUEST_TIMED_OUT = 7
 
-# Blocking calls wait in slices of at most this long, then take the GIL to run signal handlers
+# Blocking calls wait in slices of KC_WAIT_SLICE_US (clock.h), then take the GIL to run signal handlers
 # (PyErr_CheckSignals) and to see close(): the bound on how late a KeyboardInterrupt surfaces.
 cdef enum:
-    _SLICE_US = 50000
     # close(): how long it waits for other threads' calls to leave before it defers the final
     # release of the handle to the last of them
     _CLOSE_GRACE_US = 300000
@@ -228,11 +227,10 @@ cdef class ProducerCore:
 
     # -- send -----------------------------------------------------------------------------------
     def send(self, topic, value=None, key=None, partition=None, headers=None, timestamp=None,
-             callback=None, int block_ms=-1):
-        """Enqueue one record; returns a ProduceFuture. See KafkaProducer.send().
-
-        ``block_ms`` >= 0 replaces max.block.ms for this call (0: never wait)."""
-        return self._admit(topic, value, key, partition, headers, timestamp, callback, block_ms)
+             callback=None):
+        """Enqueue one record, waiting at most max.block.ms; returns a ProduceFuture. See
+        KafkaProducer.send() (whose parameters these are: it is this method on the fast path)."""
+        return self._admit(topic, value, key, partition, headers, timestamp, callback, self.max_block_ms)
 
     def send_nowait(self, topic, value, key, partition, headers, timestamp, callback):
         """send() that never waits (block_ms 0): raises KafkaTimeoutError at once where send() would
@@ -271,7 +269,7 @@ cdef class ProducerCore:
         cdef _FutureCore fut
         cdef int err
         cdef long long pnum
-        cdef int64_t max_block_us = <int64_t>(self.max_block_ms if block_ms < 0 else block_ms) * 1000
+        cdef int64_t max_block_us = <int64_t>block_ms * 1000  # the caller's bound: max.block.ms, or 0
         t = self._topics.last
         if t is None or t.name is not topic:
             if not isinstance(topic, str):
@@ -358,9 +356,7 @@ cdef class ProducerCore:
         cdef int counted = 0
         cdef int64_t until
         while True:
-            until = kc_now_us() + _SLICE_US
-            if until > deadline_us:
-                until = deadline_us
+            until = kc_slice_end_us(deadline_us)
             with nogil:
                 err = kc_producer_produce_wait(self.p, rkt, part, vptr, vlen, kptr, klen, ts,
                                                hdrs, rec, until, &counted)
@@ -413,29 +409,25 @@ cdef class ProducerCore:
 
     # -- flush / close --------------------------------------------------------------------------
     cdef int64_t _flush_until(self, int64_t deadline_us) except? -2:
-        """Flushes in slices until nothing is in flight or deadline_us (-1: none); returns the
-        number still in flight. Raises KeyboardInterrupt (records stay pending)."""
-        cdef int64_t left, until, now
+        """Flushes in slices until nothing is in flight or deadline_us (KC_NO_DEADLINE: none);
+        returns the number still in flight. Raises KeyboardInterrupt (records stay pending)."""
+        cdef int64_t left, until
         while True:
-            now = kc_now_us()
-            until = now + _SLICE_US
-            if deadline_us >= 0 and deadline_us < until:
-                until = deadline_us
+            until = kc_slice_end_us(deadline_us)
             with nogil:
                 left = kc_producer_flush_until(self.p, until)
-            if left == 0 or (deadline_us >= 0 and kc_now_us() >= deadline_us):
+            if left == 0 or kc_now_us() >= deadline_us:
                 return left
             self.check_signals()
 
-    def flush(self, double timeout_s=-1.0):
+    def flush(self, double timeout_s):
         """Waits until every record sent so far is completed; returns how many are still pending.
-        ``timeout_s`` < 0 or infinite: no bound."""
-        cdef int64_t deadline_us = -1
+        ``timeout_s``: checked seconds (kipconsumer._timeouts), math.inf for no bound."""
+        cdef int64_t deadline_us
         if self.p != NULL and kc_producer_on_dr_thread(self.p):
             raise IllegalStateError("flush() cannot be called from a send() callback: callbacks run "
                                     "on the thread that completes the records")
-        if timeout_s >= 0 and not math.isinf(timeout_s):
-            deadline_us = kc_now_us() + <int64_t>(timeout_s * 1e6)
+        deadline_us = kc_deadline_us(timeout_s)
         self.enter("flush()")
         try:
             return self._flush_until(deadline_us)
@@ -444,8 +436,8 @@ cdef class ProducerCore:
             drain_logs()
             self._stats.serve(self.p)
 
-    def close(self, double timeout_s=-1.0):
-        """Flush up to timeout_s (< 0 or infinite: no bound), purge what is left, fail its
+    def close(self, double timeout_s):
+        """Flush up to timeout_s (checked seconds; math.inf: no bound), purge what is left, fail its
         futures, free everything.
 
         Returns the number of records that had to be purged (0 if everything was delivered
@@ -453,7 +445,7 @@ cdef class ProducerCore:
         flush leaves the producer closed for new records with its records pending; a later
         close() finishes. A close() racing another one waits for it.
         """
-        cdef int64_t deadline_us = -1, left = 0, purged = 0, grace_us
+        cdef int64_t deadline_us, left = 0, purged = 0, grace_us
         cdef kc_producer_rec_t *rec
         cdef kc_producer_rec_t *nxt
         cdef _FutureCore fut
@@ -473,8 +465,7 @@ cdef class ProducerCore:
             self.check_signals()
         if self.p == NULL or self._state == PRODUCER_RELEASE_PENDING:
             return 0
-        if timeout_s >= 0 and not math.isinf(timeout_s):
-            deadline_us = kc_now_us() + <int64_t>(timeout_s * 1e6)
+        deadline_us = kc_deadline_us(timeout_s)
         self._state = PRODUCER_CLOSING
         self._closing_thread = threading.get_ident()
         try:
@@ -515,9 +506,9 @@ cdef class ProducerCore:
         drain_logs()
         return purged
 
-    def txn(self, str op, double timeout_s=-1.0, list offsets=None, bytes group_metadata=None):
+    def txn(self, str op, double timeout_s, list offsets=None, bytes group_metadata=None):
         """One transactional call (op: "init", "begin", "send_offsets", "commit", "abort"), waiting at
-        most timeout_s seconds (< 0: max.block.ms) in slices that let signals out. The librdkafka call
+        most timeout_s seconds (checked; the facade resolves None to max.block.ms) in slices that let signals out. The librdkafka call
         runs on a native helper thread (csrc/txn_call.c): librdkafka can block in it past its timeout
         (docs/reliability.md). A call that timed out inside librdkafka can be made again and resumes
         (librdkafka's rule). A call that did not return by the timeout (plus a short grace for

@@ -77,7 +77,7 @@ cdef class TopicCache:
         cdef int32_t *ids = NULL
         cdef int err
         cdef int timeout_ms = core.max_block_ms if core.max_block_ms < 5000 else 5000
-        err = _metadata_wait(core, t.rkt, kc_now_us() + <int64_t>timeout_ms * 1000,
+        err = _metadata_wait(core, t.rkt, kc_deadline_us(timeout_ms / 1000.0),
                               "send()", False, &cnt, &ids)
         if err == 0 and cnt > t.partition_count:
             t.partition_count = cnt
@@ -105,7 +105,7 @@ cdef int _metadata_wait(ProducerCore core, rd_kafka_topic_t *rkt, int64_t deadli
     cdef int attempt_ms, slice_ms = 100, remaining_ms
     while True:
         now = kc_now_us()
-        remaining_ms = <int>((deadline_us - now) // 1000)
+        remaining_ms = kc_ms_until_us(deadline_us)
         attempt_ms = slice_ms if slice_ms < remaining_ms else remaining_ms
         if attempt_ms < 1:
             attempt_ms = 1
@@ -128,7 +128,7 @@ cdef int _metadata_wait(ProducerCore core, rd_kafka_topic_t *rkt, int64_t deadli
             return err
         if err != ERR__TIMED_OUT:
             # the attempt failed at once (no broker, unknown topic yet): pause before retrying
-            remaining_ms = <int>((deadline_us - now) // 1000)
+            remaining_ms = kc_ms_until_us(deadline_us)
             with nogil:
                 usleep(1000 * (50 if remaining_ms > 50 else (remaining_ms if remaining_ms > 0 else 1)))
             if not core.is_open():

@@ -14,7 +14,6 @@ cdef enum:
     _TXN_SEND_OFFSETS = 2
     _TXN_COMMIT = 3
     _TXN_ABORT = 4
-    _TXN_SLICE_US = 100000  # a transactional wait re-checks signals this often
     _TXN_GRACE_US = 1000000  # after the caller's timeout, librdkafka's own timeout may still return
 
 _TXN_NAMES = {0: "init_transactions", 1: "begin_transaction", 2: "send_offsets_to_transaction",
@@ -82,7 +81,7 @@ cdef class TxnCalls:
         cdef rd_kafka_consumer_group_metadata_t *cgmd = NULL
         cdef kc_txn_call_t *call = NULL
         cdef rd_kafka_t *rk
-        cdef int64_t deadline_us, until_us, now_us, started_us
+        cdef int64_t deadline_us, give_up_us, until_us, started_us
         cdef int timeout_ms, done = 0
         cdef int which = _TXN_OPS.get(op, -1)
         if which < 0:
@@ -91,10 +90,11 @@ cdef class TxnCalls:
             raise IllegalStateError(f"{op} transaction called after close()")
         if kc_producer_on_dr_thread(core.p):
             raise IllegalStateError(f"{op} transaction cannot be called from a send() callback")
-        if timeout_s < 0:
-            timeout_s = core.max_block_ms / 1000.0
-        timeout_ms = <int>(min(timeout_s, 2147483.0) * 1000)
-        deadline_us = kc_now_us() + <int64_t>timeout_ms * 1000
+        deadline_us = kc_deadline_us(timeout_s)
+        timeout_ms = kc_ms_until_us(deadline_us)  # librdkafka's own bound, from the one deadline
+        # librdkafka's own timeout may return a little after ours: the wait gives it this grace
+        give_up_us = (deadline_us + _TXN_GRACE_US if deadline_us < KC_NO_DEADLINE - _TXN_GRACE_US
+                      else deadline_us)
         rk = core.p.rk
         if self.parked != NULL:
             if kc_txn_call_op(self.parked) != which:
@@ -146,13 +146,12 @@ cdef class TxnCalls:
                     raise KafkaError(f"{op} transaction: could not start its thread", code="_FAIL")
                 started_us = kc_now_us()
             while True:
-                now_us = kc_now_us()
-                until_us = min(now_us + _TXN_SLICE_US, deadline_us + _TXN_GRACE_US)
+                until_us = kc_slice_end_us(give_up_us)
                 with nogil:
                     done = kc_txn_call_wait(call, until_us)
                 if done:
                     break
-                if kc_now_us() >= deadline_us + _TXN_GRACE_US:
+                if kc_now_us() >= give_up_us:
                     self._park(call, started_us)
                     raise TransactionBlockedError(
                         f"{op} transaction did not return within its timeout ({timeout_s:.3f} s): "

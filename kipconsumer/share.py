@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -41,7 +40,7 @@ from typing import Any
 from kipconsumer import _fork
 from kipconsumer._owned import OwnerThread, owned
 from kipconsumer._records import ConsumerRecord, ConsumerRecords
-from kipconsumer._timeouts import timeout_seconds
+from kipconsumer._timeouts import Deadline, timeout_seconds
 from kipconsumer._validate import check_topic_name
 from kipconsumer.config import ShareConsumerSettings, share_consumer_settings
 from kipconsumer.errors import (
@@ -56,9 +55,6 @@ log = logging.getLogger("kipconsumer.share")
 
 #: callback({TopicPartition: {offset, ...}}, exception_or_None) of acknowledgement commits
 AcknowledgementCommitCallback = Callable[[dict[TopicPartition, set[int]], "KafkaError | None"], object]
-
-#: poll() waits in slices of at most this, checking wakeup(), close() and signals between them
-_SLICE_S = 0.05
 
 
 class AcknowledgeType(enum.IntEnum):
@@ -254,7 +250,7 @@ class KafkaShareConsumer:
                 f"poll() with {len(self._unacked)} record(s) of the last poll() unacknowledged (e.g. "
                 f"{tp_offset[0]}-{tp_offset[1]}@{tp_offset[2]}): with share.acknowledgement.mode=explicit, "
                 f"acknowledge() every record before the next poll()")
-        deadline = time.monotonic() + seconds
+        deadline = Deadline(seconds)  # waits in slices, checking wakeup(), close() and signals between them
         self._last_poll = time.monotonic()
         since = self._native.polls_started
         try:
@@ -262,10 +258,9 @@ class KafkaShareConsumer:
                 if self._wakeup:
                     self._wakeup = False
                     raise WakeupError("poll() interrupted by wakeup()")
-                left = deadline - time.monotonic()
-                wait_ms = 0 if left <= 0 else int(math.ceil(min(left, _SLICE_S) * 1000))
+                wait_ms = deadline.slice_ms()
                 records: ConsumerRecords = self._native.poll(wait_ms)
-                if records or left <= 0 or self._thread.closer is not None:
+                if records or wait_ms == 0 or self._thread.closer is not None:
                     break
             if self._explicit:
                 for r in records:
@@ -327,10 +322,9 @@ class KafkaShareConsumer:
         """Sends the pending acknowledgements and waits for the broker's answer, at most ``timeout``
         seconds (``None``: ``default.api.timeout.ms``). Returns each partition's outcome (``None``:
         acknowledged; else the error, e.g. a record whose lock had expired)."""
-        seconds = self._api_timeout(timeout)
-        ms = 2**31 - 2 if math.isinf(seconds) else int(math.ceil(seconds * 1000))
+        deadline = Deadline(self._api_timeout(timeout))
         self._serve_callbacks()
-        result: dict[TopicPartition, KafkaError | None] = self._native.commit_sync(ms)
+        result: dict[TopicPartition, KafkaError | None] = self._native.commit_sync(deadline.ms())
         self._serve_callbacks()
         return result
 
@@ -405,18 +399,17 @@ class KafkaShareConsumer:
                 "close() called from an acknowledgement commit callback: the callback runs inside "
                 f"{thread.method}() of this consumer; call close() after it returns")
         seconds = self._api_timeout(timeout)
-        deadline = time.monotonic() + seconds
+        deadline = Deadline(seconds)
         with thread.lock:  # not the Condition: its __enter__ is Python code a signal can interrupt
             if thread.closer is not None:  # closing or closed
                 return
             thread.closer = threading.get_ident()
             while thread.owner is not None and not thread.is_owner():
-                left = deadline - time.monotonic()
-                if left <= 0:
+                if deadline.expired():
                     thread.closer = None
                     raise IllegalStateError(f"close() timed out waiting for {thread.method}() of thread "
                                             f"{thread.owner} to return")
-                thread.guard.wait(min(left, _SLICE_S))
+                thread.guard.wait(deadline.slice_s())
         errors: list[BaseException] = []
 
         def run() -> None:
@@ -429,12 +422,11 @@ class KafkaShareConsumer:
         closer.start()
         try:
             while closer.is_alive():
-                left = deadline - time.monotonic()
-                if left <= 0:
+                if deadline.expired():
                     log.warning("KafkaShareConsumer.close(): not done after %.1f s; librdkafka finishes "
                                 "in the background", seconds)
                     break
-                closer.join(min(left, _SLICE_S))
+                closer.join(deadline.slice_s())
         finally:
             with thread.lock:
                 self._unacked.clear()
