@@ -4,6 +4,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from kipconsumer.config import ProducerSettings
 from kipconsumer.structs import RecordMetadata
 
 class ProduceFuture(Future[RecordMetadata]):
@@ -22,15 +23,9 @@ class ProducerCore:
     message_max_bytes: str
     def __init__(
         self,
-        rdkafka: dict[str, str],
-        max_block_ms: int,
-        delivery_timeout_ms: int,
-        request_timeout_ms: int,
-        buffer_memory: int,
+        settings: ProducerSettings,
         key_serializer: Callable[[Any], Any] | None = None,
         value_serializer: Callable[[Any], Any] | None = None,
-        stats_cb: Callable[[str], object] | None = None,
-        oauth_cb: Callable[[str], Any] | None = None,
     ) -> None: ...
     def send(
         self,

@@ -135,14 +135,19 @@ cdef class ProducerCore:
         self._state = PRODUCER_NEW
         self._active = 0
 
-    def __init__(self, dict rdkafka, int max_block_ms, int delivery_timeout_ms,
-                 int request_timeout_ms, long long buffer_memory, key_serializer=None,
-                 value_serializer=None, stats_cb=None, oauth_cb=None):
+    def __init__(self, settings, key_serializer=None, value_serializer=None):
+        """``settings``: the validated ProducerSettings (kipconsumer.config), read as is."""
         cdef rd_kafka_conf_t *conf = rd_kafka_conf_new()
         cdef char errstr[512]
         cdef bytes bk, bv
         cdef int r
-        self._stats.callback = stats_cb
+        cdef dict rdkafka = settings.client_rdkafka
+        cdef int max_block_ms = settings.max_block_ms
+        cdef int delivery_timeout_ms = settings.delivery_timeout_ms
+        cdef int request_timeout_ms = settings.request_timeout_ms
+        cdef long long buffer_memory = settings.buffer_memory
+        oauth_cb = settings.oauth_cb
+        self._stats.callback = settings.stats_cb
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self.max_block_ms = max_block_ms

@@ -1,7 +1,7 @@
-from collections.abc import Callable
 from typing import Any
 
 from kipconsumer._records import ConsumerRecords
+from kipconsumer.config import ShareConsumerSettings
 from kipconsumer.errors import KafkaError
 from kipconsumer.structs import TopicPartition
 
@@ -19,9 +19,7 @@ class NativeShareConsumer:
     record_errors: int
     acknowledged: int
     polls_started: int
-    def __init__(self, rdkafka: dict[str, str], max_poll_records: int, fairness: str, implicit: bool,
-                 key_deserializer: Callable[[bytes], object] | None = ...,
-                 value_deserializer: Callable[[bytes], object] | None = ...) -> None: ...
+    def __init__(self, settings: ShareConsumerSettings) -> None: ...
     def subscribe(self, topics: list[str]) -> None: ...
     def unsubscribe(self) -> None: ...
     def buffered(self) -> int: ...

@@ -227,17 +227,19 @@ cdef class NativeShareConsumer:
     cdef public long long acknowledged
     cdef public long long polls_started  # poll() calls that got past the state checks
 
-    def __cinit__(self, dict rdkafka, int max_poll_records, str fairness, bint implicit,
-                  key_deserializer=None, value_deserializer=None):
+    def __cinit__(self, settings):
+        """``settings``: the validated ShareConsumerSettings (kipconsumer.config), read as is."""
         cdef char errstr[512]
         cdef rd_kafka_conf_t *conf
+        cdef dict rdkafka = settings.rdkafka
+        cdef int max_poll_records = settings.max_poll_records
         kc_fb_init(&self.fb)
         self._returned_by_partition = {}
-        self.mode = KC_FAIRNESS_GREEDY if fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
+        self.mode = KC_FAIRNESS_GREEDY if settings.poll_fairness == "greedy" else KC_FAIRNESS_PROPORTIONAL
         self.max_records = max_poll_records
-        self.implicit = implicit
-        self._key_deser = key_deserializer
-        self._value_deser = value_deserializer
+        self.implicit = settings.acknowledgement_mode != "explicit"
+        self._key_deser = settings.key_deserializer
+        self._value_deser = settings.value_deserializer
         self.out = <rd_kafka_message_t **>malloc(max_poll_records * sizeof(rd_kafka_message_t *))
         self.dcount = <int16_t *>malloc(max_poll_records * sizeof(int16_t))
         if self.out == NULL or self.dcount == NULL:

@@ -28,6 +28,7 @@ import enum
 import functools
 import logging
 import re
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -138,6 +139,18 @@ class ProducerSettings:
     oauth_cb: Callable[[str], Any] | None = None
 
     __repr__ = _settings_repr
+
+    @property
+    def client_rdkafka(self) -> dict[str, str]:
+        """The librdkafka properties the producer applies: ``rdkafka`` with KIP-19's
+        ``request.timeout.ms`` made client-side. librdkafka's topic-level ``request.timeout.ms`` is only
+        the ack timeout sent to the broker; a ProduceRequest's client-side timeout is the smaller of
+        ``socket.timeout.ms`` and the remaining ``message.timeout.ms`` (= ``delivery.timeout.ms``). So
+        ``socket.timeout.ms`` is ``request.timeout.ms`` unless given: a request without a response
+        fails after ``request.timeout.ms`` and is retried while ``delivery.timeout.ms`` allows."""
+        props = dict(self.rdkafka)
+        props.setdefault("socket.timeout.ms", str(self.request_timeout_ms))
+        return props
 
 
 @dataclass(frozen=True)
@@ -1192,4 +1205,126 @@ __all__ = [
     "redact",
     "is_secret",
     "librdkafka_names",
+    "PipelineConfig",
+    "split_config",
 ]
+
+
+# --------------------------------------------------------------------------------------------------
+# Pipeline config (kipconsumer.streams.Pipeline): one dict, split per client and validated here
+# --------------------------------------------------------------------------------------------------
+
+#: the pipeline's own warnings (the max.block.ms cap) keep the pipeline's logger
+_pipeline_log = logging.getLogger("kipconsumer.streams")
+_DEFAULT_MAX_BLOCK_MS = 60_000
+
+#: Keys only the pipeline uses (validated by config.pipeline_settings).
+PIPELINE_KEYS = frozenset(PIPELINE_SPECS)
+EXACTLY_ONCE = "exactly_once_v2"
+
+
+def _names(specs: Mapping[str, Any]) -> set[str]:
+    out = set(specs)
+    for spec in specs.values():
+        out.update(spec.aliases)
+    return out
+
+
+_CONSUMER_KEYS = _names(CONSUMER_SPECS)
+_PRODUCER_KEYS = _names(PRODUCER_SPECS)
+_TASK_KEYS = set(TASK_SPECS)
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """A pipeline config split per client (the routing rules: kipconsumer.streams' module docstring)."""
+
+    consumer: dict[str, object]
+    producer: dict[str, object]
+    task: dict[str, object]
+    commit_interval_ms: int
+    max_poll_interval_ms: int
+    processing_guarantee: str = "at_least_once"
+    #: the producer's transaction.timeout.ms (exactly_once_v2 bounds its transactions by it)
+    transaction_timeout_ms: int = PRODUCER_SPECS["transaction.timeout.ms"].default  # type: ignore[assignment]
+
+
+def split_config(config: Mapping[str, object]) -> PipelineConfig:
+    """Splits and validates a pipeline config; raises ``ConfigError`` (kipconsumer.streams' module
+    docstring has the rules)."""
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"config must be a mapping of str to value, got {type(config).__name__}")
+    consumer: dict[str, object] = {}
+    producer: dict[str, object] = {}
+    task: dict[str, object] = {}
+    pipeline: dict[str, object] = {}
+    rdkafka = librdkafka_names()
+    for key, value in config.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"config keys must be str, got {type(key).__name__} {key!r}")
+        if key.startswith("consumer."):
+            consumer[key[len("consumer."):]] = value
+        elif key.startswith("producer."):
+            producer[key[len("producer."):]] = value
+        elif key in PIPELINE_KEYS:
+            pipeline[key] = value
+        elif key == "retries":
+            task[key] = value  # KIP-572: deprecated, ignored; the producer's is producer.retries
+        else:
+            routed = False
+            if key in _TASK_KEYS:
+                task[key] = value
+                routed = True
+            if key in _CONSUMER_KEYS:
+                consumer[key] = value
+                routed = True
+            if key in _PRODUCER_KEYS:
+                producer[key] = value
+                routed = True
+            if not routed and key in rdkafka:
+                consumer[key] = value
+                producer[key] = value
+                routed = True
+            if not routed:
+                known = [*PIPELINE_KEYS, *_TASK_KEYS, *_CONSUMER_KEYS, *_PRODUCER_KEYS, *rdkafka]
+                raise ConfigError(f"unknown pipeline config {key!r}{suggest(key, known)} (use "
+                                  "consumer.<key> or producer.<key> for one client only)")
+    if not consumer.get("group.id"):
+        raise ConfigError("pipeline config 'group.id' is required (the pipeline consumes with a group)")
+    auto = consumer.get("enable.auto.commit", consumer.get("auto.commit.enable"))
+    if auto is not None and str(auto).strip().lower() not in ("false", "0"):
+        raise ConfigError(f"config enable.auto.commit={auto!r} is not allowed: the pipeline commits an "
+                          "offset only once the outputs of the records before it are acknowledged "
+                          "(must be false)")
+    consumer["enable.auto.commit"] = False
+    consumer.pop("auto.commit.enable", None)
+    consumer.setdefault("auto.offset.reset", "earliest")
+    psettings = pipeline_settings(pipeline)
+    if psettings.processing_guarantee == EXACTLY_ONCE:
+        consumer, producer = exactly_once_configs(consumer, producer,
+                                                  f"{consumer['group.id']}-{uuid.uuid4().hex[:12]}")
+    else:
+        check_at_least_once_producer(producer)
+    if str(consumer.get("group.protocol", "classic")).strip().lower() != "consumer":
+        # Incremental rebalances: only the moved partitions are revoked, after the new assignment is
+        # agreed, so their commit in on_partitions_revoked is accepted (and the others keep flowing).
+        # (KIP-848 has no client-side assignor: the broker's reconciliation is incremental.)
+        consumer.setdefault("partition.assignment.strategy", "cooperative-sticky")
+    csettings = consumer_settings(consumer)
+    half_mpi = csettings.max_poll_interval_ms // 2
+    if producer.get("max.block.ms") is None:
+        producer["max.block.ms"] = min(_DEFAULT_MAX_BLOCK_MS, half_mpi)
+    elif producer_settings(producer).max_block_ms > half_mpi:
+        _pipeline_log.warning("producer max.block.ms=%s is capped to %d, half of max.poll.interval.ms "
+                              "(KIP-572)", producer["max.block.ms"], half_mpi)
+        producer["max.block.ms"] = half_mpi
+    txn_ms = int(producer_settings(producer).rdkafka.get("transaction.timeout.ms")
+                 or PRODUCER_SPECS["transaction.timeout.ms"].default)  # type: ignore[arg-type]
+    if psettings.processing_guarantee == EXACTLY_ONCE:
+        if psettings.commit_interval_ms > txn_ms:
+            raise ConfigError(f"config commit.interval.ms={psettings.commit_interval_ms} must not exceed "
+                              f"transaction.timeout.ms={txn_ms} with processing.guarantee=exactly_once_v2: "
+                              "the broker aborts a transaction open longer than that (Kafka Streams' rule)")
+    task_settings({k: v for k, v in task.items() if k != "retries"})
+    return PipelineConfig(consumer, producer, task, psettings.commit_interval_ms,
+                          csettings.max_poll_interval_ms, psettings.processing_guarantee, txn_ms)

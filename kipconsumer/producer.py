@@ -56,20 +56,6 @@ Headers = Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue]
 Serializer = Callable[[Any], bytes | bytearray | memoryview | str | None]
 
 
-def _rdkafka_properties(rdkafka: Mapping[str, str], request_timeout_ms: int) -> dict[str, str]:
-    """librdkafka properties to apply, with KIP-19's ``request.timeout.ms`` made client-side.
-
-    librdkafka's topic-level ``request.timeout.ms`` is only the ack timeout sent to the broker; a
-    ProduceRequest's client-side timeout is the smaller of ``socket.timeout.ms`` and the remaining
-    ``message.timeout.ms`` (= ``delivery.timeout.ms``). So ``socket.timeout.ms`` is set to
-    ``request.timeout.ms`` unless given explicitly: a request without a response is then failed
-    after ``request.timeout.ms`` and retried while ``delivery.timeout.ms`` allows.
-    """
-    props = dict(rdkafka)
-    props.setdefault("socket.timeout.ms", str(request_timeout_ms))
-    return props
-
-
 def _close_core(core: ProducerCore, timeout_s: float) -> None:
     """Finalizer: releases the native producer of a KafkaProducer that was never closed."""
     try:
@@ -114,11 +100,7 @@ class KafkaProducer:
         self._transactions = {"commit": 0, "abort": 0}  # completed, for metrics()
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
-        self._core = ProducerCore(_rdkafka_properties(settings.rdkafka, settings.request_timeout_ms),
-                                  settings.max_block_ms,
-                                  settings.delivery_timeout_ms, settings.request_timeout_ms,
-                                  settings.buffer_memory, key_serializer, value_serializer,
-                                  settings.stats_cb, settings.oauth_cb)
+        self._core = ProducerCore(settings, key_serializer, value_serializer)
         self._finalizer = weakref.finalize(self, _close_core, self._core, 0.0)
         #: why the last commit_transaction()'s outcome is unknown (None: it is known); see _condemn()
         self._outcome_unknown: str | None = None

@@ -126,9 +126,7 @@ class KafkaShareConsumer:
         self._settings: ShareConsumerSettings = share_consumer_settings(config)
         s = self._settings
         self._explicit = s.acknowledgement_mode == "explicit"
-        self._native = _native_module().NativeShareConsumer(
-            s.rdkafka, s.max_poll_records, s.poll_fairness, not self._explicit,
-            s.key_deserializer, s.value_deserializer)
+        self._native = _native_module().NativeShareConsumer(s)
         # the thread contract (kipconsumer._owned); its closer: the thread that closes (or closed) it
         self._thread = OwnerThread("KafkaShareConsumer", "{method}() called on a closed KafkaShareConsumer")
         self._wakeup = False

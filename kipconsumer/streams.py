@@ -47,9 +47,7 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -59,22 +57,14 @@ from kipconsumer._pipeline.context import FlowControl, PipelineContext
 from kipconsumer._pipeline.exactly_once import ExactlyOnce
 from kipconsumer._pipeline.task import DeliveryGuarantee, Output, PartitionTask, Process
 from kipconsumer._timeouts import timeout_seconds
-from kipconsumer._validate import suggest
-from kipconsumer.config import (
-    CONSUMER_SPECS,
-    PIPELINE_SPECS,
-    PRODUCER_SPECS,
-    TASK_SPECS,
-    check_at_least_once_producer,
-    consumer_settings,
-    exactly_once_configs,
-    librdkafka_names,
-    pipeline_settings,
-    producer_settings,
-    task_settings,
+from kipconsumer.config import (  # the pipeline config's rules live in config.py; re-exported here
+    EXACTLY_ONCE,
+    PIPELINE_KEYS,  # noqa: F401 - kipconsumer.streams.PIPELINE_KEYS stays importable
+    PipelineConfig,
+    split_config,
 )
 from kipconsumer.consumer import KafkaConsumer
-from kipconsumer.errors import ConfigError, KafkaError
+from kipconsumer.errors import KafkaError
 from kipconsumer.producer import KafkaProducer
 from kipconsumer.structs import TopicPartition
 from kipconsumer.tasks import TaskExecutor
@@ -83,121 +73,12 @@ __all__ = ["Pipeline", "PipelineConfig", "split_config", "Output", "Process"]
 
 log = logging.getLogger("kipconsumer.streams")
 
-#: Keys only the pipeline uses (validated by config.pipeline_settings).
-PIPELINE_KEYS = frozenset(PIPELINE_SPECS)
-EXACTLY_ONCE = "exactly_once_v2"
 _COMMIT_TASK = "<commit>"  # '<' is not valid in topic names, so no partition task can clash
-_DEFAULT_MAX_BLOCK_MS = 60_000
 #: A partition's task is paused (its partition too) once it holds this many polls' worth
 #: (``max.poll.records``) of unprocessed records, and resumed below it: the pipeline's memory bound
 #: per partition. Not the fetch buffer's bound (config.py's ``queued.min.messages`` default).
 PAUSE_AFTER_POLLS = 4
 
-
-def _names(specs: Mapping[str, Any]) -> set[str]:
-    out = set(specs)
-    for spec in specs.values():
-        out.update(spec.aliases)
-    return out
-
-
-_CONSUMER_KEYS = _names(CONSUMER_SPECS)
-_PRODUCER_KEYS = _names(PRODUCER_SPECS)
-_TASK_KEYS = set(TASK_SPECS)
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """A pipeline config split per client (see the module docstring for the routing rules)."""
-
-    consumer: dict[str, object]
-    producer: dict[str, object]
-    task: dict[str, object]
-    commit_interval_ms: int
-    max_poll_interval_ms: int
-    processing_guarantee: str = "at_least_once"
-    #: the producer's transaction.timeout.ms (exactly_once_v2 bounds its transactions by it)
-    transaction_timeout_ms: int = PRODUCER_SPECS["transaction.timeout.ms"].default  # type: ignore[assignment]
-
-
-def split_config(config: Mapping[str, object]) -> PipelineConfig:
-    """Splits and validates a pipeline config; raises ``ConfigError`` (see the module docstring)."""
-    if not isinstance(config, Mapping):
-        raise ConfigError(f"config must be a mapping of str to value, got {type(config).__name__}")
-    consumer: dict[str, object] = {}
-    producer: dict[str, object] = {}
-    task: dict[str, object] = {}
-    pipeline: dict[str, object] = {}
-    rdkafka = librdkafka_names()
-    for key, value in config.items():
-        if not isinstance(key, str):
-            raise ConfigError(f"config keys must be str, got {type(key).__name__} {key!r}")
-        if key.startswith("consumer."):
-            consumer[key[len("consumer."):]] = value
-        elif key.startswith("producer."):
-            producer[key[len("producer."):]] = value
-        elif key in PIPELINE_KEYS:
-            pipeline[key] = value
-        elif key == "retries":
-            task[key] = value  # KIP-572: deprecated, ignored; the producer's is producer.retries
-        else:
-            routed = False
-            if key in _TASK_KEYS:
-                task[key] = value
-                routed = True
-            if key in _CONSUMER_KEYS:
-                consumer[key] = value
-                routed = True
-            if key in _PRODUCER_KEYS:
-                producer[key] = value
-                routed = True
-            if not routed and key in rdkafka:
-                consumer[key] = value
-                producer[key] = value
-                routed = True
-            if not routed:
-                known = [*PIPELINE_KEYS, *_TASK_KEYS, *_CONSUMER_KEYS, *_PRODUCER_KEYS, *rdkafka]
-                raise ConfigError(f"unknown pipeline config {key!r}{suggest(key, known)} (use "
-                                  "consumer.<key> or producer.<key> for one client only)")
-    if not consumer.get("group.id"):
-        raise ConfigError("pipeline config 'group.id' is required (the pipeline consumes with a group)")
-    auto = consumer.get("enable.auto.commit", consumer.get("auto.commit.enable"))
-    if auto is not None and str(auto).strip().lower() not in ("false", "0"):
-        raise ConfigError(f"config enable.auto.commit={auto!r} is not allowed: the pipeline commits an "
-                          "offset only once the outputs of the records before it are acknowledged "
-                          "(must be false)")
-    consumer["enable.auto.commit"] = False
-    consumer.pop("auto.commit.enable", None)
-    consumer.setdefault("auto.offset.reset", "earliest")
-    psettings = pipeline_settings(pipeline)
-    if psettings.processing_guarantee == EXACTLY_ONCE:
-        consumer, producer = exactly_once_configs(consumer, producer,
-                                                  f"{consumer['group.id']}-{uuid.uuid4().hex[:12]}")
-    else:
-        check_at_least_once_producer(producer)
-    if str(consumer.get("group.protocol", "classic")).strip().lower() != "consumer":
-        # Incremental rebalances: only the moved partitions are revoked, after the new assignment is
-        # agreed, so their commit in on_partitions_revoked is accepted (and the others keep flowing).
-        # (KIP-848 has no client-side assignor: the broker's reconciliation is incremental.)
-        consumer.setdefault("partition.assignment.strategy", "cooperative-sticky")
-    csettings = consumer_settings(consumer)
-    half_mpi = csettings.max_poll_interval_ms // 2
-    if producer.get("max.block.ms") is None:
-        producer["max.block.ms"] = min(_DEFAULT_MAX_BLOCK_MS, half_mpi)
-    elif producer_settings(producer).max_block_ms > half_mpi:
-        log.warning("producer max.block.ms=%s is capped to %d, half of max.poll.interval.ms (KIP-572)",
-                    producer["max.block.ms"], half_mpi)
-        producer["max.block.ms"] = half_mpi
-    txn_ms = int(producer_settings(producer).rdkafka.get("transaction.timeout.ms")
-                 or PRODUCER_SPECS["transaction.timeout.ms"].default)  # type: ignore[arg-type]
-    if psettings.processing_guarantee == EXACTLY_ONCE:
-        if psettings.commit_interval_ms > txn_ms:
-            raise ConfigError(f"config commit.interval.ms={psettings.commit_interval_ms} must not exceed "
-                              f"transaction.timeout.ms={txn_ms} with processing.guarantee=exactly_once_v2: "
-                              "the broker aborts a transaction open longer than that (Kafka Streams' rule)")
-    task_settings({k: v for k, v in task.items() if k != "retries"})
-    return PipelineConfig(consumer, producer, task, psettings.commit_interval_ms,
-                          csettings.max_poll_interval_ms, psettings.processing_guarantee, txn_ms)
 
 
 class _Listener:
