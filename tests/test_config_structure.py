@@ -39,8 +39,11 @@ def test_clients_raise_no_config_error_and_apply_no_property_default(name: str) 
     assert not found, f"config rules outside config.py in {name}:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize(("name", "native"), [("consumer.py", "NativeConsumer"), ("producer.py", "ProducerCore"),
-                                              ("share.py", "NativeShareConsumer")])
+NATIVE_CLIENTS = [("consumer.py", "NativeConsumer"), ("producer.py", "ProducerCore"),
+                  ("share.py", "NativeShareConsumer")]
+
+
+@pytest.mark.parametrize(("name", "native"), NATIVE_CLIENTS)
 def test_native_clients_take_their_settings_object(name: str, native: str) -> None:
     calls = [node for node in ast.walk(_tree(name)) if isinstance(node, ast.Call)
              and ((isinstance(node.func, ast.Name) and node.func.id == native)
