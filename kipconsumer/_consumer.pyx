@@ -621,7 +621,9 @@ cdef class NativeConsumer:
 
         Waits in slices of KC_WAIT_SLICE_MS and checks for signals between them: a KeyboardInterrupt
         raised there leaves every record not yet returned buffered. Returns an empty batch at once
-        when close() is requested from another thread (request_close)."""
+        when close() is requested from another thread (request_close). The caller holds the owner
+        lock (hold(): KafkaConsumer's thread contract takes it for the call), so a poll() takes two
+        levels of it, the facade's and kc_consumer_poll()'s, not three."""
         self._check_open()
         if self._close.closing():
             raise IllegalStateError("poll() cannot be called while close() is in progress "
@@ -631,11 +633,9 @@ cdef class NativeConsumer:
             raise IllegalStateError("poll() cannot be called while poll() runs on this thread (e.g. "
                                     "from a signal handler); call wakeup() there instead")
         self._in_poll = True
-        self.hold()
         try:
             return _poll(self, timeout)
         finally:
-            self.release()
             self._in_poll = False
 
     def request_close(self):
