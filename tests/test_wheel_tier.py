@@ -63,6 +63,8 @@ def test_counts_come_from_pytests_junit_report(tmp_path: Path) -> None:
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stdout[-2000:]
     assert wheel_tier.Counts.from_junit(junit) == wheel_tier.Counts(passed=1, failed=1, skipped=2, errors=1)
+    assert list(wheel_tier.module_seconds(junit)) == ["test_sample"]
+    assert sum(wheel_tier.skip_reasons(junit).values()) == 2 and "x" in wheel_tier.skip_reasons(junit)
 
 
 def test_a_run_expecting_an_installed_kipconsumer_stops_on_another(tmp_path: Path) -> None:

@@ -43,14 +43,16 @@ REQUIRED_PACKAGES = ("pytest>=8", "hypothesis")
 OPTIONAL_PACKAGES = ("confluent-kafka==2.16.1", "uvloop")
 
 #: module -> the OPTIONAL packages it cannot be collected (or its fast tests cannot run) without.
-#: The client itself on the embedded broker, ~4 min on the shared 2-core machine. Left out:
+#: The client itself on the embedded broker: 6.6 min for CPython 3.11 on the 2 cores shared with a CI
+#: run (with test_streams, 45 s of it, since left out). Left out:
 #: test_c_units, test_sanitizer, test_allocator, test_bench_smoke (build native code from the checkout);
 #: test_carried_librdkafka, test_packaging*, test_design_map, test_*_structure, test_pytest_plugin
 #: (read or build the checkout); test_spark*, test_java*, test_kafka_*, test_tansu_interop,
 #: test_security_kafka, test_transactions, test_share_kafka (Spark, Java, real Kafka or Tansu);
 #: test_broker* (the embedded broker, not the client); test_seek, test_prefetch_thread,
-#: test_share_hardening, test_kip848, test_mixed_group, test_streams_eos and chaos/ (the client on the
-#: embedded broker too, but 30-190 s each: they would double the run; the full suite runs them on 3.11).
+#: test_share_hardening, test_kip848, test_mixed_group, test_streams, test_streams_eos and chaos/ (the
+#: client on the embedded broker too, but 30-190 s each: they would double the run; the full suite runs
+#: them on 3.11; the smoke test runs a Pipeline on every interpreter).
 WHEEL_TIER: dict[str, tuple[str, ...]] = {
     "test_consumer_kip41": ("confluent_kafka",),  # records produced with confluent-kafka
     "test_consumer_kip62": (),
@@ -61,7 +63,6 @@ WHEEL_TIER: dict[str, tuple[str, ...]] = {
     "test_records_batch": ("confluent_kafka",),
     "test_aio": (),  # uvloop's cases skip without it
     "test_aio_loops": (),
-    "test_streams": ("confluent_kafka",),
     "test_share_embedded": (),
     "test_share_callbacks": (),
     "test_share_api": (),
@@ -96,6 +97,25 @@ class Counts:
         total = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "skipped", "errors")}
         failed, skipped, errors = total["failures"], total["skipped"], total["errors"]
         return cls(total["tests"] - failed - skipped - errors, failed, skipped, errors)
+
+
+def module_seconds(path: Path) -> dict[str, float]:
+    """Seconds per test module in a JUnit XML report (setup, call and teardown), slowest first."""
+    took: dict[str, float] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        parts = (case.get("classname") or "?").split(".")  # tests.test_x or tests.test_x.TestClass
+        module = next((part for part in parts if part.startswith("test_")), parts[-1])
+        took[module] = took.get(module, 0.0) + float(case.get("time", 0))
+    return dict(sorted(took.items(), key=lambda kv: -kv[1]))
+
+
+def skip_reasons(path: Path) -> dict[str, int]:
+    """How many tests each skip (or xfail) message of a JUnit XML report covers."""
+    reasons: dict[str, int] = {}
+    for skipped in ET.parse(path).getroot().iter("skipped"):
+        text = skipped.get("message") or "?"
+        reasons[text] = reasons.get(text, 0) + 1
+    return reasons
 
 
 def missing_packages(needs: tuple[str, ...]) -> list[str]:
@@ -145,6 +165,10 @@ def main(argv: list[str]) -> int:
     print(f"wheel tier: {c.passed} passed, {c.failed} failed, {c.skipped} skipped, {c.errors} errors "
           f"in {took:.0f} s ({len(run)} modules, Python {sys.version.split()[0]}, kipconsumer from {pkg})",
           flush=True)
+    slowest = ", ".join(f"{m} {t:.0f} s" for m, t in list(module_seconds(junit).items())[:8])
+    print(f"wheel tier slowest modules: {slowest}", flush=True)
+    for reason, n in skip_reasons(junit).items():
+        print(f"wheel tier skipped {n}: {reason}", flush=True)
     return proc.returncode
 
 
