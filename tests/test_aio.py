@@ -184,6 +184,50 @@ def test_async_for_and_commit_of_what_was_handed_out(broker: EmbeddedBroker,
     run(main())
 
 
+def test_commit_async_runs_a_coroutine_callback_as_a_task_without_the_deprecated_asyncio_check(
+        broker: EmbeddedBroker, topic_factory: Callable[..., str], unique_name: Callable[[str], str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``commit_async(callback=)``: a coroutine function runs as a task on the loop, a plain function is
+    called, both with the committed offsets. Coroutine functions are told apart with
+    ``inspect.iscoroutinefunction``: ``asyncio.iscoroutinefunction`` warns from Python 3.14
+    (DeprecationWarning, an error under ``-W error``) and is gone in 3.16; made to fail here on every
+    version, so the wheel tier is not needed to see it."""
+
+    def deprecated(func: object) -> bool:
+        raise AssertionError("asyncio.iscoroutinefunction: deprecated in Python 3.14, removed in 3.16")
+
+    monkeypatch.setattr(asyncio, "iscoroutinefunction", deprecated)
+    topic = topic_factory(partitions=1)
+    produce(broker, topic, 10, 1)
+    tp = TopicPartition(topic, 0)
+
+    async def main() -> list[tuple[str, int, Exception | None]]:
+        seen: list[tuple[str, int, Exception | None]] = []
+
+        async def on_commit_coroutine(offsets: dict[TopicPartition, Any], exc: Exception | None) -> None:
+            await asyncio.sleep(0)
+            seen.append(("coroutine", offsets[tp].offset, exc))
+
+        def on_commit(offsets: dict[TopicPartition, Any], exc: Exception | None) -> None:
+            seen.append(("function", offsets[tp].offset, exc))
+
+        async with AsyncKafkaConsumer(conf(broker, unique_name("g"))) as c:
+            c.assign([tp])
+            got = 0
+            deadline = time.monotonic() + 30
+            while got < 10 and time.monotonic() < deadline:
+                got += len(await c.poll(1))
+            assert got == 10
+            for callback, expected in ((on_commit_coroutine, 1), (on_commit, 2)):
+                c.commit_async(callback=callback)
+                deadline = time.monotonic() + 30
+                while len(seen) < expected and time.monotonic() < deadline:
+                    await c.poll(0.2)  # the callback runs in a later poll(); a task then on the loop
+        return seen
+
+    assert run(main()) == [("coroutine", 10, None), ("function", 10, None)]
+
+
 def test_async_commit_keeps_the_sync_consumers_thread_contract(broker: EmbeddedBroker,
                                                                topic_factory: Callable[..., str],
                                                                unique_name: Callable[[str], str]) -> None:
