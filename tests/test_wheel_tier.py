@@ -76,3 +76,21 @@ def test_a_run_expecting_an_installed_kipconsumer_stops_on_another(tmp_path: Pat
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "not from the installed wheel at" in proc.stdout + proc.stderr
+
+
+def test_a_deprecation_triggered_by_kipconsumer_fails_a_tier_test(tmp_path: Path) -> None:
+    (tmp_path / "test_sample.py").write_text(textwrap.dedent("""
+        import warnings
+
+        def test_in_kipconsumer():
+            warnings.warn_explicit("old API", DeprecationWarning, "aio.py", 1, module="kipconsumer.aio")
+
+        def test_elsewhere():
+            warnings.warn_explicit("old API", DeprecationWarning, "x.py", 1, module="multiprocessing.x")
+    """))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", "--rootdir",
+                           str(tmp_path), "-o", f"filterwarnings={wheel_tier.WARNINGS_AS_ERRORS}",
+                           str(tmp_path / "test_sample.py")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "FAILED test_sample.py::test_in_kipconsumer" in proc.stdout, proc.stdout[-2000:]
+    assert "1 failed, 1 passed" in proc.stdout, proc.stdout[-2000:]
