@@ -65,6 +65,7 @@ def test_counts_come_from_pytests_junit_report(tmp_path: Path) -> None:
     assert wheel_tier.Counts.from_junit(junit) == wheel_tier.Counts(passed=1, failed=1, skipped=2, errors=1)
     assert list(wheel_tier.module_seconds(junit)) == ["test_sample"]
     assert sum(wheel_tier.skip_reasons(junit).values()) == 2 and "x" in wheel_tier.skip_reasons(junit)
+    assert [f.split(":")[2] for f in wheel_tier.failures(junit)] == ["test_fails", "test_errors"]
 
 
 def test_a_run_expecting_an_installed_kipconsumer_stops_on_another(tmp_path: Path) -> None:

@@ -123,6 +123,17 @@ def skip_reasons(path: Path) -> dict[str, int]:
     return reasons
 
 
+def failures(path: Path) -> list[str]:
+    """``module::test: first line of the message`` for each failed or erroring test of a JUnit report."""
+    out = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        for bad in [*case.iter("failure"), *case.iter("error")]:
+            module = (case.get("classname") or "?").split(".")[-1]
+            message = (bad.get("message") or bad.text or "").strip().splitlines() or [""]
+            out.append(f"{module}::{case.get('name')}: {message[0][:300]}")
+    return out
+
+
 def missing_packages(needs: tuple[str, ...]) -> list[str]:
     return [name for name in needs if importlib.util.find_spec(name) is None]
 
@@ -159,7 +170,8 @@ def main(argv: list[str]) -> int:
     env = {**os.environ, "KIPCONSUMER_EXPECT_INSTALLED": str(pkg)}
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "-m", MARKERS,
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--show-capture=no",
+         "-m", MARKERS,
          "-o", f"filterwarnings={WARNINGS_AS_ERRORS}",
          "--rootdir", str(tests_dir.parent), f"--junitxml={junit}", *run],
         cwd=tests_dir.parent, env=env, timeout=args.timeout)
@@ -175,6 +187,8 @@ def main(argv: list[str]) -> int:
     print(f"wheel tier slowest modules: {slowest}", flush=True)
     for reason, n in skip_reasons(junit).items():
         print(f"wheel tier skipped {n}: {reason}", flush=True)
+    for failure in failures(junit):
+        print(f"wheel tier FAILED {failure}", flush=True)
     return proc.returncode
 
 
