@@ -37,6 +37,8 @@ LOOPS = ["asyncio"] + (["uvloop"] if uvloop is not None else [])
 
 
 def run(coro: Coroutine[Any, Any, T], loop: str = "asyncio") -> T:
+    if sys.version_info < (3, 11):  # no asyncio.Runner: the wheel tier runs this module on 3.10 too
+        return uvloop.run(coro) if loop == "uvloop" and uvloop is not None else asyncio.run(coro)
     factory = uvloop.new_event_loop if loop == "uvloop" and uvloop is not None else None
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(coro)
