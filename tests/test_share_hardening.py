@@ -68,6 +68,22 @@ class _InterruptAfterNativePoll:
         return getattr(self._native, name)
 
 
+def _kept_batch_then_the_rest(c: KafkaShareConsumer, mode: str) -> None:
+    """The next poll() returns the kept batch of 5 (never redelivered), then every record comes once."""
+    again = list(c.poll(0))
+    assert len(again) == 5 and all(r.delivery_count == 1 for r in again)
+    seen = [(r.partition, r.offset) for r in again]
+    deadline = time.monotonic() + 30
+    batch = again
+    while len(seen) < 20 and time.monotonic() < deadline:
+        if mode == "explicit":
+            for r in batch:
+                c.acknowledge(r)
+        batch = list(c.poll(0.3))
+        seen += [(r.partition, r.offset) for r in batch]
+    assert sorted(seen) == ALL
+
+
 @pytest.mark.parametrize("mode", ["implicit", "explicit"])
 def test_interrupt_after_the_native_poll_keeps_the_batch_for_the_next_poll(mock: EmbeddedBroker,
                                                                            mode: str) -> None:
@@ -86,18 +102,7 @@ def test_interrupt_after_the_native_poll_keeps_the_batch_for_the_next_poll(mock:
         assert (m["records_returned"], m["acknowledged"], m["unacknowledged"]) == (0, 0, 0)
         c.commit_sync(10)
         assert c.metrics()["acknowledged"] == 0, "a commit accepted records the application never got"
-        again = list(c.poll(0))
-        assert len(again) == 5 and all(r.delivery_count == 1 for r in again)
-        seen = [(r.partition, r.offset) for r in again]
-        deadline = time.monotonic() + 30
-        batch = again
-        while len(seen) < 20 and time.monotonic() < deadline:
-            if mode == "explicit":
-                for r in batch:
-                    c.acknowledge(r)
-            batch = list(c.poll(0.3))
-            seen += [(r.partition, r.offset) for r in batch]
-        assert sorted(seen) == ALL
+        _kept_batch_then_the_rest(c, mode)
         assert c.metrics()["records_returned"] == 20
 
 
@@ -129,18 +134,7 @@ def test_interrupt_while_poll_leaves_keeps_the_batch_for_the_next_poll(mock: Emb
         c._leave = leave  # type: ignore[method-assign]
         m = c.metrics()
         assert (m["records_returned"], m["acknowledged"], m["unacknowledged"]) == (0, 0, 0)
-        again = list(c.poll(0))
-        assert len(again) == 5 and all(r.delivery_count == 1 for r in again)
-        seen = [(r.partition, r.offset) for r in again]
-        deadline = time.monotonic() + 30
-        batch = again
-        while len(seen) < 20 and time.monotonic() < deadline:
-            if mode == "explicit":
-                for r in batch:
-                    c.acknowledge(r)
-            batch = list(c.poll(0.3))
-            seen += [(r.partition, r.offset) for r in batch]
-        assert sorted(seen) == ALL
+        _kept_batch_then_the_rest(c, mode)
 
 
 @pytest.mark.slow
