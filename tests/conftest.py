@@ -32,9 +32,10 @@ def _plugin_autoloaded() -> bool:
     return any(ep.value == _PLUGIN for ep in importlib.metadata.entry_points(group="pytest11"))
 
 
-# the kafka_cluster and embedded_broker fixtures, --kafka-brokers, --kafka-version: the plugin is
+# hang_watchdog: failures printed at once, a hung test's stacks (tests/hang_watchdog.py). kipconsumer's
+# plugin (the kafka_cluster and embedded_broker fixtures, --kafka-brokers, --kafka-version) is
 # opt-in (the wheel registers no pytest11 entry point), so our suite loads it as a user would
-pytest_plugins = [] if _plugin_autoloaded() else [_PLUGIN]
+pytest_plugins = ["hang_watchdog"] + ([] if _plugin_autoloaded() else [_PLUGIN])
 
 # A job started in the background by a shell without job control (`cmd &` in a script, nohup) runs
 # with SIGINT ignored, and Python then installs no KeyboardInterrupt handler; the tests of Ctrl+C
