@@ -354,7 +354,12 @@ cdef class NativeShareConsumer:
 
     cdef int _fetch(self, int timeout_ms) except -1:
         """Asks librdkafka for a batch and buffers its records (skipping record-level errors, which
-        librdkafka has acknowledged itself)."""
+        librdkafka has acknowledged itself). The batch is owned and buffered before any Python code
+        runs (drain_logs() logs through Python, where a signal handler's exception may be raised):
+        messages left in a local would be lost to the application until their acquisition lock
+        expired, and never destroyed, and rd_kafka_share_destroy() then waits for ever for the
+        broker threads they keep alive. An exception raised after that leaves them buffered: the
+        next poll() returns them."""
         cdef rd_kafka_messages_t *msgs = NULL
         cdef rd_kafka_error_t *error
         cdef rd_kafka_message_t *m
@@ -363,39 +368,46 @@ cdef class NativeShareConsumer:
         cdef const char *topic
         with nogil:
             error = rd_kafka_share_poll(self.rks, timeout_ms, &msgs)
-        drain_logs()
-        if self._reports.pending is not None:
-            exc, self._reports.pending = self._reports.pending, None
-            if error != NULL:
-                rd_kafka_error_destroy(error)
-            if msgs != NULL:
-                rd_kafka_messages_destroy(msgs)  # not acknowledged: the broker hands them out again
-            raise exc
         if error != NULL:
             if msgs != NULL:
-                rd_kafka_messages_destroy(msgs)
-            raise _error(error, "poll")
-        if msgs == NULL:
-            return 0
-        batch = _Batch.__new__(_Batch)
-        (<_Batch>batch).pid = self._handle.pid
-        (<_Batch>batch).msgs = msgs
-        (<_Batch>batch).handle = self._handle
-        self.batches_fetched += 1
-        n = rd_kafka_messages_count(msgs)
-        for i in range(n):
-            m = rd_kafka_messages_get(msgs, i)
-            if m.err != RD_KAFKA_RESP_ERR_NO_ERROR:
-                self.record_errors += 1
-                continue
-            topic = rd_kafka_topic_name(m.rkt)
-            p = kc_fb_find(&self.fb, topic, m.partition)
-            if p == NULL:
-                p = kc_fb_add(&self.fb, topic, m.partition)
-            if p == NULL or kc_fb_push(&self.fb, p, &m, 1) != 0:
-                raise MemoryError()
-        if self.fb.records:
-            self._buffered = batch
+                with nogil:
+                    rd_kafka_messages_destroy(msgs)  # not acknowledged: the broker hands them out again
+            exc = _error(error, "poll")  # destroys the error first, then builds the exception
+            drain_logs()
+            self._raise_pending()
+            raise exc
+        if msgs != NULL:
+            batch = _Batch.__new__(_Batch)
+            (<_Batch>batch).pid = self._handle.pid
+            (<_Batch>batch).msgs = msgs
+            (<_Batch>batch).handle = self._handle
+            self.batches_fetched += 1
+            n = rd_kafka_messages_count(msgs)
+            for i in range(n):
+                m = rd_kafka_messages_get(msgs, i)
+                if m.err != RD_KAFKA_RESP_ERR_NO_ERROR:
+                    self.record_errors += 1
+                    continue
+                topic = rd_kafka_topic_name(m.rkt)
+                p = kc_fb_find(&self.fb, topic, m.partition)
+                if p == NULL:
+                    p = kc_fb_add(&self.fb, topic, m.partition)
+                if p == NULL or kc_fb_push(&self.fb, p, &m, 1) != 0:
+                    if self.fb.records:
+                        self._buffered = batch
+                    raise MemoryError()
+            if self.fb.records:
+                self._buffered = batch
+        drain_logs()
+        self._raise_pending()
+        return 0
+
+    cdef int _raise_pending(self) except -1:
+        """Raises the exception a callback raised inside librdkafka's last call (e.g. a signal
+        handler's KeyboardInterrupt), once."""
+        if self._reports.pending is not None:
+            exc, self._reports.pending = self._reports.pending, None
+            raise exc
         return 0
 
     def poll(self, int timeout_ms):
@@ -542,22 +554,24 @@ cdef class NativeShareConsumer:
         self._accept_returned()
         with nogil:
             error = rd_kafka_share_commit_sync(self.rks, timeout_ms, &parts)
-        drain_logs()
+        # what librdkafka handed back is released before any Python code runs (see _fetch)
         if error != NULL:
             if parts != NULL:
                 rd_kafka_topic_partition_list_destroy(parts)
+            exc = _error(error, "commit_sync")
+            drain_logs()
             self._check_security("commit_sync")  # a commit that failed because the login was refused
-            raise _error(error, "commit_sync")
+            raise exc
         result = {}
-        if parts == NULL:
-            return result
-        try:
-            for i in range(parts.cnt):
-                tp = TopicPartition(parts.elems[i].topic.decode(), parts.elems[i].partition)
-                e = parts.elems[i].err
-                result[tp] = None if e == RD_KAFKA_RESP_ERR_NO_ERROR else _err(e, f"acknowledging {tp}")
-        finally:
-            rd_kafka_topic_partition_list_destroy(parts)
+        if parts != NULL:
+            try:
+                for i in range(parts.cnt):
+                    tp = TopicPartition(parts.elems[i].topic.decode(), parts.elems[i].partition)
+                    e = parts.elems[i].err
+                    result[tp] = None if e == RD_KAFKA_RESP_ERR_NO_ERROR else _err(e, f"acknowledging {tp}")
+            finally:
+                rd_kafka_topic_partition_list_destroy(parts)
+        drain_logs()
         return result
 
     def commit_async(self):
@@ -566,9 +580,10 @@ cdef class NativeShareConsumer:
         self._check_security("commit_async")
         self._accept_returned()
         error = rd_kafka_share_commit_async(self.rks)
+        exc = _error(error, "commit_async") if error != NULL else None  # destroyed before Python code runs
         drain_logs()
-        if error != NULL:
-            raise _error(error, "commit_async")
+        if exc is not None:
+            raise exc
 
     def close(self):
         """Accepts (implicit mode) and sends the pending acknowledgements, leaves the share group.
@@ -590,9 +605,10 @@ cdef class NativeShareConsumer:
             self._returned = None
             with nogil:
                 error = rd_kafka_share_consumer_close(self.rks)
+            exc = _error(error, "close") if error != NULL else None  # destroyed before Python code runs
             drain_logs()
-        if error != NULL:
-            raise _error(error, "close")
+        if exc is not None:
+            raise exc
 
     def statistics(self):
         """The last statistics document librdkafka reported (statistics.interval.ms), or None."""

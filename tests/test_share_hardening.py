@@ -12,9 +12,12 @@ import os
 import pickle
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -441,3 +444,73 @@ def test_async_callback_of_an_ended_loop_does_not_break_polls_on_a_new_loop(mock
     n, loop = asyncio.run(loop_b())
     assert first + n == 20
     assert loops and set(loops) == {loop}
+
+
+_LOG_INTERRUPTED_FETCH = """
+import gc, sys, threading, time
+import kipconsumer._rdklog as rdklog
+from kipconsumer import KafkaProducer, KafkaShareConsumer
+from kipconsumer.broker import EmbeddedBroker
+
+n = 300
+armed = [False]
+interrupts = [0]
+real_emit = rdklog.emit
+
+def emit(*args, **kw):
+    # the one Python code a poll runs between librdkafka handing over a batch and the records
+    # reaching the caller, when librdkafka has logged (debug): a signal handler's exception lands here
+    if armed[0]:
+        armed[0] = False
+        interrupts[0] += 1
+        raise KeyboardInterrupt
+    return real_emit(*args, **kw)
+
+rdklog.emit = emit
+seen = set()
+with EmbeddedBroker(num_brokers=1) as b:
+    b.configure_share_groups(auto_offset_reset="earliest", record_lock_duration_ms=120000)
+    b.create_topic("t", 1)
+    with KafkaProducer({"bootstrap.servers": b.bootstrap_servers}) as p:
+        for i in range(n):
+            p.send("t", value=b"%d" % i)
+        p.flush(30)
+    c = KafkaShareConsumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "sg",
+                            "max.poll.records": 20, "debug": "fetch,msg"})
+    c.subscribe(["t"])
+    deadline = time.monotonic() + 20
+    while len(seen) < n and time.monotonic() < deadline:
+        try:
+            armed[0] = True
+            batch = c.poll(0.5)
+            armed[0] = False
+            seen.update(int(r.value) for r in batch)
+        except KeyboardInterrupt:
+            pass
+    armed[0] = False
+    c.close()
+    print("seen", len(seen), "interrupts", interrupts[0], flush=True)
+    del c, batch
+    t0 = time.monotonic()
+    gc.collect()
+    print("freed", round(time.monotonic() - t0, 2), flush=True)
+"""
+
+
+def test_an_interrupt_while_poll_logs_loses_no_record_and_leaks_no_message(tmp_path: Path) -> None:
+    """A signal's exception raised in the logging a poll does after librdkafka handed over a batch:
+    its records stay buffered for the next poll (main lost them until their acquisition lock expired,
+    and never destroyed their messages, so the handle's rd_kafka_share_destroy() then waited for ever:
+    the CI run that hung in a later test's garbage collection)."""
+    script = tmp_path / "interrupted_fetch.py"
+    script.write_text(_LOG_INTERRUPTED_FETCH)
+    try:
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the consumer was never freed (rd_kafka_share_destroy waits): {exc.stdout!r}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    seen_line, freed_line = [ln for ln in r.stdout.splitlines() if ln.startswith(("seen", "freed"))]
+    _, seen, _, interrupts = seen_line.split()
+    assert int(interrupts) >= 5, r.stdout
+    assert int(seen) == 300, r.stdout
+    assert float(freed_line.split()[1]) < 30
