@@ -26,6 +26,7 @@ from libc.stdint cimport int32_t, int64_t
 from posix.types cimport pid_t
 
 from kipconsumer._core cimport kc_consumer_t, kc_heartbeat_monitor_t, kc_partition_t, kc_poll_status_t
+from kipconsumer._records cimport ConsumerRecords
 from kipconsumer._rdk cimport (rd_kafka_error_t, rd_kafka_message_t, rd_kafka_queue_t, rd_kafka_resp_err_t,
                                rd_kafka_t, rd_kafka_topic_partition_list_t)
 
@@ -214,6 +215,8 @@ cdef class NativeConsumer:
     # --- poll and the rest
     cdef bint _in_poll                   # inside poll()'s wait loop (a signal handler may run there)
     cdef object _pending_exc             # an exception of a callback, raised when the call returns
+    cdef ConsumerRecords _last_batch     # what the last poll() returned, until the next one starts:
+    cdef int64_t _last_gen               # unreturn() rewinds it if it never reached the caller (core.polls)
     cdef object _stats_cb                # the application's stats_cb(json: str), or None
     cdef object _stats                   # summary of the last statistics (kipconsumer._stats), or None
 

@@ -424,6 +424,7 @@ cdef class NativeConsumer:
         self._destroy()
 
     cdef void _destroy(self) noexcept:
+        self._last_batch = None  # the caller has it, or nobody: either way not ours to keep alive
         if self._commits is not None:  # None: __cinit__ failed before it
             self._commits.destroy()
         if self._lso is not None:
@@ -637,6 +638,22 @@ cdef class NativeConsumer:
             return _poll(self, timeout)
         finally:
             self._in_poll = False
+
+    @property
+    def polls(self):
+        """poll() calls so far: the generation unreturn() compares."""
+        return self.core.polls if self.core != NULL else 0
+
+    def unreturn(self, int64_t since):
+        """The records the last poll() returned never reached the application (an exception raised
+        after the native poll, e.g. a signal's KeyboardInterrupt): the next poll() returns them again
+        (their partitions are sought back, _rewind). Only a poll that started after `since` (a `polls`
+        value) and before any other call of poll(); returns how many records that covers (0: none)."""
+        batch = self._last_batch
+        if batch is None or self._last_gen <= since or self.core == NULL or not self._close.is_open():
+            return 0
+        self._last_batch = None
+        return _rewind(self, batch)
 
     def request_close(self):
         """close() was called from another thread while this consumer's owner thread is in a call: a

@@ -8,6 +8,7 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
     cdef kc_poll_status_t st
     cdef size_t n = 0
     cdef int64_t deadline = _deadline_ms(timeout)
+    c._last_batch = None  # the last poll's records reached the caller: this is its next call
     _raise_held_auth(c, None)
     _raise_fetch_stopped(c)
     if c._membership.rejoin_pending():
@@ -41,9 +42,22 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
             if n or c._pending_exc is not None:
                 if batch is None:
                     batch = records_take(c.out, 0, c._handle, c.pid)
+                if n and c._pending_exc is not None:
+                    # a callback's exception goes out instead of the records: the next poll() returns
+                    # them again (main lost them, their positions already past)
+                    try:
+                        _rewind(c, batch)
+                    except Exception:  # the callback's exception is the one to raise
+                        log.warning("the records of a poll() that raised a callback's exception could "
+                                    "not be given back; the next poll() continues after them",
+                                    exc_info=True)
+                    c._raise_pending()
                 if c._key_deser is not None or c._value_deser is not None:
                     records_set_deserializers(batch, c._key_deser, c._value_deser)
                 c._raise_pending()
+                if n:
+                    c._last_batch = batch
+                    c._last_gen = c.core.polls
                 return batch
             _serve_commit_callbacks(c)
             if kc_now_ms() >= deadline or c._close.requested:
@@ -165,3 +179,29 @@ cdef _raise_security(NativeConsumer c, rd_kafka_resp_err_t err, str what, str de
     except (AuthenticationError, GroupAuthorizationError) as e:
         c._security.hold(e)
         raise
+
+
+cdef Py_ssize_t _rewind(NativeConsumer c, ConsumerRecords batch) except -1:
+    """The next poll() returns `batch`'s records again: each of its partitions still assigned is
+    sought back to its first record (a batch holds a partition's records in offset order; the
+    buffered records after them are dropped and fetched again). For records that never reached the
+    application (an exception raised after they were taken). Returns how many records that covers."""
+    cdef Py_ssize_t i, covered = 0
+    cdef rd_kafka_message_t *m
+    cdef const char *topic
+    cdef dict first = {}   # TopicPartition -> [first offset, records]
+    for i in range(batch.n):
+        m = batch.msgs[i]
+        topic = rd_kafka_topic_name(m.rkt)
+        if kc_fb_find(&c.core.fb, topic, m.partition) == NULL:
+            continue  # revoked meanwhile: another member's now
+        tp = TopicPartition(topic.decode(errors="replace"), m.partition)
+        entry = first.get(tp)
+        if entry is None:
+            first[tp] = [m.offset, 1]
+        else:
+            entry[1] += 1
+    for tp, (offset, count) in first.items():
+        _seek(c, tp, offset, c.default_api_timeout_ms / 1000.0, False)
+        covered += count
+    return covered

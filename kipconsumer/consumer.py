@@ -141,6 +141,7 @@ class KafkaConsumer:
         self._thread = OwnerThread(
             "KafkaConsumer", "{method}() cannot be called: another thread is closing this consumer.")
         self._close_after: float | None = None
+        self._handed_since = 0  # _native.polls before the last poll() that returned records (_result_lost)
         self._protocol_checked = False  # group.protocol=consumer: the broker was seen to serve it
         _fork.register(self)
 
@@ -266,10 +267,34 @@ class KafkaConsumer:
         """Returns at most ``max.poll.records`` records, waiting up to ``timeout`` seconds
         for some. Runs rebalance listeners and async-commit callbacks. Raises
         ``WakeupError`` if ``wakeup()`` was called."""
-        records: ConsumerRecords = self._native.poll(self._api_timeout(timeout))
-        if not records and self._watchdog._bootstrap:
-            self._watchdog.check()
+        since = self._native.polls
+        try:
+            records: ConsumerRecords = self._native.poll(self._api_timeout(timeout))
+            if not records and self._watchdog._bootstrap:
+                self._watchdog.check()
+        except BaseException:
+            # e.g. a signal's KeyboardInterrupt right after the native call: the records it returned
+            # never reached the caller; the next poll() returns them again
+            self._give_back(since)
+            raise
+        self._handed_since = since
         return records
+
+    def _result_lost(self, method: str, result: object) -> None:
+        """``owned``'s hook: a signal's exception raised as ``poll()`` was leaving; its records never
+        reached the caller: the next ``poll()`` returns them again (as for an exception inside it)."""
+        if method == "poll" and result:
+            self._give_back(self._handed_since)
+
+    def _give_back(self, since: int) -> None:
+        """The records of a ``poll()`` that started after ``since`` (a ``_native.polls`` value) did not
+        reach the application: their partitions are sought back so that the next ``poll()`` returns
+        them again. Runs while an exception propagates: a failure here is logged, never raised over it."""
+        try:
+            self._native.unreturn(since)
+        except Exception:  # noqa: BLE001 - the exception on its way out is the one to report
+            log.warning("the records of an interrupted poll() could not be given back; the next poll() "
+                        "continues after them", exc_info=True)
 
     def wakeup(self) -> None:
         """Makes a blocked ``poll()``, or the next one, raise ``WakeupError``. Thread-safe."""
