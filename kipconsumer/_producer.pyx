@@ -547,5 +547,11 @@ cdef class ProducerCore:
         return self._state != PRODUCER_OPEN
 
     def metrics(self):
-        """Counters of the producer (see KafkaProducer.metrics())."""
-        return self._stats.metrics(self.p, self._state != PRODUCER_OPEN, self.ctx, len(self._topics.by_name))
+        """Counters of the producer (see KafkaProducer.metrics()); any thread, also after close().
+        Counted in ``_active`` while it reads the handle: serving the statistics first runs Python
+        code (stats_cb), where another thread's close() would otherwise free the handle under it."""
+        self._active += 1
+        try:
+            return self._stats.metrics(self.p, self._state != PRODUCER_OPEN, self.ctx, len(self._topics.by_name))
+        finally:
+            self.leave()

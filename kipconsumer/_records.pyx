@@ -251,35 +251,47 @@ cdef class ConsumerRecords:
             self._group_of = NULL
 
     cdef object _topic_of(self, Py_ssize_t i):
-        if self._group_of == NULL:
+        if self._groups is None:
             self._build_groups()
         return self._topics[self._group_of[i]]
 
     cdef _build_groups(self):
         """Builds _group_of, _groups, _index and _topics from the messages (records of one
-        partition are contiguous, see records_take)."""
+        partition are contiguous, see records_take). Built aside and published together, with no
+        Python code in between: the build runs Python code (TopicPartition), where another thread
+        holding this batch may read it, and it must find the groups unbuilt (and build its own) or
+        complete, never half-built. The GIL is what makes the publication atomic
+        (docs/free_threading.md)."""
         cdef Py_ssize_t i, start = 0, g = 0
-        self._groups = []
-        self._index = {}
-        self._topics = []
-        if self.n == 0:
+        cdef Py_ssize_t *group_of = NULL
+        groups, index, topics = [], {}, []
+        if self.n:
+            group_of = <Py_ssize_t *>malloc(self.n * sizeof(Py_ssize_t))
+            if group_of == NULL:
+                raise MemoryError()
+        try:
+            for i in range(self.n + 1):
+                if i == self.n or (i > start and (self.msgs[i].rkt != self.msgs[start].rkt or
+                                                   self.msgs[i].partition != self.msgs[start].partition)):
+                    topic = rd_kafka_topic_name(self.msgs[start].rkt).decode("utf-8", "replace")
+                    tp = TopicPartition(topic, self.msgs[start].partition)
+                    topics.append(topic)
+                    groups.append((tp, start, i))
+                    index[tp] = (start, i)
+                    start = i
+                    g += 1
+                if i < self.n:
+                    group_of[i] = g
+        except BaseException:
+            free(group_of)
+            raise
+        if self._groups is not None:  # another thread published its groups meanwhile
+            free(group_of)
             return
-        self._group_of = <Py_ssize_t *>malloc(self.n * sizeof(Py_ssize_t))
-        if self._group_of == NULL:
-            self._groups = self._index = self._topics = None
-            raise MemoryError()
-        for i in range(self.n + 1):
-            if i == self.n or (i > start and (self.msgs[i].rkt != self.msgs[start].rkt or
-                                               self.msgs[i].partition != self.msgs[start].partition)):
-                topic = rd_kafka_topic_name(self.msgs[start].rkt).decode("utf-8", "replace")
-                tp = TopicPartition(topic, self.msgs[start].partition)
-                self._topics.append(topic)
-                self._groups.append((tp, start, i))
-                self._index[tp] = (start, i)
-                start = i
-                g += 1
-            if i < self.n:
-                self._group_of[i] = g
+        self._group_of = group_of
+        self._groups = groups
+        self._index = index
+        self._topics = topics
 
     def __len__(self) -> int:
         return self.n

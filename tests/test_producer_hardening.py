@@ -37,9 +37,10 @@ def sigint_in(delay):
 """
 
 
-def run_script(body: str, timeout: float = 60.0) -> str:
-    """Runs PRELUDE + body in a fresh interpreter on this tree; asserts exit 0 and returns stdout."""
-    env = dict(os.environ, PYTHONPATH=ROOT)
+def run_script(body: str, timeout: float = 60.0, env: dict[str, str] | None = None) -> str:
+    """Runs PRELUDE + body in a fresh interpreter on this tree (``env``: added to the environment);
+    asserts exit 0 and returns stdout."""
+    env = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
     proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, (f"exit {proc.returncode}\nstdout:\n{proc.stdout}\n"
@@ -290,6 +291,40 @@ def test_close_returns_while_a_send_stays_inside_and_the_last_call_releases() ->
             assert "records_sent" not in p.metrics(), p.metrics()  # released by the sender
             print("OK", round(took, 2), deferred)
     """)
+    assert "OK" in out
+
+
+def test_metrics_whose_stats_cb_lets_another_thread_close_keeps_the_handle_until_it_returns() -> None:
+    # metrics() serves the latest statistics first: stats_cb is Python code, where another thread's
+    # close() ran to the end and freed the handle metrics() then read its counters from (a
+    # use-after-free even with the GIL). MALLOC_PERTURB_ makes the freed memory garbage at once.
+    out = run_script("""
+        with EmbeddedBroker(1) as b:
+            b.create_topic("t", 1)
+            state = {}
+            def stats_cb(doc):
+                if "closer" in state:
+                    return
+                def closer():
+                    t0 = time.monotonic()
+                    p.close(5)
+                    state["close_s"] = time.monotonic() - t0
+                state["closer"] = th = threading.Thread(target=closer)
+                th.start()
+                th.join(20)
+            p = KafkaProducer({"bootstrap.servers": b.bootstrap_servers, "statistics.interval.ms": 50,
+                               "stats_cb": stats_cb})
+            p.send("t", b"warm").result(10)
+            deadline = time.monotonic() + 10
+            while "closer" not in state and time.monotonic() < deadline:
+                time.sleep(0.2)  # no send()/flush() here: metrics() is the call that serves the document
+                m = p.metrics()
+            assert "closer" in state and not state["closer"].is_alive(), state
+            assert state["close_s"] < 2.0, state  # a grace for metrics(), then the release is left to it
+            assert m["records_delivered"] == 1 and m["in_flight"] == 0, m  # read from a live handle
+            assert "records_sent" not in p.metrics(), p.metrics()  # released once metrics() returned
+            print("OK")
+    """, env={"MALLOC_PERTURB_": "165"})
     assert "OK" in out
 
 

@@ -186,3 +186,56 @@ def test_a_batch_in_cyclic_garbage_is_collected_without_a_deadlock() -> None:
     proc = subprocess.run([sys.executable, "-c", _CYCLE_SCRIPT], capture_output=True, text=True, timeout=60,
                           env=env)
     assert proc.returncode == 0 and proc.stdout.strip() == "collected", proc.stderr[-2000:]
+
+
+def test_groups_built_while_another_thread_reads_the_same_batch(broker, topic_factory, unique_name,
+                                                                monkeypatch):
+    """A batch handed to another thread: the partition groups were published before they were filled
+    (Python code runs while they are built, and another thread runs meanwhile), so that thread found
+    partitions() empty, or read a record's topic through an index not yet written. Here the first
+    builder is held inside the build until the other thread has read the batch."""
+    import threading
+
+    from kipconsumer import _records
+
+    topics = [topic_factory(partitions=2)]
+    _fill(broker.bootstrap_servers, topics, 10, 2)
+    with make_consumer(broker, unique_name("g"), max_poll_records=50) as c:
+        c.assign([TopicPartition(topics[0], p) for p in range(2)])
+        time.sleep(1.0)  # both partitions' records arrive: the first poll holds both
+        batch = max(_batches(c, 20), key=len)
+    expected = [g[0] for g in _expected_groups(list(batch))]  # built on a copy: `batch` stays unbuilt
+    assert expected
+    real_tp = _records.TopicPartition
+    inside, reader_done = threading.Event(), threading.Event()
+    builder: list[int] = []
+
+    def held_topic_partition(topic: str, partition: int) -> TopicPartition:
+        if builder and threading.get_ident() == builder[0] and not inside.is_set():
+            inside.set()  # the first group is being built: the reader goes now
+            reader_done.wait(10)
+        return real_tp(topic, partition)
+
+    seen: dict[str, object] = {}
+
+    def reader() -> None:
+        assert inside.wait(10)
+        try:
+            seen["partitions"] = batch.partitions()
+            seen["counts"] = [len(batch.records(tp)) for tp in expected]
+            if seen["partitions"] == expected:  # else the topic index is not written yet: not read
+                seen["topics"] = {r.topic for r in batch}
+        finally:
+            reader_done.set()
+
+    monkeypatch.setattr(_records, "TopicPartition", held_topic_partition)
+    th = threading.Thread(target=reader)
+    th.start()
+    builder.append(threading.get_ident())
+    mine = batch.partitions()
+    th.join(10)
+    assert not th.is_alive()
+    assert mine == expected
+    assert seen["partitions"] == expected, seen
+    assert sum(seen["counts"]) == len(batch), seen  # type: ignore[arg-type]
+    assert seen["topics"] == {topics[0]}, seen
