@@ -16,6 +16,8 @@
 #   SecurityHold     error_cb's security reports, the held typed errors   kipconsumer/_security_hold.py
 #                    (one implementation for every client: a Python object)
 #   StableOffsets    read_committed current_lag()'s ListOffsets answers   _consumer_offsets.pxi
+#   AssignmentChanges the owner's changes of librdkafka's assignment     _consumer_assignment.pxi
+#                    (metrics()' lookups wait for none)
 #   _Handle          the rd_kafka_t's lifetime (or its hand-over to the reaper)  _consumer.pyx
 #   NativeConsumer   the handle, the C core, the configuration, the API   _consumer.pyx; the functions
 #                    kipconsumer.consumer calls                           (c, ...) of the .pxi files
@@ -128,6 +130,20 @@ cdef class StableOffsets:
 
 
 @cython.final
+cdef class AssignmentChanges:
+    # The owner thread's changes of librdkafka's assignment (_consumer_assignment.pxi): metrics() looks
+    # partitions up in librdkafka only between them (_may_look_up).
+    cdef readonly unsigned long seq      # +1 when a change starts, +1 when it ends: odd while one runs
+
+    cdef void begin(self) noexcept
+    cdef void end(self) noexcept
+
+    cdef inline bint none_since(self, unsigned long mark) noexcept:
+        """No change ran when `seq` was `mark`, and none started since."""
+        return self.seq == mark and mark % 2 == 0
+
+
+@cython.final
 cdef class AsyncCommits:
     # commit_async()'s results and the callbacks waiting for them (_consumer_commits.pxi).
     cdef rd_kafka_queue_t *q             # results of commit_async(); wakes the consumer's eventfd
@@ -212,6 +228,7 @@ cdef class NativeConsumer:
     cdef object _security                # SecurityHold: refused logins and groups, raised by poll() and
                                          # the calls (kipconsumer._security_hold)
     cdef StableOffsets _lso              # current_lag()'s last stable offsets (read_committed)
+    cdef AssignmentChanges _assignment   # the owner's *assign() calls, for metrics()' lookups
     # --- poll and the rest
     cdef bint _in_poll                   # inside poll()'s wait loop (a signal handler may run there)
     cdef object _pending_exc             # an exception of a callback, raised when the call returns

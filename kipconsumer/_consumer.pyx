@@ -8,6 +8,8 @@ class declared with its fields and methods in _consumer.pxd (the table of conten
 writer of that state; NativeConsumer holds one of each. The files included below hold each class's
 method bodies and the consumer's operations of that concern (functions taking the NativeConsumer):
 
+- _consumer_assignment.pxi  AssignmentChanges: the owner's *assign() calls, and when metrics() may
+                            look partitions up in librdkafka
 - _consumer_listener.pxi    ListenerInvoker: the one place the rebalance listener is called
 - _consumer_membership.pxi  Membership (MemberState transitions), subscribe/unsubscribe/rejoin, and
                             the rebalance events served by poll()
@@ -286,37 +288,41 @@ cdef void _copy_metrics(kc_consumer_t *core, _MetricsCopy *m, _PartCopy *parts, 
             m.paused += 1
 
 
-cdef object _copied_partition_lag(NativeConsumer c, _Handle handle, _PartCopy *p):
+cdef object _copied_partition_lag(NativeConsumer c, _Handle handle, _PartCopy *p, unsigned long mark):
     """_partition_lag() of a copied partition (metrics(), any thread): None when the copy failed, the
-    consumer closed meanwhile, or the position or end offset is unknown."""
+    position or end offset is unknown, or librdkafka may no longer be asked about the partition
+    (_may_look_up: close() began, or the assignment changed since the copy was taken at `mark`)."""
     cdef rd_kafka_topic_partition_list_t *lst
-    cdef int64_t low = -1, high = -1, off
-    if p.topic == NULL or handle is None or handle.rk == NULL or c._close.is_done():
+    cdef int64_t low = -1, high = -1, pos
+    if p.topic == NULL or handle is None or handle.rk == NULL:
         return None
     if p.position != KC_POSITION_UNKNOWN:
         pos = p.position
     elif p.len == 0:
+        if not _may_look_up(c, mark):  # C only from here to the lookup
+            return None
         lst = rd_kafka_topic_partition_list_new(1)
         rd_kafka_topic_partition_list_add(lst, p.topic, p.partition)
         rd_kafka_position(handle.rk, lst)
-        off = lst.elems[0].offset
+        pos = lst.elems[0].offset
         rd_kafka_topic_partition_list_destroy(lst)
-        if off < 0:
+        if pos < 0:
             return None
-        pos = off
     else:
         return None
-    if c._read_committed:
-        if c.rk == NULL or c._close.closing():
+    if c._read_committed:  # ListOffsets requests (StableOffsets): no partition lookup
+        if c.rk == NULL or not c._close.is_open():
             return None
         end = _cached_end_offset(c, p.topic, p.partition)
-    elif rd_kafka_get_watermark_offsets(handle.rk, p.topic, p.partition, &low, &high) != RD_KAFKA_RESP_ERR_NO_ERROR:
+        return None if end is None else end - pos
+    if (not _may_look_up(c, mark)  # C only from here to the lookup
+            or rd_kafka_get_watermark_offsets(handle.rk, p.topic, p.partition, &low, &high)
+            != RD_KAFKA_RESP_ERR_NO_ERROR or high < 0):
         return None
-    else:
-        end = high if high >= 0 else None
-    return None if end is None else end - pos
+    return high - pos
 
 
+include "_consumer_assignment.pxi"
 include "_consumer_listener.pxi"
 include "_consumer_membership.pxi"
 include "_consumer_commits.pxi"
@@ -359,6 +365,7 @@ cdef class NativeConsumer:
         self._key_deser = key_deserializer
         self._value_deser = value_deserializer
         self._lso = StableOffsets()
+        self._assignment = AssignmentChanges()
         self._membership = Membership()
         self.max_poll_interval_ms = max_poll_interval_ms
         self.default_api_timeout_ms = default_api_timeout_ms
@@ -558,8 +565,10 @@ cdef class NativeConsumer:
         except MemoryError:
             rd_kafka_topic_partition_list_destroy(lst)
             raise
+        self._assignment.begin()
         with nogil:
             err = rd_kafka_assign(self.rk, lst if lst.cnt else NULL)
+        self._assignment.end()
         rd_kafka_topic_partition_list_destroy(lst)
         if err:
             self._raise(err, "assign")
@@ -874,12 +883,14 @@ cdef class NativeConsumer:
         thread's close() or rebalance). What the core holds is copied first by C code alone: Python
         code may switch threads, and the owner may then free the core or change the buffer's
         partitions. The partitions' lag is computed from the copies, librdkafka's handle kept alive by
-        a reference to its owner."""
+        a reference to its owner; librdkafka is asked about them only while no close() and no change of
+        the assignment came since (_may_look_up), else their lag is None."""
         cdef kc_consumer_t *core = self.core
         cdef _MetricsCopy snap
         cdef _PartCopy *parts = NULL
         cdef size_t i, n = 0
         cdef int64_t now = kc_now_ms()
+        cdef unsigned long mark = self._assignment.seq
         if core == NULL:
             return {"closed": True}
         handle = self._handle  # keeps the rd_kafka_t alive while the lag is computed
@@ -919,7 +930,7 @@ cdef class NativeConsumer:
                 "paused_partitions": snap.paused,
                 "statistics": self._stats,
                 "partition_lag": {TopicPartition(parts[i].topic.decode(), parts[i].partition):
-                                  _copied_partition_lag(self, handle, &parts[i]) for i in range(n)},
+                                  _copied_partition_lag(self, handle, &parts[i], mark) for i in range(n)},
             }
         finally:
             for i in range(n):

@@ -146,8 +146,10 @@ cdef void _on_rebalance_closing(NativeConsumer c, rd_kafka_resp_err_t err,
         if owned:
             c._membership.listener.revoked(owned, lost)
     finally:
+        c._assignment.begin()
         with nogil:
             _drop_error(kc_answer_rebalance(c.rk, err, parts, cooperative))
+        c._assignment.end()
         c._close.unassigned()
         while c.core.fb.n:
             topic = <bytes>c.core.fb.parts[0].topic
@@ -301,9 +303,11 @@ cdef _close_event(NativeConsumer c, rd_kafka_event_t *ev):
         elif not rd_kafka_consumer_closed(c.rk):
             # posted after close's full unassign (the stale ones were dropped): librdkafka waits for
             # this call
+            c._assignment.begin()
             with nogil:
                 _drop_error(kc_answer_rebalance(c.rk, err, rd_kafka_event_topic_partition_list(ev),
                                                 c._cooperative_cfg))
+            c._assignment.end()
     elif etype == RD_KAFKA_EVENT_ERROR and err:
         log.debug("consumer error during close: %s: %s", _err_name(err),
                   rd_kafka_event_error_string(ev).decode(errors="replace"))

@@ -142,8 +142,10 @@ cdef _member_unsubscribed(NativeConsumer c):
     cdef bint subscribed = bool(c._membership.subscription)
     if c.auto_commit:
         c._store_positions(None)
+    c._assignment.begin()
     with nogil:
         err = rd_kafka_unsubscribe(c.rk)
+    c._assignment.end()
     c._membership.unsubscribed()
     if err:
         c._raise(err, "unsubscribe")
@@ -164,8 +166,10 @@ cdef _member_rejoin(NativeConsumer c):
         return
     if c.auto_commit:
         c._store_positions(None)
+    c._assignment.begin()
     with nogil:
         err = rd_kafka_unsubscribe(c.rk)
+    c._assignment.end()
     if err:
         c._raise(err, "rejoin (unsubscribe)")
     _serve_revoke_held(c)
@@ -226,12 +230,15 @@ cdef void _on_rebalance(NativeConsumer c, rd_kafka_resp_err_t err,
 
 cdef _serve_assignment(NativeConsumer c, rd_kafka_topic_partition_list_t *parts, list tps,
                        bint cooperative):
+    cdef rd_kafka_error_t *error
     c._membership.assignment_received(tps, cooperative)
     _buffer_partitions(c, parts)
     _start_at_committed(c, parts)
     c._membership.assignment_served()
-    _raise_error(kc_answer_rebalance(c.rk, RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS, parts, cooperative),
-                 "incremental assign")
+    c._assignment.begin()
+    error = kc_answer_rebalance(c.rk, RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS, parts, cooperative)
+    c._assignment.end()
+    _raise_error(error, "incremental assign")
     if cooperative and c._membership.stale_parts:
         _rejoin_if_stale_parts_kept(c)
     c._membership.assignment_counted()
@@ -256,7 +263,9 @@ cdef _serve_revocation(NativeConsumer c, rd_kafka_resp_err_t err, rd_kafka_topic
         if report or not tps:
             c._membership.listener.revoked(report, lost)
     finally:
+        c._assignment.begin()
         _drop_error(kc_answer_rebalance(c.rk, err, parts, cooperative))
+        c._assignment.end()
         for i in range(parts.cnt):
             kc_fb_remove(&c.core.fb, parts.elems[i].topic, parts.elems[i].partition)
         log.info("partitions %s: %s", "lost" if lost else "revoked", tps)
@@ -285,7 +294,9 @@ cdef _discard_stale_assignment(NativeConsumer c, rd_kafka_topic_partition_list_t
     gives up its assignment and rejoins (librdkafka does on its next heartbeat). Until librdkafka's
     "lost" revoke, records fetched for partitions not in the buffer are dropped."""
     owned = sorted(c.assignment())
+    c._assignment.begin()
     _drop_error(kc_answer_rebalance(c.rk, RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS, parts, cooperative))
+    c._assignment.end()
     c._membership.assignment_discarded(tps, owned)
     _drop_buffered_partitions(c)
     log.warning("assignment %s discarded: the member left the group (max.poll.interval.ms exceeded, or "

@@ -319,18 +319,22 @@ cdef _restart_fetch(NativeConsumer c, kc_partition_t *p, int64_t offset):
                 next = kc_fb_next_offset(q)
                 rd_kafka_topic_partition_list_add(lst, q.topic, q.partition).offset = (
                     offset if q == p else (next if next >= 0 else RD_KAFKA_OFFSET_STORED))
+            c._assignment.begin()
             with nogil:
                 err = rd_kafka_assign(c.rk, lst)
+            c._assignment.end()
             for i in range(c.core.fb.n):  # every fetcher restarts: each queue is forwarded again
                 if c.core.fb.parts[i] != p:
                     c.core.fb.parts[i].refetch_forward = 1
                     c.core.refetch_forwards += 1
         else:
             rd_kafka_topic_partition_list_add(lst, p.topic, p.partition).offset = offset
+            c._assignment.begin()
             with nogil:
                 error = rd_kafka_incremental_unassign(c.rk, lst)
                 if error == NULL:
                     error = rd_kafka_incremental_assign(c.rk, lst)
+            c._assignment.end()
         if error != NULL:
             err = rd_kafka_error_code(error)
             rd_kafka_error_destroy(error)

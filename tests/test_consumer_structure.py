@@ -6,9 +6,9 @@ elsewhere fails here instead of in review:
 
 - ClosePhase and MemberState are assigned only by their class's one guarded transition, ``move()``
   (and the initial state by ``__cinit__``);
-- no field of a state class (Membership, CloseControl, ListenerInvoker, AsyncCommits, StableOffsets)
-  is written, or mutated in place, from outside that class, and no state object is aliased (an alias
-  would escape the check).
+- no field of a state class (Membership, CloseControl, ListenerInvoker, AsyncCommits, StableOffsets,
+  AssignmentChanges) is written, or mutated in place, from outside that class, and no state object is
+  aliased (an alias would escape the check).
 
 And unit tests of the guarded transitions: ``move()`` refuses every move its table forbids with an
 IllegalTransitionError naming both states, and allows the ones the consumer makes.
@@ -29,7 +29,7 @@ STATES = [("phase", "ClosePhase", "CloseControl"), ("state", "MemberState", "Mem
 
 # (the attribute that holds the object, its class): NativeConsumer's slots, and Membership's listener
 HOLDERS = [("_membership", "Membership"), ("_close", "CloseControl"), ("listener", "ListenerInvoker"),
-           ("_commits", "AsyncCommits"), ("_lso", "StableOffsets")]
+           ("_commits", "AsyncCommits"), ("_lso", "StableOffsets"), ("_assignment", "AssignmentChanges")]
 
 # methods of the builtin containers that change them in place
 _MUTATORS = ("clear|update|difference_update|intersection_update|symmetric_difference_update|add|discard"

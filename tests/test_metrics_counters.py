@@ -4,8 +4,10 @@ per-broker round trip and throttle time from librdkafka's statistics. Embedded b
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,10 +106,10 @@ from kipconsumer import KafkaConsumer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
 with EmbeddedBroker(1) as b:
     b.create_topic("t", 64)
-    end, cycles = time.monotonic() + float(sys.argv[1]), 0
+    end, cycles, topic = time.monotonic() + float(sys.argv[1]), 0, sys.argv[2]
     while time.monotonic() < end:
         c = KafkaConsumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "g"})
-        c.assign([TopicPartition("t", p) for p in range(64)])
+        c.assign([TopicPartition(topic, p) for p in range(64)])
         stop = threading.Event()
         def scrape():
             while not stop.is_set():
@@ -131,6 +133,113 @@ def test_metrics_from_other_threads_while_the_consumer_closes_never_crashes(tmp_
     (SIGSEGV, within ~1 s of this loop) reading the buffer's partitions the close had freed."""
     script = tmp_path / "close_while_read.py"
     script.write_text(_CLOSE_WHILE_READ)
-    r = subprocess.run([sys.executable, str(script), "4"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, str(script), "4", "t"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
     assert int(r.stdout.split()[-1]) >= 5
+
+
+def test_metrics_while_a_consumer_closes_before_it_knows_its_topic_never_crashes(tmp_path: Path) -> None:
+    """The scrape-during-close race of the test above, with partitions librdkafka has no metadata of
+    (a topic the cluster lacks; also any consumer closed right after assign()): each lookup metrics()
+    made once close() had begun linked a new partition object into the topic's desired list while
+    librdkafka's main thread unlinked the removed ones, without a common lock. The child aborted in
+    rd_kafka_destroy() (rd_kafka_q_destroy0: assert rkq->rkq_refcnt > 0) within a second in 8 of 8
+    runs (issue #36's CPython 3.12 failure), or hung."""
+    script = tmp_path / "close_while_read.py"
+    script.write_text(_CLOSE_WHILE_READ)
+    r = subprocess.run([sys.executable, str(script), "3", "absent"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert int(r.stdout.split()[-1]) >= 5
+
+
+class _LogLines(logging.Handler):
+    """Keeps the message of each record it handles."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.mark.parametrize("change", ["close", "unsubscribe"])
+def test_metrics_asks_librdkafka_nothing_about_partitions_the_owner_gave_up_meanwhile(
+        cluster: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    """metrics() copies the assigned partitions, then computes each one's lag, with Python code in
+    between (another thread runs meanwhile). Here it is held right after its copy until the owner
+    thread has given the partitions up (close()'s final revoke, or unsubscribe()'s), then computes
+    the lags. A lookup of a partition librdkafka no longer holds (rd_kafka_position(),
+    rd_kafka_get_watermark_offsets()) makes it a desired partition again, racing librdkafka's own
+    removal of it: the abort of the close-while-scraping test below. librdkafka's debug log shows such
+    a lookup ("marking as DESIRED" from an application thread once the partitions were removed)."""
+    from kipconsumer import _consumer
+
+    rdk_log = logging.getLogger("kipconsumer.librdkafka")
+    consumer_log = logging.getLogger("kipconsumer.consumer")
+    levels = rdk_log.level, consumer_log.level
+    rdk_log.setLevel(logging.DEBUG)  # setLevel(): also clears the loggers' cached isEnabledFor() answers
+    consumer_log.setLevel(logging.INFO)
+    rdk_lines = _LogLines()
+    rdk_log.addHandler(rdk_lines)
+    copied, released, given_up = threading.Event(), threading.Event(), threading.Event()
+    real_tp = _consumer.TopicPartition
+    scraper_ident: list[int] = []
+
+    def held_topic_partition(topic: str, partition: int) -> TopicPartition:
+        if scraper_ident and threading.get_ident() == scraper_ident[0] and not copied.is_set():
+            copied.set()  # metrics() has copied the partitions and builds its result
+            released.wait(30)
+        return real_tp(topic, partition)
+
+    lags: list[dict[TopicPartition, int | None]] = []
+
+    def scrape() -> None:
+        scraper_ident.append(threading.get_ident())
+        lags.append(c.metrics()["partition_lag"])
+
+    scraper = threading.Thread(target=scrape)
+
+    class ReleaseOnGiveUp(logging.Handler):
+        """Runs on the owner thread inside close()/unsubscribe(), right after the revoke was answered:
+        lets the held metrics() go on, and waits for it."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith(("close: partitions revoked", "partitions revoked")):
+                given_up.set()
+                released.set()
+                scraper.join(30)
+
+    release = ReleaseOnGiveUp(logging.INFO)
+    consumer_log.addHandler(release)
+    try:
+        c = KafkaConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g", "debug": "topic"})
+        c.subscribe(["t"])
+        deadline = time.monotonic() + 20
+        while len(c.assignment()) < 2 and time.monotonic() < deadline:
+            c.poll(0.2)
+        assert len(c.assignment()) == 2
+        rdk_lines.lines.clear()
+        monkeypatch.setattr(_consumer, "TopicPartition", held_topic_partition)
+        scraper.start()
+        assert copied.wait(10)
+        if change == "close":
+            c.close(10)
+        else:
+            c.unsubscribe()
+            c.close(10)
+    finally:
+        released.set()
+        scraper.join(30)
+        rdk_log.removeHandler(rdk_lines)
+        consumer_log.removeHandler(release)
+        rdk_log.setLevel(levels[0])
+        consumer_log.setLevel(levels[1])
+    assert given_up.is_set() and not scraper.is_alive()
+    assert lags == [{TopicPartition("t", 0): None, TopicPartition("t", 1): None}]
+    removed = [i for i, line in enumerate(rdk_lines.lines) if "Removing (un)desired topic t" in line]
+    assert removed, rdk_lines.lines  # the check below sees librdkafka's removal
+    taken_back = [line for line in rdk_lines.lines[removed[0]:]
+                  if "thrd:app" in line and "marking as DESIRED" in line]
+    assert not taken_back
