@@ -123,6 +123,7 @@ cdef class StableOffsets:
     cdef rd_kafka_queue_t *q             # answers of the ListOffsets requests (made on the first one)
     cdef dict known                      # TopicPartition -> last stable offset last answered
     cdef set pending                     # TopicPartitions with a request in flight
+    cdef bint closed                     # destroy() ran: no queue and no request any more
 
     cdef serve_answers(self)
     cdef request(self, rd_kafka_t *rk, const char *topic, int32_t partition, object tp)

@@ -20,7 +20,9 @@ cdef tuple _watermarks(NativeConsumer c, str topic, int partition, double timeou
 cdef class StableOffsets:
     """read_committed current_lag(): the last stable offsets of assigned partitions, asked with
     ListOffsets (LATEST, read_committed) without waiting; answers land on `q` and are taken by the
-    next call. At most one request per partition in flight."""
+    next call. At most one request per partition in flight. metrics() calls it from any thread, so
+    each method reads `q` right before it uses it: Python code in between (building a TopicPartition)
+    may let the owner's close() destroy it."""
 
     def __cinit__(self):
         self.known = {}
@@ -33,9 +35,7 @@ cdef class StableOffsets:
         cdef const rd_kafka_ListOffsetsResultInfo_t **infos
         cdef const rd_kafka_topic_partition_t *rtp
         cdef size_t cnt = 0, i
-        if self.q == NULL:
-            return
-        while True:
+        while self.q != NULL:
             ev = rd_kafka_queue_poll(self.q, 0)
             if ev == NULL:
                 return
@@ -63,6 +63,8 @@ cdef class StableOffsets:
         cdef char errstr[256]
         if tp in self.pending:
             return
+        if self.closed or rk == NULL:  # C only from here to the request
+            return
         if self.q == NULL:
             self.q = rd_kafka_queue_new(rk)
         opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_ANY)
@@ -80,6 +82,7 @@ cdef class StableOffsets:
         self.pending.add(tp)
 
     cdef void destroy(self) noexcept:
+        self.closed = True
         if self.q != NULL:
             rd_kafka_queue_destroy(self.q)
             self.q = NULL

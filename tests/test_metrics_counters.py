@@ -243,3 +243,68 @@ def test_metrics_asks_librdkafka_nothing_about_partitions_the_owner_gave_up_mean
     taken_back = [line for line in rdk_lines.lines[removed[0]:]
                   if "thrd:app" in line and "marking as DESIRED" in line]
     assert not taken_back
+
+
+_READ_COMMITTED_CLOSE_WHILE_HELD = """
+import threading, time
+from kipconsumer import KafkaConsumer, KafkaProducer, TopicPartition, _consumer
+from kipconsumer.broker import EmbeddedBroker
+
+real_tp = _consumer.TopicPartition
+calls, held, released = [], threading.Event(), threading.Event()
+
+def counted_topic_partition(topic, partition):
+    # the scraper's metrics() builds 3 TopicPartitions for its one partition: its result's key, the
+    # one _cached_end_offset() asks StableOffsets about, and one per ListOffsets answer it takes off
+    # the queue (StableOffsets.serve_answers): the third is held until the owner closed the consumer
+    if threading.current_thread().name == "scraper":
+        calls.append((topic, partition))
+        if len(calls) == 3:
+            held.set()
+            released.wait(30)
+    return real_tp(topic, partition)
+
+with EmbeddedBroker(1) as b:
+    b.create_topic("t", 1)
+    with KafkaProducer({"bootstrap.servers": b.bootstrap_servers}) as p:
+        p.send("t", b"v", partition=0).result(10)
+    c = KafkaConsumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "g",
+                       "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition("t", 0)])
+    deadline = time.monotonic() + 20
+    while not c.poll(0.2) and time.monotonic() < deadline:
+        pass
+    while c.metrics()["partition_lag"][TopicPartition("t", 0)] is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the first ListOffsets answer: lag known (each call sends the next request)
+    _consumer.TopicPartition = counted_topic_partition
+    result = []
+    while time.monotonic() < deadline:  # until a scrape finds the next answer on StableOffsets' queue
+        calls.clear()
+        result.clear()
+        scraper = threading.Thread(target=lambda: result.append(c.metrics()), name="scraper")
+        scraper.start()
+        while scraper.is_alive() and not held.wait(0.05):
+            pass
+        if held.is_set():
+            break
+        time.sleep(0.1)
+    assert held.is_set(), calls
+    c.close(5)
+    released.set()
+    scraper.join(30)
+    _consumer.TopicPartition = real_tp
+    assert not scraper.is_alive() and len(result) == 1, result
+    print("lag", result[0]["partition_lag"])
+"""
+
+
+def test_a_read_committed_scrape_held_while_the_consumer_closes_never_crashes(tmp_path: Path) -> None:
+    """With read_committed, metrics() takes the ListOffsets answers of its lag's last stable offsets off
+    a queue of StableOffsets, building a TopicPartition per answer (Python code: another thread runs).
+    The child holds a scrape there until the owner thread's close() returned, which destroyed that
+    queue: the scrape's next poll of it used a NULL queue (SIGSEGV in 3 of 3 runs before the fix)."""
+    script = tmp_path / "read_committed_close_while_held.py"
+    script.write_text(_READ_COMMITTED_CLOSE_WHILE_HELD)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert r.stdout.split("\n")[-2] == "lag {TopicPartition(topic='t', partition=0): 0}", r.stdout
