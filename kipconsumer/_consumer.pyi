@@ -32,6 +32,13 @@ class CloseControl:
     def move(self, to: int) -> int:
         """The one guarded transition: IllegalTransitionError for a move the table forbids."""
 
+class AssignmentChanges:
+    """The owner thread's changes of librdkafka's assignment: `seq` goes up by one when one starts and by
+    one when it ends (odd while one runs); metrics() looks partitions up only between them."""
+
+    @property
+    def seq(self) -> int: ...
+
 class NativeConsumer:
     max_poll_interval_ms: int
     default_api_timeout_ms: int
