@@ -490,7 +490,8 @@ class KafkaConsumer:
         async), poll_interval_expiries, heartbeats, ..., and ``partition_lag``: ``{TopicPartition: int |
         None}`` over the assigned partitions, :meth:`current_lag` of each (None also while records
         never returned are buffered without a returned position: metrics() may run on any thread and
-        does not read the buffer). Thread-safe."""
+        does not read the buffer; and once ``close()`` began, or when the owner thread changed the
+        assignment during the call: it then asks librdkafka nothing about the partitions). Thread-safe."""
         result: dict[str, Any] = self._native.metrics()
         return result
 
