@@ -265,10 +265,13 @@ cdef class ConsumerRecords:
         cdef Py_ssize_t i, start = 0, g = 0
         cdef Py_ssize_t *group_of = NULL
         groups, index, topics = [], {}, []
-        if self.n:
-            group_of = <Py_ssize_t *>malloc(self.n * sizeof(Py_ssize_t))
-            if group_of == NULL:
-                raise MemoryError()
+        if self.n == 0:  # no message to read: the loop below would read msgs[0]
+            if self._groups is None:
+                self._groups, self._index, self._topics = groups, index, topics
+            return
+        group_of = <Py_ssize_t *>malloc(self.n * sizeof(Py_ssize_t))
+        if group_of == NULL:
+            raise MemoryError()
         try:
             for i in range(self.n + 1):
                 if i == self.n or (i > start and (self.msgs[i].rkt != self.msgs[start].rkt or

@@ -239,3 +239,24 @@ def test_groups_built_while_another_thread_reads_the_same_batch(broker, topic_fa
     assert seen["partitions"] == expected, seen
     assert sum(seen["counts"]) == len(batch), seen  # type: ignore[arg-type]
     assert seen["topics"] == {topics[0]}, seen
+
+
+@pytest.mark.parametrize("first", ["partitions", "records", "last_offsets", "repr"])
+def test_an_empty_poll_answers_every_accessor(broker, topic_factory, unique_name, first):
+    """An empty batch (a poll that found nothing) has no message to build groups from: every accessor
+    answers "nothing", whichever comes first (a build that read the first message crashed)."""
+    topic = topic_factory(partitions=1)
+    tp = TopicPartition(topic, 0)
+    with make_consumer(broker, unique_name("g")) as c:
+        c.assign([tp])
+        recs = c.poll(0)
+        assert len(recs) == 0
+        if first == "partitions":
+            assert not recs.partitions()
+        elif first == "records":
+            assert recs.records(tp) == []
+        elif first == "last_offsets":
+            assert not recs.last_offsets()
+        else:
+            assert repr(recs)
+        assert not recs.partitions() and recs.records(tp) == [] and list(recs) == []
