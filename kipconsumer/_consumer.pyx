@@ -206,6 +206,12 @@ cdef enum:
     RESET_NONE = 2
 
 
+cdef inline bint _coordinator_moving(rd_kafka_resp_err_t err) noexcept:
+    """The group coordinator is moving or loading: an OffsetFetch asked again soon is answered."""
+    return (err == RD_KAFKA_RESP_ERR_NOT_COORDINATOR or err == RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE
+            or err == RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS)
+
+
 cdef inline bint _seek_again(rd_kafka_resp_err_t err) noexcept:
     return err == RD_KAFKA_RESP_ERR__STATE or err == RD_KAFKA_RESP_ERR__OUTDATED
 
@@ -786,9 +792,21 @@ cdef class NativeConsumer:
         if not unique:
             return out
         _check_security(self, "committed")
+        cdef int64_t deadline = _deadline_ms(timeout)
         lst = _c_list(unique)
         try:
-            err = _committed_lookup(self, lst, _deadline_ms(timeout), True)
+            while True:
+                err = _committed_lookup(self, lst, deadline, True)
+                if not _coordinator_moving(err) or kc_now_ms() + KC_WAIT_SLICE_MS >= deadline:
+                    break
+                # the group's coordinator is moving or loading (a broker died, or is restarting): ask
+                # again until the deadline, as Java's committed() does
+                with nogil:
+                    usleep(KC_WAIT_SLICE_US)
+                PyErr_CheckSignals()
+            if _coordinator_moving(err):
+                raise KafkaTimeoutError(f"committed: the group coordinator did not answer within the timeout "
+                                        f"(last: {_err_str(err)})", code=_err_name(err))
             if err:
                 self._raise(err, "committed")
             for i in range(lst.cnt):

@@ -780,3 +780,23 @@ def test_committed_with_short_timeouts_does_not_abort() -> None:
     ''')
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "SURVIVED" in out.stdout, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("error", ["NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"])
+def test_committed_asks_again_while_the_coordinator_moves(error: str) -> None:
+    """committed() while the group's coordinator moves or loads (a broker died; the exactly-once
+    chaos run on real Kafka saw NOT_COORDINATOR end a Pipeline member): asked again until its timeout,
+    as Java's; still moving at the timeout: KafkaTimeoutError, which the Pipeline's budget retries."""
+    with EmbeddedBroker(num_brokers=1) as b:
+        b.create_topic("t", 1)
+        tp = TopicPartition("t", 0)
+        with make(b, "g") as c:
+            c.assign([tp])
+            c.commit_sync({tp: OffsetAndMetadata(7, "")})
+            b.push_request_errors("OffsetFetch", *[error] * 4)
+            assert c.committed([tp], timeout=10)[tp] == OffsetAndMetadata(7, "")
+            b.push_request_errors("OffsetFetch", *[error] * 400)
+            t0 = time.monotonic()
+            with pytest.raises(KafkaTimeoutError, match="coordinator did not answer"):
+                c.committed([tp], timeout=1.0)
+            assert time.monotonic() - t0 < 5
