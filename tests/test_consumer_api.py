@@ -782,7 +782,8 @@ def test_committed_with_short_timeouts_does_not_abort() -> None:
     assert out.returncode == 0 and "SURVIVED" in out.stdout, out.stderr[-2000:]
 
 
-@pytest.mark.parametrize("error", ["NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"])
+@pytest.mark.parametrize("error", ["NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
+                                   "COORDINATOR_LOAD_IN_PROGRESS"])
 def test_committed_asks_again_while_the_coordinator_moves(error: str) -> None:
     """committed() while the group's coordinator moves or loads (a broker died; the exactly-once
     chaos run on real Kafka saw NOT_COORDINATOR end a Pipeline member): asked again until its timeout,
