@@ -798,6 +798,6 @@ def test_committed_asks_again_while_the_coordinator_moves(error: str) -> None:
             assert c.committed([tp], timeout=10)[tp] == OffsetAndMetadata(7, "")
             b.push_request_errors("OffsetFetch", *[error] * 400)
             t0 = time.monotonic()
-            with pytest.raises(KafkaTimeoutError, match="coordinator did not answer"):
+            with pytest.raises(KafkaTimeoutError):  # the last ask refused, or unanswered at the deadline
                 c.committed([tp], timeout=1.0)
             assert time.monotonic() - t0 < 5
