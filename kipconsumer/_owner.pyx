@@ -1,20 +1,18 @@
 # cython: language_level=3
-"""The one-owner-thread contract of the client facades (``KafkaConsumer``, ``KafkaShareConsumer``).
+"""``OwnerThread``: the one-owner-thread contract of the client facades (``KafkaConsumer``,
+``KafkaShareConsumer``), one implementation for every client (one thread at a time,
+``ConcurrentAccessError`` for a second one); ``kipconsumer._owned.owned`` runs a facade method under it.
 
-``OwnerThread`` is the contract (one thread at a time, ``ConcurrentAccessError`` for a second one),
-one implementation for every client; ``owned`` decorates a facade method so that it runs between
-``OwnerThread.enter`` and ``OwnerThread.leave`` of the facade's ``_thread``.
-
-Signal-proof by construction: the contract's state lives here, in C, and every operation that takes
-something (the ownership, a client's closing mark) gives it back, or hands it on, within the same C
-call, under the GIL and with no Python bytecode in between, so no signal handler can run between the
-two (CPython runs handlers only between bytecodes). The Python code the operations call (the facade's
-hooks) runs either before anything is taken or inside a ``try`` of this C code that gives it back.
-A ``close()`` of another thread waits on a C condition (csrc/owner_gate.h) without the GIL, in slices,
-checking for signals between them, and holds nothing while it waits.
+Signal-proof by construction: the contract's state lives here, in C, and each operation runs as
+one C call under the GIL with no Python bytecode inside, so no signal handler can run in the middle
+of one (CPython runs handlers only between bytecodes). A call's ownership is taken by ``enter()`` and
+given back by ``leave()`` or ``unwind()``, whichever way the call ends (``kipconsumer._owned.owned``);
+``close()`` and ``begin_close()`` take, and give back or hand on, within the one C call. The Python
+code the operations call (the facade's hooks) runs either before anything is taken or inside a
+``try`` of this C code that gives it back. A ``close()`` of another thread waits on a C condition
+(csrc/owner_gate.h) without the GIL, in slices, checking for signals between them, and holds nothing
+while it waits.
 """
-
-import functools
 
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t, uint64_t
@@ -159,6 +157,17 @@ cdef class OwnerThread:
                 raise
         return True
 
+    cpdef int level(self):
+        """How many calls deep the calling thread is (0: it is not the owner)."""
+        return self._depth if self.is_owner() else 0
+
+    cpdef int unwind(self, int level) except -1:
+        """Back to ``level`` (a ``level()`` read before an ``enter()``): ``leave()`` once if that
+        ``enter()`` took a level, nothing if it raised before taking one."""
+        if self.is_owner() and self._depth > level:
+            self.leave()
+        return 0
+
     cpdef bint leave(self) except -1:
         """Ends one level of the calling thread's call; True when its outermost call ended: then
         ``unhold()`` runs, the close a ``close()`` of another thread left to this call runs (still
@@ -293,35 +302,3 @@ cdef class OwnerThread:
             self._closing = False
             self._closer = 0
             raise
-
-
-def owned(method):
-    """Runs ``method`` as the object's one owner thread (``self._thread``, an ``OwnerThread``:
-    ``enter`` before, ``leave`` after, also when ``method`` raises).
-
-    A signal handler's exception (``KeyboardInterrupt``) raised while leaving, after ``method``
-    returned, means its result never reaches the caller: the facade's ``_result_lost(name, result)``
-    hook, if it has one, takes back what the result handed out (a share consumer's polled records)
-    before the exception propagates. This wrapper is C code: nothing runs a signal handler between
-    ``enter`` and the call, the call and ``leave``, or ``leave`` and the caller's use of the result."""
-    name = method.__name__
-
-    def call(self, *args, **kwargs):
-        cdef OwnerThread thread = self._thread
-        thread.enter(name)
-        try:
-            result = method(self, *args, **kwargs)
-        except BaseException:
-            thread.leave()
-            raise
-        try:
-            thread.leave()
-        except BaseException:
-            lost = getattr(self, "_result_lost", None)
-            if lost is not None:
-                lost(name, result)
-            raise
-        return result
-
-    functools.update_wrapper(call, method)
-    return call
