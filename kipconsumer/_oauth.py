@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -22,8 +21,9 @@ from kipconsumer.errors import ConfigError
 
 __all__ = ["check_provider", "failure_text", "register", "token_for", "unregister"]
 
+# One dict operation at a time, atomic without a lock: a lock taken here (on a consumer's close)
+# could be left held by a signal's exception raised right after it was taken (CPython 3.14)
 _providers: dict[int, Callable[[str], Any]] = {}
-_lock = threading.Lock()
 
 
 def check_provider(cb: object) -> Callable[[str], Any] | None:
@@ -36,21 +36,18 @@ def check_provider(cb: object) -> Callable[[str], Any] | None:
 
 
 def register(handle: int, cb: Callable[[str], Any]) -> None:
-    with _lock:
-        _providers[handle] = cb
+    _providers[handle] = cb
 
 
 def unregister(handle: int) -> None:
-    with _lock:
-        _providers.pop(handle, None)
+    _providers.pop(handle, None)
 
 
 def token_for(handle: int, config: str) -> tuple[bytes, int, bytes, list[bytes]] | None:
     """The provider's token for the handle: (token, expiry in ms since the epoch, principal,
     extensions as alternating keys and values), or None if no provider is registered. Raises what
     the provider raised, or ValueError for a result of the wrong shape."""
-    with _lock:
-        cb = _providers.get(handle)
+    cb = _providers.get(handle)
     if cb is None:
         return None
     result = cb(config)

@@ -19,9 +19,9 @@ The contract (see docs/consumer.md and API.md):
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -101,7 +101,7 @@ def _as_offsets(offsets: Mapping[Any, Any]) -> dict[TopicPartition, OffsetAndMet
 
 
 log = logging.getLogger("kipconsumer.consumer")
-_owned = owned  # runs a method as the consumer's one owner thread (see KafkaConsumer._enter)
+_owned = owned  # runs a method as the consumer's one owner thread (kipconsumer._owned)
 
 
 class KafkaConsumer:
@@ -135,12 +135,12 @@ class KafkaConsumer:
                                         native.add_brokers,
                                         lambda: bool(native.subscription()) and not native.assignment())
         self._auto_offset_reset = s.rdkafka.get("auto.offset.reset", "latest")
-        # The thread contract (_enter/_leave/close): the owner thread and the closing one
-        # (kipconsumer._owned, shared by every client), and a close() of another thread left for the
-        # owner's call to do (_close_after: close()'s timeout)
+        # The thread contract (kipconsumer._owned, shared by every client): the owner thread holds the
+        # native buffer for its call (the prefetch thread waits), and a close() of another thread may
+        # leave the close to the owner's call (it runs when that call returns)
         self._thread = OwnerThread(
-            "KafkaConsumer", "{method}() cannot be called: another thread is closing this consumer.")
-        self._close_after: float | None = None
+            "KafkaConsumer", "{method}() cannot be called: another thread is closing this consumer.",
+            hold=native.hold, unhold=native.release, close=native.close)
         self._handed_since = 0  # _native.polls before the last poll() that returned records (_result_lost)
         self._protocol_checked = False  # group.protocol=consumer: the broker was seen to serve it
         _fork.register(self)
@@ -152,38 +152,7 @@ class KafkaConsumer:
         native = self._native
         self._native = _fork.ForeignHandle("KafkaConsumer", pid)  # type: ignore[assignment]
         _fork.leak(native)
-        self._thread.reset()
-        self._close_after = None
-
-    # -- thread contract ---------------------------------------------------------------
-    def _enter(self, method: str) -> None:
-        thread = self._thread
-        if not thread.enter(method):
-            return
-        # the native buffer is this thread's until the call returns (the prefetch thread waits)
-        try:
-            self._native.hold()
-        except BaseException:  # a consumer inherited through fork(): IllegalStateError
-            with thread.lock:
-                thread.release(notify=False)
-            raise
-
-    def _leave(self) -> None:
-        thread = self._thread
-        with thread.lock:
-            if not thread.leave():
-                return
-            self._native.release()
-            timeout, self._close_after = self._close_after, None
-            if timeout is None:
-                thread.release(notify=thread.closer is not None)
-                return
-        try:  # close() of another thread gave up waiting for this call: close now, still the owner
-            self._native.close(timeout)
-        finally:
-            with thread.lock:
-                thread.closer = None
-                thread.release()
+        self._thread.reset(refuse=functools.partial(_fork.foreign_error, "KafkaConsumer", pid))
 
     # -- helpers -------------------------------------------------------------------
     @property
@@ -535,54 +504,21 @@ class KafkaConsumer:
         A signal's exception (``KeyboardInterrupt``) ends the wait like the timeout does: the consumer
         is closed, librdkafka finishes in the background, and the exception propagates."""
         seconds = timeout_seconds(timeout, self._settings.default_api_timeout_ms)
-        me = threading.get_ident()
         thread = self._thread
-        with thread.lock:
-            if thread.owner == me:  # from a callback inside a call of this thread: the native rules
-                nested = True
-            else:
-                nested = False
-                if thread.owner is not None:
-                    if thread.closer is None:
-                        thread.closer = me
-                    waiting_for = thread.method
-                    self._native.request_close()
-                    end = time.monotonic() + seconds
-                    try:
-                        while thread.owner is not None:
-                            left = end - time.monotonic()
-                            if left <= 0:
-                                break
-                            thread.guard.wait(min(left, 0.05))  # short waits: signals are handled between
-                    except BaseException:  # e.g. KeyboardInterrupt: the owner closes when its call returns
-                        if thread.owner is not None and self._close_after is None:
-                            self._close_after = seconds
-                        raise
-                    if thread.owner is not None:
-                        if thread.closer == me and self._close_after is None:
-                            self._close_after = seconds
-                        log.warning("close() from thread %d: thread %d's %s() did not return within "
-                                    "%.3f s; the consumer is closed when it returns", me, thread.owner,
-                                    waiting_for, seconds)
-                        return
-                thread.own("close")
-        if nested:
-            if self._native.in_callback:
-                self._native.close(seconds)  # raises (does nothing inside close()'s own callbacks)
-            elif thread.method != "close":
-                # e.g. a signal handler running inside a call of this thread (Python runs handlers
-                # between poll()'s waits): close once that call returns; a poll() returns at once
-                with thread.lock:
-                    if self._close_after is None:
-                        self._close_after = seconds
-                self._native.request_close()
+        native = self._native
+        if thread.is_owner() and native.in_callback:  # from a callback inside a call: the native rules
+            native.close(seconds)  # raises (does nothing inside close()'s own callbacks)
             return
-        try:
-            self._native.close(seconds)
-        finally:
-            with thread.lock:
-                thread.closer = None
-                thread.release()
+        if thread.is_owner() and thread.method == "close":
+            return
+        # one C call (kipconsumer._owned): nothing it takes can be left held by a signal's exception. On
+        # this thread outside a callback (a signal handler running inside a call) it closes once that
+        # call returns, and a poll() returns at once
+        left_to = thread.close(seconds, native.request_close)
+        if left_to is not None:
+            owner, method = left_to
+            log.warning("close() from thread %d: thread %d's %s() did not return within %.3f s; the "
+                        "consumer is closed when it returns", threading.get_ident(), owner, method, seconds)
 
     @property
     def closed(self) -> bool:

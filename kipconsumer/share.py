@@ -31,6 +31,7 @@ The contract (docs/share-groups.md, API.md "Share groups"):
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import threading
 import time
@@ -104,7 +105,7 @@ def _acknowledge_type(value: object) -> AcknowledgeType:
                          f"{value!r}") from None
 
 
-_owned = owned  # runs a method as the consumer's one owner thread (KafkaShareConsumer._enter)
+_owned = owned  # runs a method as the consumer's one owner thread (kipconsumer._owned)
 
 #: what an acknowledgement commit callback may not call (it runs inside one of them; a commit there
 #: would accept, in implicit mode, the records the poll() running the callback is about to return)
@@ -128,7 +129,8 @@ class KafkaShareConsumer:
         self._explicit = s.acknowledgement_mode == "explicit"
         self._native = _native_module().NativeShareConsumer(s)
         # the thread contract (kipconsumer._owned); its closer: the thread that closes (or closed) it
-        self._thread = OwnerThread("KafkaShareConsumer", "{method}() called on a closed KafkaShareConsumer")
+        self._thread = OwnerThread("KafkaShareConsumer", "{method}() called on a closed KafkaShareConsumer",
+                                   admit=self._admit)
         self._wakeup = False
         self._subscription: list[str] = []
         self._broker_checked = False
@@ -153,18 +155,13 @@ class KafkaShareConsumer:
         self._native = _fork.ForeignHandle("KafkaShareConsumer", pid)
         _fork.leak(native)
         self._foreign_pid = pid
-        self._thread.reset()
+        self._thread.reset(refuse=functools.partial(_fork.foreign_error, "KafkaShareConsumer", pid))
         self._in_callback = 0
         self._callback_exc = None
 
     _foreign_pid: int | None = None
 
     # -- thread contract -------------------------------------------------------------------
-    def _enter(self, method: str) -> None:
-        if self._foreign_pid is not None:
-            raise _fork.foreign_error("KafkaShareConsumer", self._foreign_pid)
-        self._thread.enter(method, self._admit)
-
     def _admit(self, method: str) -> None:
         """OwnerThread's hook for a call inside one of this consumer's: none that an acknowledgement
         commit callback may not make."""
@@ -172,12 +169,6 @@ class KafkaShareConsumer:
             raise IllegalStateError(
                 f"{method}() called from an acknowledgement commit callback: the callback runs "
                 f"inside {self._thread.method}() of this consumer; call {method}() after it returns")
-
-    def _leave(self) -> None:
-        thread = self._thread
-        with thread.lock:
-            if thread.leave():
-                thread.release()
 
     @property
     def settings(self) -> ShareConsumerSettings:
@@ -398,16 +389,6 @@ class KafkaShareConsumer:
                 f"{thread.method}() of this consumer; call close() after it returns")
         seconds = self._api_timeout(timeout)
         deadline = Deadline(seconds)
-        with thread.lock:  # not the Condition: its __enter__ is Python code a signal can interrupt
-            if thread.closer is not None:  # closing or closed
-                return
-            thread.closer = threading.get_ident()
-            while thread.owner is not None and not thread.is_owner():
-                if deadline.expired():
-                    thread.closer = None
-                    raise IllegalStateError(f"close() timed out waiting for {thread.method}() of thread "
-                                            f"{thread.owner} to return")
-                thread.guard.wait(deadline.slice_s())
         errors: list[BaseException] = []
 
         def run() -> None:
@@ -416,8 +397,16 @@ class KafkaShareConsumer:
             except BaseException as exc:  # noqa: BLE001 - handed to the closing thread
                 errors.append(exc)
 
-        closer = threading.Thread(target=run, name="kipconsumer-share-close", daemon=True)
-        closer.start()
+        def start() -> threading.Thread:
+            helper = threading.Thread(target=run, name="kipconsumer-share-close", daemon=True)
+            helper.start()
+            return helper
+
+        # one C call (kipconsumer._owned): marks the consumer closing, waits for another thread's call and
+        # starts the native close, or undoes the mark (a native close is safe to repeat)
+        closer = thread.begin_close(deadline.remaining(), start)
+        if closer is None:  # closing or closed
+            return
         try:
             while closer.is_alive():
                 if deadline.expired():
@@ -426,8 +415,7 @@ class KafkaShareConsumer:
                     break
                 closer.join(deadline.slice_s())
         finally:
-            with thread.lock:
-                self._unacked.clear()
+            self._unacked.clear()
         if not closer.is_alive() and self._foreign_pid is None:
             self._serve_callbacks(keep=True)
         if errors:

@@ -85,18 +85,26 @@ def test_an_interrupt_while_poll_leaves_gives_the_batch_back(
     produce(broker.bootstrap_servers, topic, {0: 300})
     with make_consumer(broker, max_poll_records=20) as c:
         c.assign([TopicPartition(topic, 0)])
-        leave = c._leave
+        thread = c._thread
         calls = [0]
 
-        def leave_then_interrupt() -> None:
-            leave()
-            calls[0] += 1
-            if calls[0] % 4 == 0:
-                raise KeyboardInterrupt
+        class LeaveThenInterrupt:
+            """The consumer's OwnerThread, with a KeyboardInterrupt raised right after every fourth
+            leave() (where CPython runs a pending signal handler: after a C call returns)."""
 
-        c._leave = leave_then_interrupt  # type: ignore[method-assign]
+            def __getattr__(self, name: str) -> object:
+                return getattr(thread, name)
+
+            def leave(self) -> bool:
+                done: bool = thread.leave()
+                calls[0] += 1
+                if calls[0] % 4 == 0:
+                    raise KeyboardInterrupt
+                return done
+
+        c._thread = LeaveThenInterrupt()  # type: ignore[assignment]
         seen, raised = _drain(c, 300, KeyboardInterrupt)
-        c._leave = leave  # type: ignore[method-assign]
+        c._thread = thread
     assert raised >= 3
     _every_record_once(seen, 300, 1)
 

@@ -237,9 +237,9 @@ def test_one_security_hold_for_every_client() -> None:
 
 
 def test_one_owner_thread_contract_for_every_client() -> None:
-    """The one-owner-thread contract is kipconsumer/_owned.py's OwnerThread alone: nothing else raises
+    """The one-owner-thread contract is kipconsumer/_owner.pyx's OwnerThread alone: nothing else raises
     ConcurrentAccessError or keeps an owner thread's identity, and both consumers use it."""
-    own = PKG / "_owned.py"
+    own = PKG / "_owner.pyx"
     found = []
     for path in CLIENT_SOURCES:
         if path == own:

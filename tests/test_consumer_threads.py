@@ -177,11 +177,12 @@ def test_close_from_another_thread_waits_for_a_long_call_then_it_closes() -> Non
 def test_a_signal_in_the_deferred_close_does_not_keep_the_thread_lock() -> None:
     # Issue #38 item 7: close() from another thread gave up waiting for a commit_sync() and left the
     # close to it; a KeyboardInterrupt landed in that thread right after it took the thread contract's
-    # lock (_leave, after the deferred close: Python runs signal handlers after a call returns, and
-    # Condition.__enter__ is Python code around the lock's acquire), so the lock was never released
-    # and every later close() of another thread waited for it forever (the concurrency fuzzer under
-    # ASan: a worker 30 s in close()). The signal is delivered deterministically here: a profile
-    # function raises KeyboardInterrupt when a lock acquire returns inside _leave's frames.
+    # lock (_leave, after the deferred close), so the lock was never released and every later close()
+    # of another thread waited for it forever (the concurrency fuzzer under ASan: a worker 30 s in
+    # close()). The contract is compiled code now (kipconsumer._owned, issue #36): leaving it runs no
+    # Python. The last point Python can raise at is commit_sync()'s return into it: a profile function
+    # raises KeyboardInterrupt there, once the other thread's close() gave up; the deferred close
+    # still runs and lets go (tests/test_owned_signals.py raises one at every other point).
     r = _run("""
         c.assign([tp])
         n = 0
@@ -189,17 +190,10 @@ def test_a_signal_in_the_deferred_close_does_not_keep_the_thread_lock() -> None:
             n += len(c.poll(1))
         b.set_rtt(1, 1500)
 
-        def in_leave(frame):
-            while frame is not None:
-                if frame.f_code.co_name == "_leave" and frame.f_code.co_filename.endswith("consumer.py"):
-                    return True
-                frame = frame.f_back
-            return False
-
         fired = []
         def inject(frame, event, arg):
-            if (event == "c_return" and not fired and getattr(arg, "__name__", "") in (
-                    "__enter__", "acquire", "_acquire_restore") and in_leave(frame)):
+            if (event == "return" and not fired and gave_up.is_set() and frame.f_code.co_name == "commit_sync"
+                    and frame.f_code.co_filename.endswith("consumer.py")):
                 fired.append(f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_code.co_name}")
                 raise KeyboardInterrupt
 
@@ -234,6 +228,8 @@ def test_a_signal_in_the_deferred_close_does_not_keep_the_thread_lock() -> None:
         os._exit(0)  # a thread stuck on the lock would keep the interpreter from exiting
     """)
     assert r["gave_up"] is True, r
+    assert r["fired"] == ["consumer.py:commit_sync"], r
+    assert r["interrupted"] is True, r
     assert r["hung"] is False, r            # before the fix: blocked on the lock the signal left held
     assert r["close"] < 1.5, r
     assert r["closed"] is True, r

@@ -29,8 +29,7 @@ def _conf(provider: Any) -> dict[str, Any]:
 
 
 def _registered() -> int:
-    with _oauth._lock:
-        return len(_oauth._providers)
+    return len(_oauth._providers)
 
 
 def test_consumer_and_producer_forget_their_provider_on_close() -> None:

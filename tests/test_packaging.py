@@ -84,7 +84,7 @@ def test_sdist_holds_the_sources_and_wheels_only_what_runs(dist: Path) -> None:
         with zipfile.ZipFile(wheel) as zf:
             names = zf.namelist()
         assert "kipconsumer/py.typed" in names and "kipconsumer/_consumer.pyi" in names
-        assert sum(n.endswith(".so") for n in names) == 6
+        assert sum(n.endswith(".so") for n in names) == 7
         assert not [n for n in names if n.endswith((".pyx", ".pxd", ".c", ".h"))]
         assert any(n.endswith("licenses/LICENSE") for n in names)
         carried = [n for n in names if n.startswith("kipconsumer/_native_libs/librdkafka")]

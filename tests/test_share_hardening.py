@@ -117,16 +117,24 @@ def test_interrupt_while_poll_leaves_keeps_the_batch_for_the_next_poll(mock: Emb
     returns them (the SIGINT storm lost a few records this way under load)."""
     with KafkaShareConsumer(_conf(mock, mode, **{"max.poll.records": 5})) as c:
         c.subscribe(["jobs"])
-        leave = c._leave
+        thread = c._thread
         state = {"armed": False, "fired": False}
 
-        def leave_then_interrupt() -> None:
-            leave()
-            if state["armed"] and not state["fired"]:
-                state["fired"] = True
-                raise KeyboardInterrupt
+        class LeaveThenInterrupt:
+            """The consumer's OwnerThread, with a KeyboardInterrupt raised right after leave() (where
+            CPython runs a pending signal handler: after a C call returns)."""
 
-        c._leave = leave_then_interrupt  # type: ignore[method-assign]
+            def __getattr__(self, name: str) -> object:
+                return getattr(thread, name)
+
+            def leave(self) -> bool:
+                done = thread.leave()
+                if state["armed"] and not state["fired"]:
+                    state["fired"] = True
+                    raise KeyboardInterrupt
+                return done
+
+        c._thread = LeaveThenInterrupt()  # type: ignore[assignment]
         deadline = time.monotonic() + 30
         with pytest.raises(KeyboardInterrupt):
             while not state["fired"] and time.monotonic() < deadline:
@@ -134,7 +142,7 @@ def test_interrupt_while_poll_leaves_keeps_the_batch_for_the_next_poll(mock: Emb
                 batch = c.poll(0.3)
                 state["armed"] = False
                 assert not batch, "a poll() returned records before the interrupt fired"
-        c._leave = leave  # type: ignore[method-assign]
+        c._thread = thread
         m = c.metrics()
         assert (m["records_returned"], m["acknowledged"], m["unacknowledged"]) == (0, 0, 0)
         _kept_batch_then_the_rest(c, mode)
