@@ -42,19 +42,19 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
             if n or c._pending_exc is not None:
                 if batch is None:
                     batch = records_take(c.out, 0, c._handle, c.pid)
-                if n and c._pending_exc is not None:
-                    # a callback's exception goes out instead of the records: the next poll() returns
-                    # them again (main lost them, their positions already past)
-                    try:
-                        _rewind(c, batch)
-                    except Exception:  # the callback's exception is the one to raise
-                        log.warning("the records of a poll() that raised a callback's exception could "
-                                    "not be given back; the next poll() continues after them",
-                                    exc_info=True)
+                if c._pending_exc is not None:
+                    if n:
+                        # a callback's exception goes out instead of the records: the next poll()
+                        # returns them again (main lost them, their positions already past)
+                        try:
+                            _rewind(c, batch)
+                        except Exception:  # the callback's exception is the one to raise
+                            log.warning("the records of a poll() that raised a callback's exception "
+                                        "could not be given back; the next poll() continues after them",
+                                        exc_info=True)
                     c._raise_pending()
                 if c._key_deser is not None or c._value_deser is not None:
                     records_set_deserializers(batch, c._key_deser, c._value_deser)
-                c._raise_pending()
                 if n:
                     c._last_batch = batch
                     c._last_gen = c.core.polls
@@ -189,19 +189,14 @@ cdef Py_ssize_t _rewind(NativeConsumer c, ConsumerRecords batch) except -1:
     cdef Py_ssize_t i, covered = 0
     cdef rd_kafka_message_t *m
     cdef const char *topic
-    cdef dict first = {}   # TopicPartition -> [first offset, records]
+    cdef dict first = {}   # TopicPartition -> its first offset in the batch
     for i in range(batch.n):
         m = batch.msgs[i]
         topic = rd_kafka_topic_name(m.rkt)
         if kc_fb_find(&c.core.fb, topic, m.partition) == NULL:
             continue  # revoked meanwhile: another member's now
-        tp = TopicPartition(topic.decode(errors="replace"), m.partition)
-        entry = first.get(tp)
-        if entry is None:
-            first[tp] = [m.offset, 1]
-        else:
-            entry[1] += 1
-    for tp, (offset, count) in first.items():
+        first.setdefault(TopicPartition(topic.decode(errors="replace"), m.partition), m.offset)
+        covered += 1
+    for tp, offset in first.items():
         _seek(c, tp, offset, c.default_api_timeout_ms / 1000.0, False)
-        covered += count
     return covered
