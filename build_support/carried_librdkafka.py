@@ -140,7 +140,7 @@ def _vaddr_to_offset(data: bytes, vaddr: int) -> int:
         p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from(
             "<IIQQQQ", data, phoff + i * phentsize)
         if p_type == 1 and p_vaddr <= vaddr < p_vaddr + p_filesz:  # PT_LOAD
-            return p_offset + vaddr - p_vaddr
+            return int(p_offset + vaddr - p_vaddr)
     raise CarriedLibraryError(f"address {vaddr:#x} is in no loadable segment")
 
 
@@ -217,7 +217,8 @@ def graft(package_dir: Path, wheel: Path | None = None) -> Path:
         os.chmod(tmp, 0o755)
         try:
             for name in lib_names:
-                target = tmp / (CARRIED_SONAME if Path(name).name.startswith("librdkafka") else Path(name).name)
+                base = Path(name).name
+                target = tmp / (CARRIED_SONAME if base.startswith("librdkafka") else base)
                 target.write_bytes(zf.read(name))
                 os.chmod(target, 0o755)
                 if target.name == CARRIED_SONAME:

@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # cross_aarch64, emulated_aarch64
 import native_bundle  # noqa: E402
+
 from build_support import carried_librdkafka  # noqa: E402
 
 DEFAULT_PYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")

@@ -345,8 +345,8 @@ def bind_allocator(lib_dir: str | os.PathLike[str], arch: str) -> list[Path]:
     return libs
 
 
-#: the libraries of ours the wheel carries in kipconsumer/_native_libs: auditwheel must not graft them again
-#: (``auditwheel repair --exclude``); the extensions find them through their ``$ORIGIN/_native_libs`` run path.
+#: the libraries of ours the wheel carries in kipconsumer/_native_libs: auditwheel must not graft them
+#: again (``auditwheel repair --exclude``); the extensions find them through ``$ORIGIN/_native_libs``.
 CARRIED_SONAMES = ("librdkafka-kipc.so.1", SONAME)
 
 

@@ -110,7 +110,8 @@ def test_graft_copies_the_library_renamed_and_licences_and_replaces_another_graf
                                    _elf_library(second_dir, "librdkafka-bbbbbbbb.so.1"),
                                    "confluent_kafka-0.dist-info/licenses/LICENSE": b"L"})
     assert carried_librdkafka.graft(tmp_path, second) == lib
-    assert sorted(p.name for p in (tmp_path / "_native_libs").glob("*.so*")) == [carried_librdkafka.CARRIED_SONAME]
+    grafted = sorted(p.name for p in (tmp_path / "_native_libs").glob("*.so*"))
+    assert grafted == [carried_librdkafka.CARRIED_SONAME]
     assert second.name in (tmp_path / "_native_libs" / carried_librdkafka.SOURCE_NAME).read_text()
 
 
@@ -160,9 +161,9 @@ def test_confluent_kafka_in_the_same_process_keeps_its_own_librdkafka(order: tup
     with the bundled jemalloc, and confluent-kafka frees some of what its library returns with libc's
     free() (a crash when that library was ours)."""
     pytest.importorskip("confluent_kafka")
-    out = subprocess.run([sys.executable, "-c", _BOTH_CLIENTS, *order], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120, env={**{k: v for k, v in os.environ.items() if k != _loader.OVERRIDE_ENV},
-                                           "PYTHONPATH": str(ROOT)})
+    env = {k: v for k, v in os.environ.items() if k != _loader.OVERRIDE_ENV}
+    out = subprocess.run([sys.executable, "-c", _BOTH_CLIENTS, *order], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env={**env, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr[-3000:]
     mapped = out.stdout.split()
     assert len(mapped) == 2, mapped
