@@ -46,8 +46,8 @@ setup() {
     # C unit tests, openssl for the certificates of KafkaCluster(sasl_ssl=True) (tests/test_security_*.py).
     # librdkafka itself is not linked by kipconsumer: the build grafts the one it carries into
     # kipconsumer/_native_libs/ (from confluent-kafka's manylinux wheel, cached in ~/.cache/kipconsumer/librdkafka).
-    # autoconf generates jemalloc's configure (scripts/native_bundle.py: the allocator librdkafka can be bound
-    # to; built on first use by bench/alloc_ab.py and the opt-in tests/test_allocator.py, not by setup).
+    # autoconf generates jemalloc's configure (scripts/native_bundle.py: the allocator the carried librdkafka
+    # is bound to, as in the wheels; built once into ~/.cache/kipconsumer/jemalloc, ~2 min on 2 cores).
     # prometheus: the real server tests/test_metrics_prometheus.py scrapes the exporter with.
     apt_install kcat gcc python3-dev python3-venv librdkafka-dev valgrind openssl autoconf prometheus
     # Java 17 for Spark (local[2]) and for real Apache Kafka (kipconsumer.testing.KafkaCluster);
@@ -75,7 +75,17 @@ setup() {
     log "building native modules"
     flock /tmp/kipconsumer-build.lock "$VENV/bin/python" setup.py -q build_ext --inplace >/dev/null 2>"$VENV/.build.log" \
         || { cat "$VENV/.build.log" >&2; exit 1; }
-    "$VENV/bin/python" -c 'import kipconsumer; print("kipconsumer ready, librdkafka", kipconsumer.librdkafka_version()[0])'
+    # The wheels' librdkafka allocates with the bundled jemalloc (issue #37); so does the checkout's, so the
+    # tests run what users install. KIPCONSUMER_ALLOCATOR=libc keeps glibc's malloc (a fresh graft).
+    if [ "${KIPCONSUMER_ALLOCATOR:-jemalloc}" = "libc" ]; then
+        rm -rf kipconsumer/_native_libs
+        flock /tmp/kipconsumer-build.lock "$VENV/bin/python" setup.py -q build_ext --inplace >/dev/null 2>"$VENV/.build.log" \
+            || { cat "$VENV/.build.log" >&2; exit 1; }
+    else
+        log "binding the carried librdkafka to the bundled jemalloc (scripts/native_bundle.py)"
+        flock /tmp/kipconsumer-build.lock "$VENV/bin/python" scripts/native_bundle.py bind kipconsumer/_native_libs >/dev/null
+    fi
+    "$VENV/bin/python" -c 'import kipconsumer; i = kipconsumer.native_build_info(); print("kipconsumer ready, librdkafka", i["librdkafka_version"], "allocating with", i["allocator"])'
     log "Apache Kafka's jars (kipconsumer.testing.KafkaCluster)"
     "$VENV/bin/python" -c 'from kipconsumer.testing._distribution import resolve_distribution as r, find_java as j
 j(); d = r(); print("Apache Kafka", d.version, "in", d.libs)'

@@ -1,12 +1,14 @@
 """Build the native core of kipconsumer: the Cython modules with the C core compiled in.
 
 Needs only a C compiler and Python's headers (and what the build backend installs: setuptools,
-Cython). librdkafka is neither a header nor a link dependency: ``csrc/rdk.h`` declares the part of
-its API we call, the extensions leave those symbols undefined, and at import ``kipconsumer._loader``
-loads the librdkafka the package carries in ``kipconsumer/_native_libs/`` globally so the dynamic
-linker resolves them. Every build that produces something importable (``build_py``, so wheels;
-``build_ext --inplace``; editable installs) grafts that library there first, from confluent-kafka's
-manylinux wheel (``build_support/carried_librdkafka.py``; see docs/releasing.md).
+Cython). librdkafka's headers are not needed: ``csrc/rdk.h`` declares the part of its API we call.
+Each extension that calls it is linked against the librdkafka the package carries in
+``kipconsumer/_native_libs/`` (``DT_NEEDED`` of its SONAME ``librdkafka-kipc.so.1``, found through
+the run path ``$ORIGIN/_native_libs``), so its symbols resolve to that library and to no other
+librdkafka in the process (confluent-kafka's, say), and no other resolves to ours. Every build that
+produces something importable (``build_py``, so wheels; ``build_ext``; editable installs) grafts that
+library there first, from confluent-kafka's manylinux wheel (``build_support/carried_librdkafka.py``;
+see docs/releasing.md).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))  # build_support/, next to this file in the checkout and the sdist
-from build_support.carried_librdkafka import CarriedLibraryError, graft  # noqa: E402
+from build_support.carried_librdkafka import CARRIED_SONAME, LIBS_DIR, CarriedLibraryError, graft  # noqa: E402
 
 CSRC = ROOT / "csrc"
 PKG = ROOT / "kipconsumer"
@@ -67,6 +69,13 @@ def c_sources_for(pyx: Path) -> list[str]:
     return sorted(str(p.relative_to(ROOT)) for p in sources)
 
 
+def librdkafka_link_args() -> list[str]:
+    """Link against the carried librdkafka (only a module that calls it records the dependency)."""
+    libs = PKG / LIBS_DIR
+    return [f"-L{libs}", f"-Wl,-rpath-link,{libs}", "-Wl,--as-needed", f"-l:{CARRIED_SONAME}",
+            "-Wl,--no-as-needed", f"-Wl,-rpath,$ORIGIN/{LIBS_DIR}"]
+
+
 def extensions() -> list[Extension]:
     headers = sorted(str(p.relative_to(ROOT)) for p in CSRC.glob("*.h"))
     debug = os.environ.get("KIPCONSUMER_DEBUG_BUILD") == "1"
@@ -88,7 +97,7 @@ def extensions() -> list[Extension]:
                 include_dirs=["csrc"],
                 depends=headers,
                 extra_compile_args=cflags + ["-std=gnu11", "-Wall", "-Wno-unused-function"],
-                extra_link_args=[f"-fsanitize={sanitize}"] if sanitize else [],
+                extra_link_args=([f"-fsanitize={sanitize}"] if sanitize else []) + librdkafka_link_args(),
             )
         )
     return cythonize(
@@ -131,8 +140,7 @@ class BuildPy(build_py):
 
 class BuildExt(build_ext):
     def run(self) -> None:
-        if self.inplace:  # the checkout itself becomes importable: it needs the library too
-            graft_librdkafka()
+        graft_librdkafka()  # the extensions link against it
         super().run()
 
     def build_extensions(self) -> None:

@@ -26,6 +26,7 @@ import os
 import platform
 import shutil
 import ssl
+import struct
 import tempfile
 import urllib.request
 import zipfile
@@ -36,6 +37,10 @@ WHEEL_ENV = "KIPCONSUMER_CONFLUENT_WHEEL"
 LIBS_DIR = "_native_libs"
 LICENSE_NAME = "LICENSES-librdkafka.txt"
 SOURCE_NAME = "SOURCE.txt"
+#: the file name and SONAME of the carried library: not confluent-kafka's (``librdkafka-<hash>.so.1``), so a
+#: confluent-kafka loaded in the same process keeps its own copy and never binds to ours (which may
+#: allocate with another allocator: scripts/native_bundle.py). At most as long as the name it replaces.
+CARRIED_SONAME = "librdkafka-kipc.so.1"
 _INDEX = "https://pypi.org/simple"
 
 
@@ -128,14 +133,77 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _vaddr_to_offset(data: bytes, vaddr: int) -> int:
+    (phoff,) = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    for i in range(phnum):
+        p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from(
+            "<IIQQQQ", data, phoff + i * phentsize)
+        if p_type == 1 and p_vaddr <= vaddr < p_vaddr + p_filesz:  # PT_LOAD
+            return int(p_offset + vaddr - p_vaddr)
+    raise CarriedLibraryError(f"address {vaddr:#x} is in no loadable segment")
+
+
+def _soname_location(data: bytes) -> tuple[int, int]:
+    """(file offset, length) of the DT_SONAME string of a little-endian ELF64 shared library."""
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise CarriedLibraryError("not a little-endian ELF64 shared library")
+    (phoff,) = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    dynamic = None
+    for i in range(phnum):
+        p_type, _flags, p_offset, _vaddr, _paddr, p_filesz = struct.unpack_from(
+            "<IIQQQQ", data, phoff + i * phentsize)
+        if p_type == 2:  # PT_DYNAMIC
+            dynamic = (p_offset, p_filesz)
+    if dynamic is None:
+        raise CarriedLibraryError("no dynamic section")
+    strtab = soname = None
+    for pos in range(dynamic[0], dynamic[0] + dynamic[1], 16):
+        tag, value = struct.unpack_from("<qQ", data, pos)
+        if tag == 0:
+            break
+        if tag == 5:  # DT_STRTAB
+            strtab = value
+        elif tag == 14:  # DT_SONAME
+            soname = value
+    if strtab is None or soname is None:
+        raise CarriedLibraryError("no SONAME")
+    start = _vaddr_to_offset(data, strtab) + soname
+    return start, data.index(b"\0", start) - start
+
+
+def read_soname(lib: Path) -> str:
+    """The SONAME of the ELF64 shared library ``lib``."""
+    data = lib.read_bytes()
+    start, length = _soname_location(data)
+    return data[start:start + length].decode()
+
+
+def set_soname(lib: Path, soname: str) -> None:
+    """Rewrite the SONAME of ``lib`` in place; the new name may not be longer than the old one.
+
+    The string is overwritten inside the dynamic string table (padded with NULs), so nothing moves
+    and no tool beyond the standard library is needed.
+    """
+    data = bytearray(lib.read_bytes())
+    start, length = _soname_location(bytes(data))
+    new = soname.encode()
+    if len(new) > length:
+        raise CarriedLibraryError(f"{lib.name}: SONAME {soname!r} is longer than the {length} bytes in place")
+    data[start:start + length] = new + b"\0" * (length - len(new))
+    lib.write_bytes(bytes(data))
+
+
 def graft(package_dir: Path, wheel: Path | None = None) -> Path:
     """Put the wheel's librdkafka and licence texts into ``package_dir/_native_libs`` (idempotent).
 
-    Returns the library's path. A directory grafted from another wheel is replaced.
+    The library is renamed, file and SONAME, to :data:`CARRIED_SONAME`. Returns its path. A directory
+    grafted from another wheel (or by an older version of this function) is replaced.
     """
     wheel = wheel or source_wheel()
     dest = package_dir / LIBS_DIR
-    stamp = f"{wheel.name} sha256={_sha256(wheel)}\n"
+    stamp = f"{wheel.name} sha256={_sha256(wheel)} soname={CARRIED_SONAME}\n"
     libs = sorted(dest.glob("librdkafka*.so*"))
     if libs and (dest / SOURCE_NAME).is_file() and (dest / SOURCE_NAME).read_text() == stamp:
         return libs[0]
@@ -149,8 +217,12 @@ def graft(package_dir: Path, wheel: Path | None = None) -> Path:
         os.chmod(tmp, 0o755)
         try:
             for name in lib_names:
-                (tmp / Path(name).name).write_bytes(zf.read(name))
-                os.chmod(tmp / Path(name).name, 0o755)
+                base = Path(name).name
+                target = tmp / (CARRIED_SONAME if base.startswith("librdkafka") else base)
+                target.write_bytes(zf.read(name))
+                os.chmod(target, 0o755)
+                if target.name == CARRIED_SONAME:
+                    set_soname(target, CARRIED_SONAME)
             (tmp / LICENSE_NAME).write_bytes(b"\n\n".join(zf.read(n) for n in licenses))
             (tmp / SOURCE_NAME).write_text(stamp)
             shutil.rmtree(dest, ignore_errors=True)

@@ -1,11 +1,11 @@
 /* The librdkafka C API that kipconsumer uses, declared here: the single include point.
  *
- * kipconsumer does not compile against librdkafka's headers nor link against its shared
- * library.  The extension modules leave these symbols undefined; at import,
- * kipconsumer._loader loads the librdkafka that the installed confluent-kafka wheel ships
- * (RTLD_GLOBAL) after checking rd_kafka_version() >= KC_RDK_MIN_VERSION, and the dynamic
- * linker resolves the symbols against it.  So any confluent-kafka whose librdkafka is at
- * least KC_RDK_MIN_VERSION serves, and the build needs only a C compiler.
+ * kipconsumer does not compile against librdkafka's headers.  The extension modules that
+ * call it are linked against the librdkafka the package carries (kipconsumer/_native_libs/,
+ * SONAME librdkafka-kipc.so.1, grafted from confluent-kafka's wheel by the build); at import,
+ * kipconsumer._loader loads that library locally after checking rd_kafka_version() >=
+ * KC_RDK_MIN_VERSION, and the modules' dependency resolves to it.  The build needs only a C
+ * compiler.
  *
  * Only what kipconsumer calls is declared, with the signatures and numeric values of
  * librdkafka's public, stable ABI (enum values and struct layouts are part of that ABI;

@@ -1,13 +1,18 @@
 """Find and load the librdkafka that the native modules call, before any of them is imported.
 
-The extension modules are not linked against librdkafka (see ``csrc/rdk.h``): their
-librdkafka symbols are resolved at import against the shared library kipconsumer carries in
-``kipconsumer/_native_libs/`` (grafted there when the wheel, or the editable checkout, is built:
-``build_support/carried_librdkafka.py``). ``$KIPCONSUMER_LIBRDKAFKA=/path/to/librdkafka.so.1``
-loads another build instead (experiments). This module loads the library once, by absolute path
-and with ``RTLD_GLOBAL`` (after :func:`kipconsumer._allocator.prepare` has loaded the allocator a
-bound copy needs, ``scripts/native_bundle.py``), and checks that it is at least :data:`MIN_VERSION`;
-an older one raises ``ImportError`` naming both versions.
+The extension modules that call librdkafka are linked against the library kipconsumer carries in
+``kipconsumer/_native_libs/`` (SONAME ``librdkafka-kipc.so.1``; grafted there when the wheel, or the
+checkout, is built: ``build_support/carried_librdkafka.py``). This module loads it once, by absolute
+path and **locally** (after :func:`kipconsumer._allocator.prepare` has loaded the allocator a bound
+copy needs, ``scripts/native_bundle.py``), so the modules' dependency resolves to it by SONAME and no
+other library in the process (confluent-kafka's extension, which carries its own librdkafka) ever
+binds to its symbols; and checks that it is at least :data:`MIN_VERSION` (an older one raises
+``ImportError`` naming both versions).
+
+``$KIPCONSUMER_LIBRDKAFKA=/path/to/librdkafka.so.1`` loads another build instead (experiments). A
+library with the carried SONAME (``scripts/native_bundle.py bound-copy`` writes one) is loaded
+locally in its place; any other is loaded with ``RTLD_GLOBAL`` so it takes precedence over the
+carried one, and then serves every librdkafka user loaded after it in the process.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from kipconsumer import _allocator
 MIN_VERSION = 0x020600FF
 MIN_VERSION_STR = "2.6.0"
 OVERRIDE_ENV = "KIPCONSUMER_LIBRDKAFKA"
+CARRIED_SONAME = "librdkafka-kipc.so.1"  # build_support/carried_librdkafka.py's
 CARRIED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native_libs")
 
 _loaded: ctypes.CDLL | None = None
@@ -64,14 +70,26 @@ def check_version(version: int, path: str) -> None:
         )
 
 
+def _has_carried_soname(path: str) -> bool:
+    """Whether the library at ``path`` names itself ``CARRIED_SONAME`` (its dynamic string table says so)."""
+    if os.path.dirname(path) == CARRIED_DIR:
+        return True
+    try:
+        with open(path, "rb") as f:
+            return (b"\0" + CARRIED_SONAME.encode() + b"\0") in f.read()
+    except OSError:
+        return False
+
+
 def load() -> None:
-    """Load librdkafka once, globally, after checking its version."""
+    """Load librdkafka once (locally, unless an override names another SONAME), after checking its version."""
     global _loaded, _loaded_path
     if _loaded is not None:
         return
     path = librdkafka_path()
     _allocator.prepare(os.path.dirname(path))
-    lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    mode = ctypes.RTLD_LOCAL if _has_carried_soname(path) else ctypes.RTLD_GLOBAL
+    lib = ctypes.CDLL(path, mode=mode)
     lib.rd_kafka_version.restype = ctypes.c_int
     lib.rd_kafka_version.argtypes = []
     check_version(lib.rd_kafka_version(), path)

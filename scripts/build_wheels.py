@@ -46,6 +46,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # cross_aarch64, emulated_aarch64
+import native_bundle  # noqa: E402
+
 from build_support import carried_librdkafka  # noqa: E402
 
 DEFAULT_PYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
@@ -181,10 +183,12 @@ def zig_env(arch: Arch, zig: str = f"{sys.executable} -m ziglang", cflags: str =
 
 
 def repair(wheel: Path, arch: Arch, out: Path) -> Path:
-    """``auditwheel repair`` into ``out`` and check with ``auditwheel show``."""
+    """Bind the wheel's librdkafka to the bundled jemalloc, ``auditwheel repair`` into ``out`` and check
+    with ``auditwheel show``."""
+    native_bundle.bind_wheel(wheel, arch.name)
     before = set(out.glob("kipconsumer-*.whl"))
     run([sys.executable, "-m", "auditwheel", "repair", "--plat", arch.platform_tag, "-w", str(out),
-         str(wheel)])
+         *native_bundle.auditwheel_excludes(), str(wheel)])
     (repaired,) = sorted(set(out.glob("kipconsumer-*.whl")) - before) or [out / wheel.name]
     shown = " ".join(run([sys.executable, "-m", "auditwheel", "show", str(repaired)]).stdout.split())
     verdict = f'consistent with the following platform tag: "{arch.platform_tag}"'

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # build_support/ of the checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # native_bundle, beside this file
+import native_bundle  # noqa: E402
 
 ZIG_TARGET = "aarch64-linux-gnu.2.28"
 PLATFORM = "manylinux_2_28_aarch64"
@@ -322,9 +324,11 @@ def build_wheel(version: str, python: str | None, prepared: PreparedSource, out:
     raw = work / f"raw-{version}"
     raw.mkdir(parents=True, exist_ok=True)
     wheel = write_wheel(prepared.src, stage, version, raw)
+    native_bundle.bind_wheel(wheel, "aarch64")
     before = set(out.glob("kipconsumer-*aarch64*.whl"))
     auditwheel = [sys.executable, "-c", _AUDITWHEEL_AS_AARCH64]
-    _run([*auditwheel, "repair", "--plat", PLATFORM, "-w", str(out), str(wheel)])
+    _run([*auditwheel, "repair", "--plat", PLATFORM, "-w", str(out), *native_bundle.auditwheel_excludes(),
+          str(wheel)])
     (repaired,) = sorted(set(out.glob("kipconsumer-*aarch64*.whl")) - before) or [out / wheel.name]
     shown = " ".join(_run([*auditwheel, "show", str(repaired)]).split())  # auditwheel wraps its lines
     if PLATFORM not in repaired.name or f'following platform tag: "{PLATFORM}"' not in shown:

@@ -14,7 +14,8 @@ private jemalloc without touching the rest of the process:
    other import stays libc's; :func:`allocating_imports` refuses a librdkafka that imports a libc
    function returning memory the caller frees which :data:`RENAMES` does not cover.
 
-The wheel build calls ``bind_allocator(lib_dir, arch)`` on the grafted libraries; for experiments
+The wheel build calls :func:`bind_wheel` on each wheel before ``auditwheel repair``, and ``./dev.sh
+setup`` binds the checkout's grafted library (``bind kipconsumer/_native_libs``); for experiments
 ``python scripts/native_bundle.py bound-copy --out DIR`` writes a bound copy of the installed
 librdkafka, to load with ``KIPCONSUMER_LIBRDKAFKA=DIR/<name>`` (docs/releasing.md).
 """
@@ -290,7 +291,9 @@ def _patchelf() -> str:
 
 def bind_library(lib: Path, jemalloc: Path) -> None:
     """Rewrite ``lib`` in place to allocate with ``jemalloc``, which is copied beside it."""
-    if is_bound(lib):
+    if is_bound(lib):  # a copy of a bound library still needs its allocator beside it
+        if not (lib.parent / SONAME).exists():
+            shutil.copy2(jemalloc, lib.parent / SONAME)
         return
     leftover = allocating_imports(lib)
     if leftover:
@@ -340,6 +343,36 @@ def bind_allocator(lib_dir: str | os.PathLike[str], arch: str) -> list[Path]:
         bind_library(lib, jemalloc)
     shutil.copy2(jemalloc_license(arch), directory / "LICENSE.jemalloc")
     return libs
+
+
+#: the libraries of ours the wheel carries in kipconsumer/_native_libs: auditwheel must not graft them
+#: again (``auditwheel repair --exclude``); the extensions find them through ``$ORIGIN/_native_libs``.
+CARRIED_SONAMES = ("librdkafka-kipc.so.1", SONAME)
+
+
+def auditwheel_excludes() -> list[str]:
+    """``auditwheel repair`` arguments that leave :data:`CARRIED_SONAMES` where the wheel has them."""
+    return [arg for name in CARRIED_SONAMES for arg in ("--exclude", name)]
+
+
+def bind_wheel(wheel: Path, arch: str) -> None:
+    """Bind the librdkafka inside ``wheel`` (kipconsumer/_native_libs/) to the bundled jemalloc, in place.
+
+    Unpacks the wheel, binds, and packs it again with ``python -m wheel pack`` (which rewrites RECORD
+    with the new hashes). Idempotent.
+    """
+    with tempfile.TemporaryDirectory(prefix="kc-bind-wheel-") as tmp:
+        _run([sys.executable, "-m", "wheel", "unpack", "-d", tmp, str(wheel)])
+        (tree,) = Path(tmp).iterdir()
+        libs = tree / "kipconsumer" / "_native_libs"
+        if all(is_bound(lib) for lib in librdkafka_in(libs)) and (libs / SONAME).exists():
+            return
+        bind_allocator(libs, arch)
+        out = Path(tmp) / "packed"
+        out.mkdir()
+        _run([sys.executable, "-m", "wheel", "pack", "-d", str(out), str(tree)])
+        (packed,) = out.glob("*.whl")
+        shutil.move(str(packed), str(wheel))
 
 
 def installed_librdkafka() -> Path:

@@ -62,6 +62,8 @@ def test_kipconsumer_imports_and_runs_without_confluent_kafka() -> None:
 def test_override_env_loads_that_library(tmp_path: Path) -> None:
     other = tmp_path / "librdkafka-experiment.so.1"
     shutil.copyfile(_loader.librdkafka_path(), other)
+    for sibling in Path(_loader.CARRIED_DIR).glob("libkipconsumer-*.so*"):  # a bound library's allocator
+        shutil.copyfile(sibling, tmp_path / sibling.name)
     out = _import(_REPORT, {_loader.OVERRIDE_ENV: str(other)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[1:] == [str(other)]
@@ -82,21 +84,91 @@ def _a_wheel(tmp_path: Path, members: dict[str, bytes]) -> Path:
     return wheel
 
 
-def test_graft_copies_the_library_and_licences_and_replaces_another_graft(tmp_path: Path) -> None:
-    first = _a_wheel(tmp_path, {"confluent_kafka.libs/librdkafka-aaaa.so.1": b"ELF-a",
+def _elf_library(tmp_path: Path, soname: str) -> bytes:
+    """A real (empty) ELF shared library named ``soname``, compiled here."""
+    src, lib = tmp_path / "empty.c", tmp_path / soname
+    src.write_text("int kc_test_marker(void) { return 1; }\n")
+    subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(lib),
+                    str(src)], check=True, timeout=60)
+    return lib.read_bytes()
+
+
+def test_graft_copies_the_library_renamed_and_licences_and_replaces_another_graft(tmp_path: Path) -> None:
+    first = _a_wheel(tmp_path, {"confluent_kafka.libs/librdkafka-aaaaaaaa.so.1":
+                                _elf_library(tmp_path, "librdkafka-aaaaaaaa.so.1"),
                                 "confluent_kafka-0.dist-info/licenses/LICENSE": b"Apache and OpenSSL"})
     lib = carried_librdkafka.graft(tmp_path, first)
-    assert lib == tmp_path / "_native_libs" / "librdkafka-aaaa.so.1" and lib.read_bytes() == b"ELF-a"
+    assert lib == tmp_path / "_native_libs" / carried_librdkafka.CARRIED_SONAME
+    assert carried_librdkafka.read_soname(lib) == carried_librdkafka.CARRIED_SONAME
     assert (tmp_path / "_native_libs" / carried_librdkafka.LICENSE_NAME).read_bytes() == b"Apache and OpenSSL"
     assert first.name in (tmp_path / "_native_libs" / carried_librdkafka.SOURCE_NAME).read_text()
     assert carried_librdkafka.graft(tmp_path, first) == lib  # idempotent
 
     second_dir = tmp_path / "second"
     second_dir.mkdir()
-    second = _a_wheel(second_dir, {"confluent_kafka.libs/librdkafka-bbbb.so.1": b"ELF-b",
+    second = _a_wheel(second_dir, {"confluent_kafka.libs/librdkafka-bbbbbbbb.so.1":
+                                   _elf_library(second_dir, "librdkafka-bbbbbbbb.so.1"),
                                    "confluent_kafka-0.dist-info/licenses/LICENSE": b"L"})
-    assert carried_librdkafka.graft(tmp_path, second).name == "librdkafka-bbbb.so.1"
-    assert sorted(p.name for p in (tmp_path / "_native_libs").glob("*.so*")) == ["librdkafka-bbbb.so.1"]
+    assert carried_librdkafka.graft(tmp_path, second) == lib
+    grafted = sorted(p.name for p in (tmp_path / "_native_libs").glob("*.so*"))
+    assert grafted == [carried_librdkafka.CARRIED_SONAME]
+    assert second.name in (tmp_path / "_native_libs" / carried_librdkafka.SOURCE_NAME).read_text()
+
+
+def test_set_soname_refuses_a_longer_name_and_a_file_that_is_no_library(tmp_path: Path) -> None:
+    lib = tmp_path / "short.so"
+    lib.write_bytes(_elf_library(tmp_path, "libs.so.1"))
+    with pytest.raises(carried_librdkafka.CarriedLibraryError, match="longer than the 9 bytes"):
+        carried_librdkafka.set_soname(lib, "libmuchlonger.so.1")
+    carried_librdkafka.set_soname(lib, "libt.so")
+    assert carried_librdkafka.read_soname(lib) == "libt.so"
+    (tmp_path / "text.so").write_bytes(b"not an ELF file")
+    with pytest.raises(carried_librdkafka.CarriedLibraryError, match="not a little-endian ELF64"):
+        carried_librdkafka.read_soname(tmp_path / "text.so")
+
+
+_BOTH_CLIENTS = """
+import sys
+first, second = sys.argv[1:3]
+__import__(first); __import__(second)
+import confluent_kafka, confluent_kafka.admin, kipconsumer
+from kipconsumer.broker import EmbeddedBroker
+with EmbeddedBroker(num_brokers=1) as b:
+    b.create_topic('t', partitions=1)
+    admin = confluent_kafka.admin.AdminClient({'bootstrap.servers': b.bootstrap_servers})
+    assert 't' in admin.list_topics(timeout=10).topics
+    p = confluent_kafka.Producer({'bootstrap.servers': b.bootstrap_servers})
+    p.produce('t', b'from confluent'); assert p.flush(10) == 0
+    with kipconsumer.KafkaProducer({'bootstrap.servers': b.bootstrap_servers}) as kp:
+        kp.send('t', value=b'from kipconsumer').result(10)
+    c = kipconsumer.KafkaConsumer({'bootstrap.servers': b.bootstrap_servers, 'auto.offset.reset': 'earliest'})
+    c.assign([kipconsumer.TopicPartition('t', 0)])
+    values = []
+    for _ in range(100):
+        values += [r.value for r in c.poll(200)]
+        if len(values) == 2:
+            break
+    c.close()
+    assert values == [b'from confluent', b'from kipconsumer'], values
+maps = open('/proc/self/maps').read()
+print('\\n'.join(sorted({line.split()[-1] for line in maps.splitlines() if 'librdkafka' in line})))
+"""
+
+
+@pytest.mark.parametrize("order", [("kipconsumer", "confluent_kafka"), ("confluent_kafka", "kipconsumer")])
+def test_confluent_kafka_in_the_same_process_keeps_its_own_librdkafka(order: tuple[str, str]) -> None:
+    """Neither client binds to the other's librdkafka, whichever is imported first: ours may allocate
+    with the bundled jemalloc, and confluent-kafka frees some of what its library returns with libc's
+    free() (a crash when that library was ours)."""
+    pytest.importorskip("confluent_kafka")
+    env = {k: v for k, v in os.environ.items() if k != _loader.OVERRIDE_ENV}
+    out = subprocess.run([sys.executable, "-c", _BOTH_CLIENTS, *order], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env={**env, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    mapped = out.stdout.split()
+    assert len(mapped) == 2, mapped
+    assert os.path.join(_loader.CARRIED_DIR, carried_librdkafka.CARRIED_SONAME) in mapped, mapped
+    assert any("confluent_kafka.libs" in m for m in mapped), mapped
 
 
 def test_graft_refuses_a_wheel_without_librdkafka(tmp_path: Path) -> None:

@@ -90,6 +90,10 @@ def test_sdist_holds_the_sources_and_wheels_only_what_runs(dist: Path) -> None:
         carried = [n for n in names if n.startswith("kipconsumer/_native_libs/librdkafka")]
         assert len(carried) == 1 and carried[0].endswith(".so.1"), carried
         assert "kipconsumer/_native_libs/LICENSES-librdkafka.txt" in names
+        # librdkafka allocates with the bundled jemalloc (scripts/native_bundle.py bind_wheel)
+        assert carried == ["kipconsumer/_native_libs/librdkafka-kipc.so.1"], carried
+        assert "kipconsumer/_native_libs/libkipconsumer-jemalloc.so.2" in names
+        assert "kipconsumer/_native_libs/LICENSE.jemalloc" in names
         assert not any(n.startswith("build_support") for n in names)
 
 

@@ -67,6 +67,12 @@ def _dynamic_symbols(path: Path, undefined: bool) -> set[str]:
     return names
 
 
+def _needed_libraries(path: Path) -> list[str]:
+    out = subprocess.run(["readelf", "-d", "-W", str(path)], check=True, capture_output=True,
+                         text=True).stdout
+    return [line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
+
+
 #: compiled modules that call no librdkafka function (the thread contract: kipconsumer/_owner.pyx)
 WITHOUT_LIBRDKAFKA = frozenset({"_owner"})
 
@@ -101,14 +107,20 @@ def test_cross_built_wheel_is_aarch64_and_links_against_its_carried_librdkafka(
     carried = sorted((tmp_path / "wheel" / "kipconsumer" / "_native_libs").glob("librdkafka*.so*"))
     assert len(carried) == 1, carried
     librdkafka = carried[0]
+    assert librdkafka.name == "librdkafka-kipc.so.1"
+    assert "kc_alloc_free" in _dynamic_symbols(librdkafka, undefined=True), "not bound to jemalloc"
+    assert (librdkafka.parent / "libkipconsumer-jemalloc.so.2").is_file()
     exported = _dynamic_symbols(librdkafka, undefined=False)
     for module in modules:
         needed = {s for s in _dynamic_symbols(module, undefined=True) if s.startswith("rd_kafka")}
+        libraries = _needed_libraries(module)
         if module.name.split(".")[0] in WITHOUT_LIBRDKAFKA:
             assert not needed, (module.name, sorted(needed))
+            assert librdkafka.name not in libraries, module.name
             continue
         assert needed, f"{module.name} calls no rd_kafka_* function?"
         assert needed <= exported, (module.name, sorted(needed - exported))
+        assert librdkafka.name in libraries, (module.name, libraries)  # linked: no other librdkafka binds
 
 
 @pytest.mark.slow
