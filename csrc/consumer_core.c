@@ -5,12 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
-#define KC_REFILL_CHUNK 1024
+#include "event_fd.h"
 
-static const uint64_t kc_one = 1;
+#define KC_REFILL_CHUNK 1024
 
 kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, kc_fairness_t fairness,
                                int64_t max_poll_interval_ms, char *errstr, size_t errlen) {
@@ -19,7 +18,7 @@ kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, k
         snprintf(errstr, errlen, "out of memory");
         return NULL;
     }
-    c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    c->wake_fd = kc_event_fd_new();
     if (c->wake_fd < 0) {
         snprintf(errstr, errlen, "eventfd: %s", strerror(errno));
         free(c);
@@ -27,7 +26,7 @@ kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, k
     }
     kc_ps_init_buffer(&c->fb);
     kc_owner_lock_init(&c->lock);
-    c->prefetch.fd = -1;
+    kc_prefetch_init(&c->prefetch);
     c->max_poll_records = max_poll_records;
     c->fairness = fairness;
     c->prefetch_floor = 64;
@@ -61,18 +60,18 @@ int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk) {
     c->cq = rd_kafka_queue_get_consumer(rk);
     if (!c->cq)
         return -1;
-    rd_kafka_queue_io_event_enable(c->cq, c->wake_fd, &kc_one, sizeof(kc_one));
+    rd_kafka_queue_io_event_enable(c->cq, c->wake_fd, &kc_event_fd_one, sizeof(kc_event_fd_one));
     c->fetchq = rd_kafka_queue_new(rk);
     if (!c->fetchq)
         return -1;
-    rd_kafka_queue_io_event_enable(c->fetchq, c->wake_fd, &kc_one, sizeof(kc_one));
+    rd_kafka_queue_io_event_enable(c->fetchq, c->wake_fd, &kc_event_fd_one, sizeof(kc_event_fd_one));
     return 0;
 }
 
 void kc_consumer_free(kc_consumer_t *c) {
     if (!c)
         return;
-    kc_prefetch_stop(c);
+    kc_prefetch_stop(&c->prefetch);
     kc_ps_remove_all(&c->fb);
     kc_fb_destroy(&c->fb);
     if (c->fetchq) {
@@ -154,8 +153,7 @@ rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c) {
 
 void kc_consumer_wakeup(kc_consumer_t *c) {
     atomic_store(&c->wakeup, 1);
-    ssize_t r = write(c->wake_fd, &kc_one, sizeof(kc_one));
-    (void)r;
+    kc_event_fd_signal(c->wake_fd);
 }
 
 static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n);
@@ -211,7 +209,7 @@ size_t kc_consumer_budget(const kc_consumer_t *c) {
 
 /* Buffers one run of messages of the same partition (in offset order), dropping those of
  * partitions no longer assigned and those the record filters (record_filters.h) turn away: the
- * seek guard's, copies of offsets already returned or buffered (kc_fb_next_offset) and records
+ * seek guard's, copies of offsets already returned or buffered (kc_ps_next_offset) and records
  * below the committed offset the partition was assigned at. */
 static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
     kc_partition_t *p = kc_ps_find(&c->fb, rd_kafka_topic_name(msgs[0]->rkt), msgs[0]->partition);
@@ -283,14 +281,7 @@ static int hungry(const kc_fetch_buffer_t *fb, size_t target) {
     return 0;
 }
 
-/* Moves records from the shared fetch queue into the partitions' rings (see
- * kc_consumer_budget() for how far; at most `limit`; `bounded`: never past ring_max_records /
- * ring_max_bytes, the budget included). Records of a paused partition still queued there are
- * dropped by librdkafka (pause sets a version barrier; fetching resumes after what was
- * taken). Error events go to the pending list. */
-/* Records that still fit below the buffer's hard bounds, estimated from the average size of
- * what is buffered (1 KiB if nothing is); at least 1 while below both. */
-static size_t room(const kc_consumer_t *c) {
+size_t kc_consumer_room(const kc_consumer_t *c) {
     if (c->fb.records >= c->ring_max_records || c->fb.bytes >= c->ring_max_bytes)
         return 0;
     size_t avg = c->fb.records ? c->fb.bytes / c->fb.records : 1024;
@@ -299,6 +290,11 @@ static size_t room(const kc_consumer_t *c) {
     return by_bytes < by_count ? by_bytes : by_count;
 }
 
+/* Moves records from the shared fetch queue into the partitions' rings (see
+ * kc_consumer_budget() for how far; at most `limit`; `bounded`: never past ring_max_records /
+ * ring_max_bytes, the budget included). Records of a paused partition still queued there are
+ * dropped by librdkafka (pause sets a version barrier; fetching resumes after what was
+ * taken). Error events go to the pending list. */
 size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded) {
     size_t budget = kc_consumer_budget(c);
     size_t target = kc_fb_target(&c->fb, c->max_poll_records, c->prefetch_floor);
@@ -309,7 +305,7 @@ size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded) {
         if (limit - moved < want)
             want = limit - moved;
         if (bounded) {
-            size_t r = room(c);
+            size_t r = kc_consumer_room(c);
             if (!r)
                 break;
             if (r < want)
@@ -350,6 +346,34 @@ size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded) {
     return moved;
 }
 
+/* The prefetch thread's refill (kc_prefetch_source_t.refill): one bounded chunk; news when the
+ * buffer had nothing drainable and has now, or errors came. */
+static size_t prefetch_refill(void *ctx, size_t limit, int *news) {
+    kc_consumer_t *c = ctx;
+    size_t errors = c->n_errors;
+    size_t before = kc_fb_drainable(&c->fb);
+    size_t moved = kc_consumer_refill(c, limit, 1);
+    *news = (before == 0 && kc_fb_drainable(&c->fb) > 0) || c->n_errors != errors;
+    return moved;
+}
+
+int kc_consumer_prefetch_start(kc_consumer_t *c) {
+    kc_prefetch_source_t src = {
+        .ctx = c,
+        .refill = prefetch_refill,
+        .fetchq = c->fetchq,
+        .wake_fd = c->wake_fd,
+        .lock = &c->lock,
+        .poll_timer = &c->poll_timer,
+        .poll_waiting = &c->poll_waiting,
+    };
+    return kc_prefetch_start(&c->prefetch, &src);
+}
+
+void kc_consumer_prefetch_stop(kc_consumer_t *c) {
+    kc_prefetch_stop(&c->prefetch);
+}
+
 int kc_consumer_rebalance_pending(kc_consumer_t *c) {
     return kc_rebalance_barrier_holds(&c->barrier, c->heartbeat);
 }
@@ -371,7 +395,7 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
             st = KC_POLL_WAKEUP;
             break;
         }
-        kc_drain_eventfd(c->wake_fd);
+        kc_event_fd_drain(c->wake_fd);
         serve_consumer_queue(c);
         if (c->abort_poll) {
             c->abort_poll = 0;

@@ -94,6 +94,12 @@ int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk);
  * stops at ring_max_records / ring_max_bytes. The caller holds c->lock if the prefetch thread runs. */
 size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded);
 
+/* Starts the prefetch thread (prefetch_thread.h) with kc_consumer_refill as its refill: 0, or -1 if
+ * it could not be started (poll() then moves the records itself). */
+int kc_consumer_prefetch_start(kc_consumer_t *c);
+/* Stops and joins it (see kc_prefetch_stop); any thread; idempotent. */
+void kc_consumer_prefetch_stop(kc_consumer_t *c);
+
 /* Frees everything but rk and the heartbeat monitor (the caller closes and destroys rk
  * after this; librdkafka's threads may call the monitor until rd_kafka_destroy() returns,
  * so the caller frees c->heartbeat with kc_hb_free() then, or at once if rd_kafka_new()
@@ -110,6 +116,11 @@ kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, i
  * less than its target (its records may sit behind another partition's in the queue), up
  * to ring_max_records / ring_max_bytes, which it overshoots by less than one target. */
 size_t kc_consumer_budget(const kc_consumer_t *c);
+
+/* Records that still fit below the buffer's hard bounds (ring_max_records, ring_max_bytes), estimated
+ * from the average size of what is buffered (1 KiB if nothing is); at least 1 while below both, 0
+ * at or past either. What a bounded kc_consumer_refill may take. */
+size_t kc_consumer_room(const kc_consumer_t *c);
 
 /* Moves p's position (kc_ps_step_to) past what librdkafka skipped after p's last returned record: a trailing
  * control record (a transaction's COMMIT/ABORT marker) or records of aborted transactions under

@@ -423,7 +423,7 @@ cdef class NativeConsumer:
         _oauth_start(self.rk, oauth_cb)
         self._commits.open(self.rk, self.core.wake_fd)
         if prefetch_thread:
-            kc_prefetch_start(self.core)  # if it cannot start, poll() moves the records itself
+            kc_consumer_prefetch_start(self.core)  # if it cannot start, poll() moves the records itself
         drain_logs()
 
     def __dealloc__(self):

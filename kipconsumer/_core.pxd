@@ -135,5 +135,5 @@ cdef extern from "consumer_core.h" nogil:
     void kc_consumer_hold(kc_consumer_t *c)
     void kc_consumer_release(kc_consumer_t *c)
     void kc_consumer_release_all(kc_consumer_t *c)
-    int kc_prefetch_start(kc_consumer_t *c)
-    void kc_prefetch_stop(kc_consumer_t *c)
+    int kc_consumer_prefetch_start(kc_consumer_t *c)
+    void kc_consumer_prefetch_stop(kc_consumer_t *c)

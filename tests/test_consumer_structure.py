@@ -278,7 +278,8 @@ def partition_state_writes(sources: dict[str, str]) -> list[str]:
     found = []
     for name, text in sources.items():
         pointers = set(re.findall(r"\bkc_partition_t\s*\*\s*(\w+)", text))
-        receiver = r"(?:\b(?:kc_ps_at|kc_ps_find|_assigned)\([^()]*(?:\([^()]*\)[^()]*)*\)|\bfb\.parts\[[^\]]*\]"
+        receiver = (r"(?:\b(?:kc_ps_at|kc_ps_find|_assigned)\([^()]*(?:\([^()]*\)[^()]*)*\)"
+                    r"|\bfb\.parts\[[^\]]*\]")
         if pointers:
             receiver += r"|\b(?:" + "|".join(sorted(pointers)) + r")\b"
         receiver += ")"
@@ -399,3 +400,20 @@ def test_rejoining_asks_the_barrier_rule() -> None:
     close = (PKG / "_consumer_close.pxi").read_text()
     body = re.search(r"^cdef bint _rejoining\(.*?(?=^\S)", close, re.M | re.S)
     assert body and "kc_consumer_rejoining(" in body.group(0), "_rejoining no longer calls the C rule"
+
+
+def test_prefetch_thread_and_consumer_core_do_not_call_each_other() -> None:
+    """The prefetch thread gets its refill as a callback (kc_prefetch_source_t): prefetch_thread.{h,c}
+    include no consumer header and name no kc_consumer_ function or type, so the calls go one way
+    (consumer_core.c starts and stops the thread). The eventfd helpers are csrc/event_fd.{h,c}'s:
+    no other unit creates, signals or drains an eventfd itself."""
+    for name in ("prefetch_thread.h", "prefetch_thread.c"):
+        text = re.sub(r"/\*.*?\*/", "", (CSRC / name).read_text(), flags=re.S)
+        calls_consumer = r'#include "consumer_\w+\.h"|\bkc_consumer_\w+|\bstruct kc_consumer\b'
+        assert not re.search(calls_consumer, text), name
+    for path in sorted(CSRC.glob("*.[ch]")):
+        if path.stem == "event_fd":
+            continue
+        text = re.sub(r"/\*.*?\*/", "", path.read_text(), flags=re.S)
+        found = re.findall(r"\beventfd\s*\(|<sys/eventfd\.h>|\bkc_drain_eventfd\b", text)
+        assert not found, f"{path.name}: {found} (use csrc/event_fd.h)"
