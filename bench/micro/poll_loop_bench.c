@@ -1,7 +1,8 @@
 /* poll_loop_bench: a fixed kc_consumer_poll() loop on librdkafka's in-process mock cluster (no
  * Python, no network), for instruction counts of poll() that a shared machine's load does not skew.
  * Produces `records` records (100 B values) over `partitions` partitions, assigns them from offset 0
- * (manual assignment) and polls until every record was returned; prints records and polls.
+ * (manual assignment), waits until librdkafka has fetched them all, then polls until every record was
+ * returned; prints records and polls.
  *
  * Build (from the repository root), binary outside the checkout:
  *   LIB=$(.venv/bin/python -c 'from kipconsumer import _loader; print(_loader.librdkafka_path())')
@@ -11,11 +12,12 @@
  *      -Wl,-rpath,"$(dirname "$LIB")" -pthread
  * Run:   valgrind --tool=callgrind --toggle-collect=kc_consumer_poll /tmp/poll_loop_bench 4 40000 500
  *        (args: [partitions=4] [records=20000] [max_poll_records=500]; "Collected" is the poll cost;
- *        runs differ by about 0.5 % as librdkafka's fetch batches differ). */
+ *        runs differ a little as librdkafka's fetch batches differ). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "consumer_core.h"
 
@@ -68,6 +70,11 @@ int main(int argc, char **argv) {
     }
     rd_kafka_assign(rk, l);
     rd_kafka_topic_partition_list_destroy(l);
+    /* every record fetched before the first poll: the loop's work is then the same in every run
+     * (no poll finds the fetch queue empty and waits) */
+    time_t fetched_by = time(NULL) + 60;
+    while (rd_kafka_queue_length(c->fetchq) < (size_t)total && time(NULL) < fetched_by)
+        usleep(10000);
     rd_kafka_message_t **out = malloc(mpr * sizeof(*out));
     long got = 0, polls = 0;
     time_t deadline = time(NULL) + 120;
