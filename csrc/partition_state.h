@@ -39,7 +39,7 @@ typedef struct kc_partition {
 /* Sets up `fb` to hold kc_partition_t (its drains advance the positions). */
 void kc_ps_init_buffer(kc_fetch_buffer_t *fb);
 
-/* The partition, or NULL if not assigned. */
+/* The partition, or NULL if not assigned (fb set up by kc_ps_init_buffer, as kc_ps_at's). */
 static inline kc_partition_t *kc_ps_find(const kc_fetch_buffer_t *fb, const char *topic, int32_t partition) {
     return (kc_partition_t *)kc_fb_find(fb, topic, partition);
 }
