@@ -5,12 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
-#define KC_REFILL_CHUNK 1024
+#include "event_fd.h"
 
-static const uint64_t kc_one = 1;
+#define KC_REFILL_CHUNK 1024
 
 kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, kc_fairness_t fairness,
                                int64_t max_poll_interval_ms, char *errstr, size_t errlen) {
@@ -19,15 +18,15 @@ kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, k
         snprintf(errstr, errlen, "out of memory");
         return NULL;
     }
-    c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    c->wake_fd = kc_event_fd_new();
     if (c->wake_fd < 0) {
         snprintf(errstr, errlen, "eventfd: %s", strerror(errno));
         free(c);
         return NULL;
     }
-    kc_fb_init(&c->fb);
+    kc_ps_init_buffer(&c->fb);
     kc_owner_lock_init(&c->lock);
-    c->prefetch.fd = -1;
+    kc_prefetch_init(&c->prefetch);
     c->max_poll_records = max_poll_records;
     c->fairness = fairness;
     c->prefetch_floor = 64;
@@ -61,18 +60,19 @@ int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk) {
     c->cq = rd_kafka_queue_get_consumer(rk);
     if (!c->cq)
         return -1;
-    rd_kafka_queue_io_event_enable(c->cq, c->wake_fd, &kc_one, sizeof(kc_one));
+    rd_kafka_queue_io_event_enable(c->cq, c->wake_fd, &kc_event_fd_one, sizeof(kc_event_fd_one));
     c->fetchq = rd_kafka_queue_new(rk);
     if (!c->fetchq)
         return -1;
-    rd_kafka_queue_io_event_enable(c->fetchq, c->wake_fd, &kc_one, sizeof(kc_one));
+    rd_kafka_queue_io_event_enable(c->fetchq, c->wake_fd, &kc_event_fd_one, sizeof(kc_event_fd_one));
     return 0;
 }
 
 void kc_consumer_free(kc_consumer_t *c) {
     if (!c)
         return;
-    kc_prefetch_stop(c);
+    kc_prefetch_stop(&c->prefetch);
+    kc_ps_remove_all(&c->fb);
     kc_fb_destroy(&c->fb);
     if (c->fetchq) {
         rd_kafka_queue_io_event_enable(c->fetchq, -1, NULL, 0);
@@ -92,7 +92,7 @@ void kc_consumer_free(kc_consumer_t *c) {
 }
 
 kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, int32_t partition) {
-    kc_partition_t *p = kc_fb_add(&c->fb, topic, partition);
+    kc_partition_t *p = kc_ps_add(&c->fb, topic, partition);
     if (!p || p->queue)
         return p;
     /* A newly assigned partition starts unpaused (as in Java). librdkafka keeps the
@@ -108,7 +108,7 @@ kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, i
     /* Forwarded by the application, the queue stays forwarded when librdkafka (re)starts
      * the partition's fetcher; messages fetched before that point are routed from the
      * consumer queue instead (serve_consumer_queue). */
-    p->queue = rd_kafka_queue_get_partition(c->rk, topic, partition);
+    kc_ps_set_queue(p, rd_kafka_queue_get_partition(c->rk, topic, partition));
     if (p->queue)
         rd_kafka_queue_forward(p->queue, c->fetchq);
     return p;
@@ -116,13 +116,9 @@ kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, i
 
 static void push_error(kc_consumer_t *c, rd_kafka_message_t *m) {
     if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
-        kc_partition_t *p = kc_fb_find(&c->fb, rd_kafka_topic_name(m->rkt), m->partition);
-        /* a stop about p's current state: no committed offset to start from (never once a seek()
-         * restarted p at an offset: a report queued before that is stale), or the position refused */
-        if (p && (m->offset < 0 ? !p->fetch_restarted : m->offset == p->position)) {
-            p->fetch_stopped = 1;
-            p->stopped_offset = m->offset;
-        }
+        kc_partition_t *p = kc_ps_find(&c->fb, rd_kafka_topic_name(m->rkt), m->partition);
+        if (p)
+            kc_ps_fetch_stop_reported(p, m->offset);
     }
     if (c->n_errors < KC_MAX_PENDING_ERRORS)
         c->errors[c->n_errors++] = m;
@@ -134,8 +130,8 @@ size_t kc_consumer_drop_offset_errors(kc_consumer_t *c, const kc_partition_t *p)
     size_t kept = 0, dropped = 0;
     for (size_t i = 0; i < c->n_errors; i++) {
         rd_kafka_message_t *m = c->errors[i];
-        if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt && m->partition == p->partition &&
-            strcmp(rd_kafka_topic_name(m->rkt), p->topic) == 0) {
+        if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt && m->partition == p->q.partition &&
+            strcmp(rd_kafka_topic_name(m->rkt), p->q.topic) == 0) {
             rd_kafka_message_destroy(m);
             dropped++;
         } else {
@@ -157,16 +153,13 @@ rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c) {
 
 void kc_consumer_wakeup(kc_consumer_t *c) {
     atomic_store(&c->wakeup, 1);
-    ssize_t r = write(c->wake_fd, &kc_one, sizeof(kc_one));
-    (void)r;
+    kc_event_fd_signal(c->wake_fd);
 }
 
 static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n);
 
-void kc_consumer_fetch_restarted(kc_consumer_t *c, kc_partition_t *p) {
-    p->fetch_stopped = 0;
-    p->fetch_restarted = 1;
-    p->refetch_forward = 1;
+void kc_consumer_fetch_restarted(kc_consumer_t *c, kc_partition_t *p, int seeked) {
+    kc_ps_fetch_restarted(p, seeked);
     c->refetch_forwards++;
 }
 
@@ -178,7 +171,7 @@ static void forward_restarted(kc_consumer_t *c) {
         return;
     size_t pending = 0;
     for (size_t i = 0; i < c->fb.n; i++) {
-        kc_partition_t *p = c->fb.parts[i];
+        kc_partition_t *p = kc_ps_at(&c->fb, i);
         if (p->refetch_forward && p->queue) {
             rd_kafka_queue_forward(p->queue, c->fetchq);
             pending++;
@@ -208,7 +201,7 @@ void kc_consumer_serve(kc_consumer_t *c) {
 size_t kc_consumer_budget(const kc_consumer_t *c) {
     size_t unpaused = 0;
     for (size_t i = 0; i < c->fb.n; i++)
-        unpaused += !c->fb.parts[i]->paused;
+        unpaused += !c->fb.parts[i]->held;
     if (!unpaused)
         return 0;
     return unpaused * kc_fb_target(&c->fb, c->max_poll_records, c->prefetch_floor) + c->max_poll_records;
@@ -216,22 +209,22 @@ size_t kc_consumer_budget(const kc_consumer_t *c) {
 
 /* Buffers one run of messages of the same partition (in offset order), dropping those of
  * partitions no longer assigned and those the record filters (record_filters.h) turn away: the
- * seek guard's, copies of offsets already returned or buffered (kc_fb_next_offset) and records
+ * seek guard's, copies of offsets already returned or buffered (kc_ps_next_offset) and records
  * below the committed offset the partition was assigned at. */
 static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
-    kc_partition_t *p = kc_fb_find(&c->fb, rd_kafka_topic_name(msgs[0]->rkt), msgs[0]->partition);
+    kc_partition_t *p = kc_ps_find(&c->fb, rd_kafka_topic_name(msgs[0]->rkt), msgs[0]->partition);
     if (!p) {
         for (size_t i = 0; i < n; i++)
             rd_kafka_message_destroy(msgs[i]);
         c->dropped_foreign += n;
         return;
     }
-    int64_t next = kc_fb_next_offset(p);
+    int64_t next = kc_ps_next_offset(p);
     size_t kept = 0;
     int reseeked = 0;
     for (size_t i = 0; i < n; i++) {
         if (kc_seek_guard_active(&p->filters)) {
-            kc_seek_guard_verdict_t v = kc_seek_guard_check(&p->filters, c->rk, p->topic, p->partition,
+            kc_seek_guard_verdict_t v = kc_seek_guard_check(&p->filters, c->rk, p->q.topic, p->q.partition,
                                                             msgs[i]->offset, next, c->batch_seq);
             if (v != KC_SEEK_GUARD_TAKE) {
                 rd_kafka_message_destroy(msgs[i]);
@@ -245,8 +238,7 @@ static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
         if (kc_reset_after_seek(&p->filters, msgs[i]->offset)) {
             /* librdkafka's auto.offset.reset after a seek outside the log: read from there */
             next = msgs[i]->offset;
-            p->position = next;
-            kc_seek_noted(&p->filters, KC_POSITION_UNKNOWN);
+            kc_ps_reset_after_seek(p, next);
             c->resets_after_seek++;
         }
         if (kc_refetched(msgs[i]->offset, next)) {
@@ -254,7 +246,7 @@ static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
             c->dropped_refetched++;
             continue;
         }
-        if (kc_below_floor(&p->filters, c->rk, p->topic, p->partition, msgs[i]->offset)) {
+        if (kc_below_floor(&p->filters, c->rk, p->q.topic, p->q.partition, msgs[i]->offset)) {
             rd_kafka_message_destroy(msgs[i]);
             c->dropped_below_committed++;
             continue;
@@ -262,33 +254,21 @@ static void route_run(kc_consumer_t *c, rd_kafka_message_t **msgs, size_t n) {
         next = msgs[i]->offset + 1;
         msgs[kept++] = msgs[i];
     }
-    p->refetch_forward = 0;
-    if (kept) {
-        kc_fb_push(&c->fb, p, msgs, kept);
-        kc_seek_noted(&p->filters, KC_POSITION_UNKNOWN);
-    }
-    /* A record the seek guard dropped moved librdkafka's position past it until the guard's new
-     * seek resets it; records taken after a purge or seek come after librdkafka's own reset (the
-     * seek's version barrier drops the older ones). */
-    if (reseeked)
-        p->app_pos_trusted = 0;
-    else if (kept)
-        p->app_pos_trusted = 1;
+    if (kept)
+        kc_fb_push(&c->fb, &p->q, msgs, kept);
+    kc_ps_records_routed(p, kept, reseeked);
 }
 
 int kc_consumer_step_over_markers(kc_consumer_t *c, kc_partition_t *p) {
-    if (!p->app_pos_trusted || p->len || p->position == KC_POSITION_UNKNOWN)
+    if (!p->app_pos_trusted || p->q.len || p->position == KC_POSITION_UNKNOWN)
         return 0;
     rd_kafka_topic_partition_list_t *one = rd_kafka_topic_partition_list_new(1);
     if (!one)
         return 0;
-    rd_kafka_topic_partition_list_add(one, p->topic, p->partition);
+    rd_kafka_topic_partition_list_add(one, p->q.topic, p->q.partition);
     int moved = 0;
-    if (rd_kafka_position(c->rk, one) == RD_KAFKA_RESP_ERR_NO_ERROR && !one->elems[0].err &&
-        one->elems[0].offset > p->position) {
-        p->position = one->elems[0].offset;
-        moved = 1;
-    }
+    if (rd_kafka_position(c->rk, one) == RD_KAFKA_RESP_ERR_NO_ERROR && !one->elems[0].err)
+        moved = kc_ps_step_to(p, one->elems[0].offset);
     rd_kafka_topic_partition_list_destroy(one);
     return moved;
 }
@@ -296,19 +276,12 @@ int kc_consumer_step_over_markers(kc_consumer_t *c, kc_partition_t *p) {
 /* True while an unpaused partition holds less than `target` records. */
 static int hungry(const kc_fetch_buffer_t *fb, size_t target) {
     for (size_t i = 0; i < fb->n; i++)
-        if (!fb->parts[i]->paused && fb->parts[i]->len < target)
+        if (!fb->parts[i]->held && fb->parts[i]->len < target)
             return 1;
     return 0;
 }
 
-/* Moves records from the shared fetch queue into the partitions' rings (see
- * kc_consumer_budget() for how far; at most `limit`; `bounded`: never past ring_max_records /
- * ring_max_bytes, the budget included). Records of a paused partition still queued there are
- * dropped by librdkafka (pause sets a version barrier; fetching resumes after what was
- * taken). Error events go to the pending list. */
-/* Records that still fit below the buffer's hard bounds, estimated from the average size of
- * what is buffered (1 KiB if nothing is); at least 1 while below both. */
-static size_t room(const kc_consumer_t *c) {
+size_t kc_consumer_room(const kc_consumer_t *c) {
     if (c->fb.records >= c->ring_max_records || c->fb.bytes >= c->ring_max_bytes)
         return 0;
     size_t avg = c->fb.records ? c->fb.bytes / c->fb.records : 1024;
@@ -317,6 +290,11 @@ static size_t room(const kc_consumer_t *c) {
     return by_bytes < by_count ? by_bytes : by_count;
 }
 
+/* Moves records from the shared fetch queue into the partitions' rings (see
+ * kc_consumer_budget() for how far; at most `limit`; `bounded`: never past ring_max_records /
+ * ring_max_bytes, the budget included). Records of a paused partition still queued there are
+ * dropped by librdkafka (pause sets a version barrier; fetching resumes after what was
+ * taken). Error events go to the pending list. */
 size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded) {
     size_t budget = kc_consumer_budget(c);
     size_t target = kc_fb_target(&c->fb, c->max_poll_records, c->prefetch_floor);
@@ -327,7 +305,7 @@ size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded) {
         if (limit - moved < want)
             want = limit - moved;
         if (bounded) {
-            size_t r = room(c);
+            size_t r = kc_consumer_room(c);
             if (!r)
                 break;
             if (r < want)
@@ -368,8 +346,40 @@ size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded) {
     return moved;
 }
 
+/* The prefetch thread's refill (kc_prefetch_source_t.refill): one bounded chunk; news when the
+ * buffer had nothing drainable and has now, or errors came. */
+static size_t prefetch_refill(void *ctx, size_t limit, int *news) {
+    kc_consumer_t *c = ctx;
+    size_t errors = c->n_errors;
+    size_t before = kc_fb_drainable(&c->fb);
+    size_t moved = kc_consumer_refill(c, limit, 1);
+    *news = (before == 0 && kc_fb_drainable(&c->fb) > 0) || c->n_errors != errors;
+    return moved;
+}
+
+int kc_consumer_prefetch_start(kc_consumer_t *c) {
+    kc_prefetch_source_t src = {
+        .ctx = c,
+        .refill = prefetch_refill,
+        .fetchq = c->fetchq,
+        .wake_fd = c->wake_fd,
+        .lock = &c->lock,
+        .poll_timer = &c->poll_timer,
+        .poll_waiting = &c->poll_waiting,
+    };
+    return kc_prefetch_start(&c->prefetch, &src);
+}
+
+void kc_consumer_prefetch_stop(kc_consumer_t *c) {
+    kc_prefetch_stop(&c->prefetch);
+}
+
 int kc_consumer_rebalance_pending(kc_consumer_t *c) {
     return kc_rebalance_barrier_holds(&c->barrier, c->heartbeat);
+}
+
+int kc_consumer_rejoining(kc_consumer_t *c) {
+    return kc_barrier_rejoining(&c->barrier, c->heartbeat);
 }
 
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out, size_t *n_out) {
@@ -385,7 +395,7 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
             st = KC_POLL_WAKEUP;
             break;
         }
-        kc_drain_eventfd(c->wake_fd);
+        kc_event_fd_drain(c->wake_fd);
         serve_consumer_queue(c);
         if (c->abort_poll) {
             c->abort_poll = 0;

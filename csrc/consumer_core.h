@@ -10,7 +10,8 @@
  *      with the prefetch thread (prefetch_thread.h), which does this between polls, at most one
  *      poll's worth;
  *   3. drains at most max.poll.records into `out` with the configured fairness, unless the rebalance
- *      barrier (record_filters.h) holds;
+ *      barrier (rebalance_barrier.h) holds; each partition's position and other state belong to
+ *      partition_state.h, whose setters this file calls;
  *   4. otherwise waits on an eventfd that librdkafka signals when the fetch queue (or the
  *      prefetch thread, when the buffer gets records) or the consumer queue becomes non-empty,
  *      or that wakeup() signals, until the timeout; the owner lock is released meanwhile.
@@ -27,7 +28,8 @@
 #include <stdatomic.h>
 #include "rdk.h"
 #include "fetch_buffer.h"
-#include "record_filters.h"
+#include "partition_state.h"
+#include "rebalance_barrier.h"
 #include "poll_timer.h"
 #include "heartbeat_monitor.h"
 #include "owner_lock.h"
@@ -69,7 +71,7 @@ typedef struct kc_consumer {
     uint64_t seek_retries;            /* seeks re-issued because librdkafka fetched elsewhere (seek guard) */
     uint64_t resets_after_seek;       /* seeks outside the log that librdkafka reset (auto.offset.reset) */
     size_t refetch_forwards;          /* partitions whose restarted fetcher's queue poll forwards again */
-    kc_rebalance_barrier_t barrier;   /* record_filters.h: no records while the group rebalances */
+    kc_rebalance_barrier_t barrier;   /* rebalance_barrier.h: no records while the group rebalances */
     uint64_t barrier_polls;           /* polls that returned nothing because of the barrier */
     int hold_records;                 /* poll serves events but hands out no records (close/unsubscribe) */
     rd_kafka_message_t **scratch;
@@ -92,6 +94,12 @@ int kc_consumer_attach(kc_consumer_t *c, rd_kafka_t *rk);
  * stops at ring_max_records / ring_max_bytes. The caller holds c->lock if the prefetch thread runs. */
 size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded);
 
+/* Starts the prefetch thread (prefetch_thread.h) with kc_consumer_refill as its refill: 0, or -1 if
+ * it could not be started (poll() then moves the records itself). */
+int kc_consumer_prefetch_start(kc_consumer_t *c);
+/* Stops and joins it (see kc_prefetch_stop); any thread; idempotent. */
+void kc_consumer_prefetch_stop(kc_consumer_t *c);
+
 /* Frees everything but rk and the heartbeat monitor (the caller closes and destroys rk
  * after this; librdkafka's threads may call the monitor until rd_kafka_destroy() returns,
  * so the caller frees c->heartbeat with kc_hb_free() then, or at once if rd_kafka_new()
@@ -109,7 +117,12 @@ kc_partition_t *kc_consumer_add_partition(kc_consumer_t *c, const char *topic, i
  * to ring_max_records / ring_max_bytes, which it overshoots by less than one target. */
 size_t kc_consumer_budget(const kc_consumer_t *c);
 
-/* Moves p's position past what librdkafka skipped after p's last returned record: a trailing
+/* Records that still fit below the buffer's hard bounds (ring_max_records, ring_max_bytes), estimated
+ * from the average size of what is buffered (1 KiB if nothing is); at least 1 while below both, 0
+ * at or past either. What a bounded kc_consumer_refill may take. */
+size_t kc_consumer_room(const kc_consumer_t *c);
+
+/* Moves p's position (kc_ps_step_to) past what librdkafka skipped after p's last returned record: a trailing
  * control record (a transaction's COMMIT/ABORT marker) or records of aborted transactions under
  * read_committed, as librdkafka's and Java's positions do. Only with nothing of p buffered (every
  * record librdkafka handed over was returned) and p trusted (records buffered since the last purge
@@ -118,8 +131,10 @@ size_t kc_consumer_budget(const kc_consumer_t *c);
 int kc_consumer_step_over_markers(kc_consumer_t *c, kc_partition_t *p);
 
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out, size_t *n_out);
-/* The rebalance barrier of c holds (kc_rebalance_barrier_holds in record_filters.h). */
+/* The rebalance barrier of c holds (kc_rebalance_barrier_holds in rebalance_barrier.h). */
 int kc_consumer_rebalance_pending(kc_consumer_t *c);
+/* librdkafka is rejoining c's group by itself (kc_barrier_rejoining in rebalance_barrier.h). */
+int kc_consumer_rejoining(kc_consumer_t *c);
 /* The owner lock (owner_lock.h): the application's thread holds it during consumer calls,
  * once a prefetch thread was started (without one nothing else touches the buffer). */
 static inline void kc_consumer_hold(kc_consumer_t *c) {
@@ -134,9 +149,10 @@ static inline void kc_consumer_release_all(kc_consumer_t *c) {
     kc_owner_release_all(&c->lock);
 }
 
-/* A seek() restarted librdkafka's stopped fetcher of p (fetch_stopped): poll() forwards p's queue to
+/* A seek() restarted librdkafka's fetcher of p (kc_ps_fetch_restarted; `seeked`: p is the partition
+ * the seek was about, not one an EAGER reassignment restarted along): poll() forwards p's queue to
  * the fetch queue again until a record of p comes. */
-void kc_consumer_fetch_restarted(kc_consumer_t *c, kc_partition_t *p);
+void kc_consumer_fetch_restarted(kc_consumer_t *c, kc_partition_t *p, int seeked);
 /* Destroys the pending _AUTO_OFFSET_RESET errors of p (a seek() gave it a position); returns how
  * many. */
 size_t kc_consumer_drop_offset_errors(kc_consumer_t *c, const kc_partition_t *p);

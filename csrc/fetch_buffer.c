@@ -1,3 +1,4 @@
+/* fetch_buffer: see fetch_buffer.h. */
 #include "fetch_buffer.h"
 
 #include <stdlib.h>
@@ -11,14 +12,18 @@ static size_t msg_bytes(const rd_kafka_message_t *m) {
 }
 
 void kc_fb_init(kc_fetch_buffer_t *fb) {
-    memset(fb, 0, sizeof(*fb));
+    kc_fb_init_owned(fb, sizeof(kc_fb_part_t), NULL);
 }
 
-static void partition_free(kc_fetch_buffer_t *fb, kc_partition_t *p) {
+void kc_fb_init_owned(kc_fetch_buffer_t *fb, size_t part_size,
+                      void (*on_taken)(kc_fb_part_t *p, int64_t next)) {
+    memset(fb, 0, sizeof(*fb));
+    fb->part_size = part_size < sizeof(kc_fb_part_t) ? sizeof(kc_fb_part_t) : part_size;
+    fb->on_taken = on_taken;
+}
+
+static void partition_free(kc_fetch_buffer_t *fb, kc_fb_part_t *p) {
     kc_fb_purge(fb, p);
-    if (p->queue) {
-        rd_kafka_queue_destroy(p->queue);
-    }
     free(p->ring);
     free(p->ring_bytes);
     free(p->topic);
@@ -29,31 +34,31 @@ void kc_fb_destroy(kc_fetch_buffer_t *fb) {
     for (size_t i = 0; i < fb->n; i++)
         partition_free(fb, fb->parts[i]);
     free(fb->parts);
-    kc_fb_init(fb);
+    kc_fb_init_owned(fb, fb->part_size, fb->on_taken);
 }
 
-kc_partition_t *kc_fb_find(const kc_fetch_buffer_t *fb, const char *topic, int32_t partition) {
+kc_fb_part_t *kc_fb_find(const kc_fetch_buffer_t *fb, const char *topic, int32_t partition) {
     for (size_t i = 0; i < fb->n; i++) {
-        kc_partition_t *p = fb->parts[i];
+        kc_fb_part_t *p = fb->parts[i];
         if (p->partition == partition && strcmp(p->topic, topic) == 0)
             return p;
     }
     return NULL;
 }
 
-kc_partition_t *kc_fb_add(kc_fetch_buffer_t *fb, const char *topic, int32_t partition) {
-    kc_partition_t *p = kc_fb_find(fb, topic, partition);
+kc_fb_part_t *kc_fb_add(kc_fetch_buffer_t *fb, const char *topic, int32_t partition) {
+    kc_fb_part_t *p = kc_fb_find(fb, topic, partition);
     if (p)
         return p;
     if (fb->n == fb->cap) {
         size_t ncap = fb->cap ? fb->cap * 2 : 16;
-        kc_partition_t **np = realloc(fb->parts, ncap * sizeof(*np));
+        kc_fb_part_t **np = realloc(fb->parts, ncap * sizeof(*np));
         if (!np)
             return NULL;
         fb->parts = np;
         fb->cap = ncap;
     }
-    p = calloc(1, sizeof(*p));
+    p = calloc(1, fb->part_size);
     if (!p)
         return NULL;
     p->topic = strdup(topic);
@@ -62,16 +67,13 @@ kc_partition_t *kc_fb_add(kc_fetch_buffer_t *fb, const char *topic, int32_t part
         return NULL;
     }
     p->partition = partition;
-    p->position = KC_POSITION_UNKNOWN;
-    p->stored = KC_POSITION_UNKNOWN;
-    kc_filters_init(&p->filters);
     fb->parts[fb->n++] = p;
     return p;
 }
 
 int kc_fb_remove(kc_fetch_buffer_t *fb, const char *topic, int32_t partition) {
     for (size_t i = 0; i < fb->n; i++) {
-        kc_partition_t *p = fb->parts[i];
+        kc_fb_part_t *p = fb->parts[i];
         if (p->partition == partition && strcmp(p->topic, topic) == 0) {
             partition_free(fb, p);
             memmove(&fb->parts[i], &fb->parts[i + 1], (fb->n - i - 1) * sizeof(*fb->parts));
@@ -86,7 +88,7 @@ int kc_fb_remove(kc_fetch_buffer_t *fb, const char *topic, int32_t partition) {
     return 0;
 }
 
-static int ring_reserve(kc_partition_t *p, size_t need) {
+static int ring_reserve(kc_fb_part_t *p, size_t need) {
     if (need <= p->ring_cap)
         return 0;
     size_t ncap = p->ring_cap ? p->ring_cap : 64;
@@ -113,7 +115,7 @@ static int ring_reserve(kc_partition_t *p, size_t need) {
     return 0;
 }
 
-int kc_fb_push(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_message_t **msgs, size_t n) {
+int kc_fb_push(kc_fetch_buffer_t *fb, kc_fb_part_t *p, rd_kafka_message_t **msgs, size_t n) {
     if (ring_reserve(p, p->len + n) != 0) {
         for (size_t i = 0; i < n; i++)
             kc_fb_msg_destroy(msgs[i]);
@@ -133,7 +135,7 @@ int kc_fb_push(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_message_t **ms
     return 0;
 }
 
-void kc_fb_purge(kc_fetch_buffer_t *fb, kc_partition_t *p) {
+void kc_fb_purge(kc_fetch_buffer_t *fb, kc_fb_part_t *p) {
     for (size_t i = 0; i < p->len; i++)
         kc_fb_msg_destroy(p->ring[(p->head + i) % p->ring_cap]);
     fb->records -= p->len;
@@ -141,12 +143,6 @@ void kc_fb_purge(kc_fetch_buffer_t *fb, kc_partition_t *p) {
     p->len = 0;
     p->head = 0;
     p->bytes = 0;
-    p->app_pos_trusted = 0;
-}
-
-void kc_fb_purge_all(kc_fetch_buffer_t *fb) {
-    for (size_t i = 0; i < fb->n; i++)
-        kc_fb_purge(fb, fb->parts[i]);
 }
 
 size_t kc_fb_target(const kc_fetch_buffer_t *fb, size_t max_poll_records, size_t floor) {
@@ -156,28 +152,25 @@ size_t kc_fb_target(const kc_fetch_buffer_t *fb, size_t max_poll_records, size_t
     return t < floor ? floor : t;
 }
 
-int64_t kc_fb_first_offset(const kc_partition_t *p) {
+int64_t kc_fb_first_offset(const kc_fb_part_t *p) {
     return p->len ? p->ring[p->head]->offset : KC_POSITION_UNKNOWN;
 }
 
-int64_t kc_fb_next_offset(const kc_partition_t *p) {
-    if (!p->len)
-        return p->position;
-    int64_t next = p->ring[(p->head + p->len - 1) % p->ring_cap]->offset + 1;
-    return next > p->position ? next : p->position; /* KC_POSITION_UNKNOWN is INT64_MIN */
+int64_t kc_fb_last_offset(const kc_fb_part_t *p) {
+    return p->len ? p->ring[(p->head + p->len - 1) % p->ring_cap]->offset : KC_POSITION_UNKNOWN;
 }
 
 size_t kc_fb_drainable(const kc_fetch_buffer_t *fb) {
     size_t total = 0;
     for (size_t i = 0; i < fb->n; i++)
-        if (!fb->parts[i]->paused)
+        if (!fb->parts[i]->held)
             total += fb->parts[i]->len;
     return total;
 }
 
 /* Moves p->take records of p into out; returns how many were written. Reads no message
- * but the last (its offset): the sizes come from ring_bytes. */
-static size_t take_from(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_message_t **out) {
+ * but the last (its offset, for fb->on_taken): the sizes come from ring_bytes. */
+static size_t take_from(kc_fetch_buffer_t *fb, kc_fb_part_t *p, rd_kafka_message_t **out) {
     size_t k = p->take;
     size_t taken_bytes = 0;
     for (size_t i = 0; i < k; i++) {
@@ -190,9 +183,10 @@ static size_t take_from(kc_fetch_buffer_t *fb, kc_partition_t *p, rd_kafka_messa
     if (k) {
         p->len -= k;
         fb->records -= k;
-        p->position = out[k - 1]->offset + 1;
         if (p->len == 0)
             p->head = 0;
+        if (fb->on_taken)
+            fb->on_taken(p, out[k - 1]->offset + 1);
     }
     p->take = 0;
     return k;
@@ -207,8 +201,8 @@ static void plan_proportional(kc_fetch_buffer_t *fb, size_t max) {
     for (;;) {
         size_t wanting = 0;
         for (size_t i = 0; i < fb->n; i++) {
-            kc_partition_t *p = fb->parts[i];
-            if (!p->paused && p->take < p->len)
+            kc_fb_part_t *p = fb->parts[i];
+            if (!p->held && p->take < p->len)
                 wanting++;
         }
         if (wanting == 0 || remaining == 0)
@@ -216,8 +210,8 @@ static void plan_proportional(kc_fetch_buffer_t *fb, size_t max) {
         size_t share = remaining / wanting;
         if (share == 0) {
             for (size_t j = 0; j < fb->n && remaining; j++) {
-                kc_partition_t *p = fb->parts[(fb->cursor + j) % fb->n];
-                if (!p->paused && p->take < p->len) {
+                kc_fb_part_t *p = fb->parts[(fb->cursor + j) % fb->n];
+                if (!p->held && p->take < p->len) {
                     p->take++;
                     remaining--;
                 }
@@ -225,8 +219,8 @@ static void plan_proportional(kc_fetch_buffer_t *fb, size_t max) {
             return;
         }
         for (size_t i = 0; i < fb->n; i++) {
-            kc_partition_t *p = fb->parts[i];
-            if (p->paused || p->take >= p->len)
+            kc_fb_part_t *p = fb->parts[i];
+            if (p->held || p->take >= p->len)
                 continue;
             size_t give = p->len - p->take;
             if (give > share)
@@ -246,8 +240,8 @@ size_t kc_fb_drain(kc_fetch_buffer_t *fb, size_t max, kc_fairness_t mode, rd_kaf
         size_t last = fb->n;
         for (size_t j = 0; j < fb->n && written < max; j++) {
             size_t idx = (start + j) % fb->n;
-            kc_partition_t *p = fb->parts[idx];
-            if (p->paused || p->len == 0)
+            kc_fb_part_t *p = fb->parts[idx];
+            if (p->held || p->len == 0)
                 continue;
             size_t room = max - written;
             p->take = p->len < room ? p->len : room;
@@ -261,7 +255,7 @@ size_t kc_fb_drain(kc_fetch_buffer_t *fb, size_t max, kc_fairness_t mode, rd_kaf
     plan_proportional(fb, max);
     /* Emit in rotation order so no partition is always first in the batch. */
     for (size_t j = 0; j < fb->n; j++) {
-        kc_partition_t *p = fb->parts[(start + j) % fb->n];
+        kc_fb_part_t *p = fb->parts[(start + j) % fb->n];
         written += take_from(fb, p, out + written);
     }
     fb->cursor = (start + 1) % fb->n;

@@ -1,10 +1,10 @@
+/* prefetch_thread: see prefetch_thread.h. */
 #include "prefetch_thread.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "consumer_core.h"
+#include "event_fd.h"
 
 /* Longest wait of the idle thread: it also checks the buffer's room that often. */
 #define KC_PREFETCH_IDLE_MS 100
@@ -12,22 +12,14 @@
  * thread looks again that much later. */
 #define KC_PREFETCH_BUSY_MS 2
 
-static const uint64_t kc_prefetch_one = 1;
-
-void kc_drain_eventfd(int fd) {
-    uint64_t v;
-    while (read(fd, &v, sizeof(v)) == sizeof(v))
-        ;
-}
-
 /* True while the thread may take records from librdkafka's queue: every take counts as an
  * application poll for librdkafka's max.poll.interval.ms (rd_kafka_app_polled), so the thread
  * stops taking once the application has not polled for a grace of interval / 20 (at most 1 s):
  * a stalled application still leaves the group, at most that much later. Before the first poll
  * (a manual assignment: no group membership to keep) it may. */
-static int app_polls(kc_consumer_t *c) {
-    int64_t since = kc_poll_timer_since(&c->poll_timer);
-    int64_t grace = c->poll_timer.interval_ms / 20;
+static int app_polls(const kc_prefetch_source_t *s) {
+    int64_t since = kc_poll_timer_since(s->poll_timer);
+    int64_t grace = s->poll_timer->interval_ms / 20;
     if (grace > 1000)
         grace = 1000;
     return since < 0 || since <= grace;
@@ -36,42 +28,39 @@ static int app_polls(kc_consumer_t *c) {
 /* True while the application polls so often that poll() keeps the buffer filled itself (it moves
  * one poll's worth each time): the thread stays out of its way, so neither waits for the other
  * and no lock changes hands between cores for every batch. Not while poll() waits for records. */
-static int app_busy_polling(kc_consumer_t *c) {
-    if (atomic_load(&c->poll_waiting))
+static int app_busy_polling(const kc_prefetch_source_t *s) {
+    if (atomic_load(s->poll_waiting))
         return 0;
-    int64_t since = kc_poll_timer_since(&c->poll_timer);
+    int64_t since = kc_poll_timer_since(s->poll_timer);
     return since >= 0 && since < KC_PREFETCH_BUSY_MS;
 }
 
 static void *prefetch_main(void *arg) {
-    kc_consumer_t *c = arg;
+    kc_prefetch_thread_t *t = arg;
+    const kc_prefetch_source_t *s = &t->src;
     int pending = 0; /* records are waiting for the application to pause or to leave its call */
-    while (!atomic_load(&c->prefetch.stop)) {
-        struct pollfd pfd = {.fd = c->prefetch.fd, .events = POLLIN};
+    while (!atomic_load(&t->stop)) {
+        struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
         poll(&pfd, 1, pending ? KC_PREFETCH_BUSY_MS : KC_PREFETCH_IDLE_MS);
-        kc_drain_eventfd(c->prefetch.fd);
+        kc_event_fd_drain(t->fd);
         pending = 0;
-        while (!atomic_load(&c->prefetch.stop)) {
-            if (!app_polls(c) || !rd_kafka_queue_length(c->fetchq))
+        while (!atomic_load(&t->stop)) {
+            if (!app_polls(s) || !rd_kafka_queue_length(s->fetchq))
                 break;
             /* the owner goes first: a poll() waits for at most one chunk */
-            if (atomic_load(&c->lock.wanted) || app_busy_polling(c) ||
-                pthread_mutex_trylock(&c->lock.m) != 0) {
+            if (atomic_load(&s->lock->wanted) || app_busy_polling(s) ||
+                pthread_mutex_trylock(&s->lock->m) != 0) {
                 pending = 1;
                 break;
             }
-            size_t errors = c->n_errors;
-            size_t before = kc_fb_drainable(&c->fb);
-            size_t moved = kc_consumer_refill(c, KC_PREFETCH_CHUNK, 1);
-            /* a poll() (or an event loop) waits on wake_fd only while nothing can be drained */
-            int news = (before == 0 && kc_fb_drainable(&c->fb) > 0) || c->n_errors != errors;
-            pthread_mutex_unlock(&c->lock.m);
+            int news = 0;
+            size_t moved = s->refill(s->ctx, KC_PREFETCH_CHUNK, &news);
+            pthread_mutex_unlock(&s->lock->m);
             if (moved)
-                atomic_fetch_add(&c->prefetch.moved, moved);
-            if (news) {
-                ssize_t r = write(c->wake_fd, &kc_prefetch_one, sizeof(kc_prefetch_one));
-                (void)r;
-            }
+                atomic_fetch_add(&t->moved, moved);
+            /* a poll() (or an event loop) waits on wake_fd only while nothing can be drained */
+            if (news)
+                kc_event_fd_signal(s->wake_fd);
             if (moved < KC_PREFETCH_CHUNK)
                 break;
         }
@@ -79,45 +68,52 @@ static void *prefetch_main(void *arg) {
     return NULL;
 }
 
-int kc_prefetch_start(kc_consumer_t *c) {
-    if (c->prefetch.running)
+void kc_prefetch_init(kc_prefetch_thread_t *t) {
+    t->running = 0;
+    t->locking = 0;
+    t->fd = -1;
+    atomic_store(&t->stop, 0);
+    atomic_store(&t->moved, 0);
+}
+
+int kc_prefetch_start(kc_prefetch_thread_t *t, const kc_prefetch_source_t *src) {
+    if (t->running)
         return 0;
-    c->prefetch.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (c->prefetch.fd < 0)
+    t->src = *src;
+    t->fd = kc_event_fd_new();
+    if (t->fd < 0)
         return -1;
-    atomic_store(&c->prefetch.stop, 0);
-    c->prefetch.locking = 1;
-    rd_kafka_queue_io_event_enable(c->fetchq, c->prefetch.fd, &kc_prefetch_one, sizeof(kc_prefetch_one));
-    if (pthread_create(&c->prefetch.tid, NULL, prefetch_main, c) != 0) {
-        rd_kafka_queue_io_event_enable(c->fetchq, c->wake_fd, &kc_prefetch_one, sizeof(kc_prefetch_one));
-        close(c->prefetch.fd);
-        c->prefetch.fd = -1;
+    atomic_store(&t->stop, 0);
+    t->locking = 1;
+    rd_kafka_queue_io_event_enable(src->fetchq, t->fd, &kc_event_fd_one, sizeof(kc_event_fd_one));
+    if (pthread_create(&t->tid, NULL, prefetch_main, t) != 0) {
+        rd_kafka_queue_io_event_enable(src->fetchq, src->wake_fd, &kc_event_fd_one, sizeof(kc_event_fd_one));
+        close(t->fd);
+        t->fd = -1;
         return -1;
     }
-    c->prefetch.running = 1;
+    t->running = 1;
     /* whatever was queued before the events were redirected */
-    kc_prefetch_poke(c);
+    kc_prefetch_poke(t);
     return 0;
 }
 
-void kc_prefetch_stop(kc_consumer_t *c) {
-    if (!c->prefetch.running)
+void kc_prefetch_stop(kc_prefetch_thread_t *t) {
+    if (!t->running)
         return;
-    atomic_store(&c->prefetch.stop, 1);
-    kc_prefetch_poke(c);
-    pthread_join(c->prefetch.tid, NULL);
-    c->prefetch.running = 0;
-    rd_kafka_queue_io_event_enable(c->fetchq, c->wake_fd, &kc_prefetch_one, sizeof(kc_prefetch_one));
-    close(c->prefetch.fd);
-    c->prefetch.fd = -1;
+    atomic_store(&t->stop, 1);
+    kc_prefetch_poke(t);
+    pthread_join(t->tid, NULL);
+    t->running = 0;
+    rd_kafka_queue_io_event_enable(t->src.fetchq, t->src.wake_fd, &kc_event_fd_one, sizeof(kc_event_fd_one));
+    close(t->fd);
+    t->fd = -1;
     /* records queued meanwhile: poll() moves them itself now */
-    ssize_t r = write(c->wake_fd, &kc_prefetch_one, sizeof(kc_prefetch_one));
-    (void)r;
+    kc_event_fd_signal(t->src.wake_fd);
 }
 
-void kc_prefetch_poke(kc_consumer_t *c) {
-    if (c->prefetch.fd < 0)
+void kc_prefetch_poke(kc_prefetch_thread_t *t) {
+    if (t->fd < 0)
         return;
-    ssize_t r = write(c->prefetch.fd, &kc_prefetch_one, sizeof(kc_prefetch_one));
-    (void)r;
+    kc_event_fd_signal(t->fd);
 }

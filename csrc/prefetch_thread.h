@@ -25,37 +25,60 @@
  * that much later than max.poll.interval.ms.
  *
  * Memory: the thread moves what poll() would have moved (kc_consumer_budget(), then the share
- * rule up to ring_max_records / ring_max_bytes), only earlier: the bounds are unchanged. */
+ * rule up to ring_max_records / ring_max_bytes), only earlier: the bounds are unchanged.
+ *
+ * The thread knows nothing of the consumer: its owner (consumer_core.c) hands it a
+ * kc_prefetch_source_t, the refill callback and what the thread waits on and looks at, so the
+ * consumer calls the thread and never the other way round. */
 #ifndef KC_PREFETCH_THREAD_H
 #define KC_PREFETCH_THREAD_H
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
+#include "rdk.h"
+#include "owner_lock.h"
+#include "poll_timer.h"
 
 #define KC_PREFETCH_CHUNK 1024
 
-struct kc_consumer;
+/* What the thread moves records for (kc_prefetch_start). */
+typedef struct kc_prefetch_source {
+    void *ctx; /* the refill callback's argument */
+    /* Moves up to `limit` records into the owner's buffer, bounded by its hard limits; returns how
+     * many it took from the fetch queue and sets *news when a waiting poll() should wake (the buffer
+     * had nothing drainable and has now, or errors came). Called with `lock` held. */
+    size_t (*refill)(void *ctx, size_t limit, int *news);
+    rd_kafka_queue_t *fetchq;    /* where fetched records wait; its I/O events go to the thread */
+    int wake_fd;                 /* the owner's eventfd: signalled on news, and the fetch queue's
+                                    events go back to it when the thread stops */
+    kc_owner_lock_t *lock;       /* the owner lock the thread tries before each chunk */
+    kc_poll_timer_t *poll_timer; /* the application's last poll() */
+    _Atomic int *poll_waiting;   /* poll() waits for records (the owner lock released) */
+} kc_prefetch_source_t;
 
 typedef struct kc_prefetch_thread {
     pthread_t tid;
     int running;
     int locking; /* set once the thread was started, never cleared: the owner's calls take the owner
                     lock only then (set before any other thread can call the consumer) */
-    int fd;      /* eventfd: the fetch queue's I/O events, pokes after drains, stop */
+    int fd;      /* eventfd: the fetch queue's I/O events, pokes, stop */
     _Atomic int stop;
-    _Atomic uint64_t moved; /* records this thread moved into the buffer */
+    _Atomic uint64_t moved;   /* records this thread moved into the buffer */
+    kc_prefetch_source_t src; /* set by kc_prefetch_start */
 } kc_prefetch_thread_t;
 
-/* Starts the thread of c (the fetch queue's events go to it from then on). 0, or -1 if it could
- * not be started (c then works as before: poll() moves the records itself). */
-int kc_prefetch_start(struct kc_consumer *c);
-/* Stops and joins the thread (the fetch queue's events go back to c's wake_fd). Any thread, the
- * owner lock held or not (the thread stops waiting for the lock when told to stop). Idempotent. */
-void kc_prefetch_stop(struct kc_consumer *c);
-/* Tells the thread that poll() drained records (the buffer may take more now). */
-void kc_prefetch_poke(struct kc_consumer *c);
-/* Reads an eventfd until it is empty (non-blocking fd). */
-void kc_drain_eventfd(int fd);
+/* Sets t up stopped (fd -1). */
+void kc_prefetch_init(kc_prefetch_thread_t *t);
+/* Starts the thread for `src` (the fetch queue's events go to it from then on). 0, or -1 if it
+ * could not be started (the owner then works as before: poll() moves the records itself). */
+int kc_prefetch_start(kc_prefetch_thread_t *t, const kc_prefetch_source_t *src);
+/* Stops and joins the thread (the fetch queue's events go back to src.wake_fd, which is signalled).
+ * Any thread, the owner lock held or not (the thread stops waiting for the lock when told to stop).
+ * Idempotent. */
+void kc_prefetch_stop(kc_prefetch_thread_t *t);
+/* Tells the thread to look at the fetch queue now. */
+void kc_prefetch_poke(kc_prefetch_thread_t *t);
 
 #endif

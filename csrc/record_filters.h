@@ -8,11 +8,12 @@
  *      (kc_seek_guard_check); records below it before any record at or past it are librdkafka's
  *      auto.offset.reset of an offset the log does not hold, and are taken (kc_reset_after_seek);
  *   2. refetch filter: copies of offsets already returned or buffered are dropped
- *      (kc_refetched; no state: the next offset comes from kc_fb_next_offset);
+ *      (kc_refetched; no state: the next offset comes from kc_ps_next_offset);
  *   3. committed floor: records below the committed offset a partition was assigned at are
  *      dropped (kc_below_floor).
- * Per poll:
- *   4. rebalance barrier: no records while the group rebalances (kc_rebalance_barrier_holds).
+ * (Per poll, the rebalance barrier holds records back while the group rebalances:
+ * rebalance_barrier.h.) The filter state lives in each partition's state (partition_state.h, whose
+ * setters and these functions are its only writers).
  *
  * The per-record checks are static inline (route_run's loop); only the rare cases (a jump after
  * a seek, a record below the floor) call into record_filters.c, which reaches librdkafka through
@@ -24,7 +25,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include "rdk.h"
-#include "heartbeat_monitor.h"
 
 #ifndef KC_POSITION_UNKNOWN
 #define KC_POSITION_UNKNOWN INT64_MIN /* no offset (the same definition as fetch_buffer.h's) */
@@ -36,7 +36,7 @@
 #define KC_SEEK_RETRIES  4
 #define KC_SEEK_GUARD_MS 30000
 
-/* A partition's filter state (kc_partition_t.filters). */
+/* A partition's filter state (kc_partition_t.filters, partition_state.h). */
 typedef struct kc_partition_filters {
     int64_t floor;         /* committed offset when the partition was assigned (Java's starting
                               position): records below it are not taken (kc_below_floor);
@@ -50,14 +50,6 @@ typedef struct kc_partition_filters {
     int64_t sought;        /* offset of the last seek() while no record of the partition was taken
                               since; KC_POSITION_UNKNOWN otherwise (kc_reset_after_seek) */
 } kc_partition_filters_t;
-
-/* The consumer's rebalance barrier (kc_consumer_t.barrier). */
-typedef struct kc_rebalance_barrier {
-    int enabled;               /* hold records back while the group rebalances (Java's rule) */
-    int64_t last_rebalance_ms; /* monotonic ms of the last assign/revoke callback */
-    int64_t commit_refused_ms; /* monotonic ms a commit was last refused because the group is
-                                  rebalancing or moved on */
-} kc_rebalance_barrier_t;
 
 /* The clock of the seek guard's window (kc_now_ms; tests substitute a fake clock). */
 extern int64_t (*kc_filters_now_ms)(void);
@@ -112,7 +104,7 @@ kc_seek_guard_verdict_t kc_seek_guard_jump(kc_partition_filters_t *f, rd_kafka_t
  * jumps to the same offset again, E..offset-1 is a gap in the log (compacted, a transaction marker,
  * aborted records) and the records are taken. After KC_SEEK_RETRIES re-seeks, or once the window
  * is over, records are taken as they come (and the guard stops). `expect` is E
- * (kc_fb_next_offset, as the caller advances it); `batch_seq` numbers the batch the record came
+ * (kc_ps_next_offset, as the caller advances it); `batch_seq` numbers the batch the record came
  * in. A record below E is a jump too while nothing was taken since the seek (f->sought: the
  * lookup overtook a seek back, or librdkafka reset an offset outside the log: seeking again
  * tells which); otherwise it is left to the refetch filter. Only while kc_seek_guard_active(f). */
@@ -149,7 +141,7 @@ static inline int kc_reset_after_seek(const kc_partition_filters_t *f, int64_t o
 /* ---- 2. the refetch filter ------------------------------------------------------------------ */
 
 /* True if `offset` is a copy of a record already returned or buffered: below `next`
- * (kc_fb_next_offset). librdkafka now and then restarts a partition's fetcher at an older offset
+ * (kc_ps_next_offset). librdkafka now and then restarts a partition's fetcher at an older offset
  * and fetches a range again (seen under chaos faults); a partition's records stay strictly
  * increasing within an assignment. */
 static inline int kc_refetched(int64_t offset, int64_t next) {
@@ -173,31 +165,6 @@ int kc_floor_holds(kc_partition_filters_t *f, rd_kafka_t *rk, const char *topic,
 static inline int kc_below_floor(kc_partition_filters_t *f, rd_kafka_t *rk, const char *topic,
                                  int32_t partition, int64_t offset) {
     return f->floor != KC_POSITION_UNKNOWN && offset < f->floor && kc_floor_holds(f, rk, topic, partition);
-}
-
-/* ---- 4. the rebalance barrier --------------------------------------------------------------- */
-
-static inline void kc_rebalance_barrier_init(kc_rebalance_barrier_t *b) {
-    b->enabled = 1;
-    b->last_rebalance_ms = 0;
-    b->commit_refused_ms = 0;
-}
-
-/* True while a Heartbeat answered REBALANCE_IN_PROGRESS, or a commit was refused because the group
- * is rebalancing or has moved on (commit_refused_ms), after the last rebalance callback and no
- * successful Heartbeat followed: the member must rejoin before it processes more, as the Java
- * consumer does, so records of partitions about to move are not handed out. */
-static inline int kc_rebalance_barrier_holds(const kc_rebalance_barrier_t *b, kc_heartbeat_monitor_t *hb) {
-    if (!b->enabled)
-        return 0;
-    int64_t last_any = atomic_load(&hb->last_any_ms);
-    int64_t last_ok = atomic_load(&hb->last_ok_ms);
-    int64_t since = last_ok > b->last_rebalance_ms ? last_ok : b->last_rebalance_ms;
-    /* a heartbeat learned that the group is joining */
-    if (last_any > since && atomic_load(&hb->last_error) == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS)
-        return 1;
-    /* a commit learned it first (heartbeats are seconds apart; commits often are not) */
-    return b->commit_refused_ms > since;
 }
 
 #endif

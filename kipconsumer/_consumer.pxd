@@ -22,6 +22,11 @@
 #   NativeConsumer   the handle, the C core, the configuration, the API   _consumer.pyx; the functions
 #                    kipconsumer.consumer calls                           (c, ...) of the .pxi files
 #                                                                         are its operations
+#
+# The C core's per-partition state (kc_partition_t: position, stored offset, pause, trust, fetch
+# stop/restart, filter state) and the rebalance barrier are C's (csrc/partition_state.h,
+# csrc/rebalance_barrier.h, declared in kipconsumer/_core.pxd): Cython reads their fields and changes
+# them only through their setters (kc_ps_*, kc_barrier_*).
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 

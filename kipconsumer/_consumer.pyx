@@ -285,12 +285,12 @@ cdef void _copy_metrics(kc_consumer_t *core, _MetricsCopy *m, _PartCopy *parts, 
     m.poll_moved = core.poll_moved
     m.paused = 0
     for i in range(n):
-        p = core.fb.parts[i]
+        p = kc_ps_at(&core.fb, i)
         parts[i].topic = strdup(p.topic)
         parts[i].partition = p.partition
         parts[i].position = p.position
         parts[i].len = p.len
-        if p.paused:
+        if kc_ps_paused(p):
             m.paused += 1
 
 
@@ -423,7 +423,7 @@ cdef class NativeConsumer:
         _oauth_start(self.rk, oauth_cb)
         self._commits.open(self.rk, self.core.wake_fd)
         if prefetch_thread:
-            kc_prefetch_start(self.core)  # if it cannot start, poll() moves the records itself
+            kc_consumer_prefetch_start(self.core)  # if it cannot start, poll() moves the records itself
         drain_logs()
 
     def __dealloc__(self):
@@ -563,7 +563,7 @@ cdef class NativeConsumer:
         # Java semantics: assign() replaces the assignment.
         current = set(self.assignment())
         for tp in current - set(tps):
-            kc_fb_remove(&self.core.fb, c_string(tp.topic, "topic"), tp.partition)
+            kc_ps_remove(&self.core.fb, c_string(tp.topic, "topic"), tp.partition)
         for i in range(lst.cnt):
             lst.elems[i].offset = RD_KAFKA_OFFSET_STORED
         try:
@@ -583,7 +583,7 @@ cdef class NativeConsumer:
         cdef size_t i
         if self.core == NULL:
             return set()
-        return {TopicPartition(self.core.fb.parts[i].topic.decode(), self.core.fb.parts[i].partition)
+        return {TopicPartition(kc_ps_at(&self.core.fb, i).topic.decode(), kc_ps_at(&self.core.fb, i).partition)
                 for i in range(self.core.fb.n)}
 
     def controller_id(self):
@@ -684,14 +684,14 @@ cdef class NativeConsumer:
         cdef kc_partition_t *p
         cdef size_t i
         for i in range(self.core.fb.n):
-            p = self.core.fb.parts[i]
+            p = kc_ps_at(&self.core.fb, i)
             kc_consumer_step_over_markers(self.core, p)
             if p.position == KC_POSITION_UNKNOWN or p.position == p.stored:
                 continue
             if only is not None and TopicPartition(p.topic.decode(), p.partition) not in only:
                 continue
             rd_kafka_topic_partition_list_add(lst, p.topic, p.partition).offset = p.position
-            p.stored = p.position
+            kc_ps_mark_stored(p)
         if lst.cnt:
             rd_kafka_offsets_store(self.rk, lst)
         rd_kafka_topic_partition_list_destroy(lst)
@@ -705,7 +705,7 @@ cdef class NativeConsumer:
         self.hold()
         try:
             for i in range(self.core.fb.n):
-                p = self.core.fb.parts[i]
+                p = kc_ps_at(&self.core.fb, i)
                 kc_consumer_step_over_markers(self.core, p)
                 if p.position != KC_POSITION_UNKNOWN:
                     out[TopicPartition(p.topic.decode(), p.partition)] = p.position
@@ -849,7 +849,7 @@ cdef class NativeConsumer:
     def buffered_first_offset(self, tp):
         """Offset of the oldest buffered record of tp, or None (used by position())."""
         self._check_open()
-        cdef int64_t off = kc_fb_first_offset(_assigned(self, tp))
+        cdef int64_t off = kc_ps_first_offset(_assigned(self, tp))
         return None if off == KC_POSITION_UNKNOWN else off
 
     def librdkafka_position(self, tp):
@@ -870,8 +870,8 @@ cdef class NativeConsumer:
     def paused(self):
         self._check_open()
         cdef size_t i
-        return {TopicPartition(self.core.fb.parts[i].topic.decode(), self.core.fb.parts[i].partition)
-                for i in range(self.core.fb.n) if self.core.fb.parts[i].paused}
+        return {TopicPartition(kc_ps_at(&self.core.fb, i).topic.decode(), kc_ps_at(&self.core.fb, i).partition)
+                for i in range(self.core.fb.n) if kc_ps_paused(kc_ps_at(&self.core.fb, i))}
 
     def wakeup(self):
         if self.core != NULL:

@@ -68,7 +68,7 @@ cdef bint _close_consumer(NativeConsumer c, double timeout) except *:
     deadline = _deadline_ms(timeout)
     # from here on only this thread touches the buffer: no prefetch thread, no owner lock
     with nogil:
-        kc_prefetch_stop(c.core)
+        kc_consumer_prefetch_stop(c.core)
     kc_consumer_release_all(c.core)
     if c._membership.subscription and not c._membership.has_left() and c.core.fb.n and c._cooperative():
         c._close.settling()
@@ -140,9 +140,9 @@ cdef void _on_rebalance_closing(NativeConsumer c, rd_kafka_resp_err_t err,
         if not lost and c.auto_commit:
             c._store_positions(None)
         for i in range(c.core.fb.n):
-            p = c.core.fb.parts[i]
+            p = kc_ps_at(&c.core.fb, i)
             c._membership.records_dropped(p.len)
-            kc_fb_purge(&c.core.fb, p)
+            kc_ps_purge(&c.core.fb, p)
         if owned:
             c._membership.listener.revoked(owned, lost)
     finally:
@@ -152,8 +152,8 @@ cdef void _on_rebalance_closing(NativeConsumer c, rd_kafka_resp_err_t err,
         c._assignment.end()
         c._close.unassigned()
         while c.core.fb.n:
-            topic = <bytes>c.core.fb.parts[0].topic
-            kc_fb_remove(&c.core.fb, topic, c.core.fb.parts[0].partition)
+            topic = <bytes>kc_ps_at(&c.core.fb, 0).topic
+            kc_ps_remove(&c.core.fb, topic, kc_ps_at(&c.core.fb, 0).partition)
         q = c._close.q
         if q != NULL:
             with nogil:
@@ -213,10 +213,9 @@ cdef _log_consumer_errors(NativeConsumer c, str where):
 
 cdef bint _rejoining(NativeConsumer c) noexcept:
     """librdkafka's heartbeat has been answered REBALANCE_IN_PROGRESS since the last rebalance this
-    member served: it is rejoining the group (it does so by itself, without the application)."""
-    cdef kc_heartbeat_monitor_t *hb = c.core.heartbeat
-    cdef int64_t since = max(hb.last_ok_ms, c.core.barrier.last_rebalance_ms)
-    return hb.last_any_ms > since and hb.last_error == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS
+    member served: it is rejoining the group (it does so by itself, without the application). The
+    rule is the barrier's (kc_barrier_rejoining, csrc/rebalance_barrier.h)."""
+    return kc_consumer_rejoining(c.core)
 
 
 cdef bint _probe_rebalance(NativeConsumer c, int64_t until) except -1:
@@ -235,7 +234,7 @@ cdef bint _probe_rebalance(NativeConsumer c, int64_t until) except -1:
     held = rd_kafka_topic_partition_list_new(<int>c.core.fb.n)
     try:
         for i in range(c.core.fb.n):
-            rd_kafka_topic_partition_list_add(mine, c.core.fb.parts[i].topic, c.core.fb.parts[i].partition)
+            rd_kafka_topic_partition_list_add(mine, kc_ps_at(&c.core.fb, i).topic, kc_ps_at(&c.core.fb, i).partition)
         if _committed_lookup(c, mine, until, False):
             return False
         for i in range(mine.cnt):
@@ -255,7 +254,7 @@ cdef bint _probe_rebalance(NativeConsumer c, int64_t until) except -1:
         rd_kafka_topic_partition_list_destroy(mine)
         rd_kafka_topic_partition_list_destroy(held)
     if err in (RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION):
-        c.core.barrier.commit_refused_ms = kc_now_ms()
+        kc_barrier_commit_refused(&c.core.barrier, kc_now_ms())
         log.debug("close(): the group is rebalancing (%s); completing it before the final revoke",
                   _err_name(err))
         return True

@@ -118,7 +118,7 @@ cdef _commit_error(NativeConsumer c, rd_kafka_resp_err_t err, str what):
             and c._membership.subscription and not c._close.closing()):
         # The group is rebalancing, or has moved on without this member: hold records back until the
         # rebalance is served (kc_consumer_rebalance_pending), as when a heartbeat learns it.
-        c.core.barrier.commit_refused_ms = kc_now_ms()
+        kc_barrier_commit_refused(&c.core.barrier, kc_now_ms())
     if (err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION and c._membership.subscription
             and not c._membership.has_left()
             and c._cooperative() and not rd_kafka_assignment_lost(c.rk)):

@@ -216,7 +216,7 @@ cdef void _on_rebalance(NativeConsumer c, rd_kafka_resp_err_t err,
     cdef bint cooperative = c._cooperative()
     cdef int64_t start_us = kc_now_us()
     tps = _tp_list(parts)
-    c.core.barrier.last_rebalance_ms = start_us // 1000
+    kc_barrier_rebalanced(&c.core.barrier, start_us // 1000)
     try:
         if err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS and c._membership.subscription and _left_before_assign(c):
             _discard_stale_assignment(c, parts, tps, cooperative)
@@ -252,10 +252,10 @@ cdef _serve_revocation(NativeConsumer c, rd_kafka_resp_err_t err, rd_kafka_topic
     cdef kc_partition_t *p
     cdef int i
     for i in range(parts.cnt):
-        p = kc_fb_find(&c.core.fb, parts.elems[i].topic, parts.elems[i].partition)
+        p = kc_ps_find(&c.core.fb, parts.elems[i].topic, parts.elems[i].partition)
         if p != NULL:
             c._membership.records_dropped(p.len)
-            kc_fb_purge(&c.core.fb, p)
+            kc_ps_purge(&c.core.fb, p)
     report = c._membership.revocation_received(tps)
     try:
         if not lost and c.auto_commit:
@@ -267,7 +267,7 @@ cdef _serve_revocation(NativeConsumer c, rd_kafka_resp_err_t err, rd_kafka_topic
         _drop_error(kc_answer_rebalance(c.rk, err, parts, cooperative))
         c._assignment.end()
         for i in range(parts.cnt):
-            kc_fb_remove(&c.core.fb, parts.elems[i].topic, parts.elems[i].partition)
+            kc_ps_remove(&c.core.fb, parts.elems[i].topic, parts.elems[i].partition)
         log.info("partitions %s: %s", "lost" if lost else "revoked", tps)
 
 
@@ -308,9 +308,9 @@ cdef _discard_stale_assignment(NativeConsumer c, rd_kafka_topic_partition_list_t
 cdef _drop_buffered_partitions(NativeConsumer c):
     """Removes every partition from the fetch buffer, counting its records as revoked."""
     while c.core.fb.n:
-        c._membership.records_dropped(c.core.fb.parts[0].len)
-        topic = <bytes>c.core.fb.parts[0].topic
-        kc_fb_remove(&c.core.fb, topic, c.core.fb.parts[0].partition)
+        c._membership.records_dropped(kc_ps_at(&c.core.fb, 0).len)
+        topic = <bytes>kc_ps_at(&c.core.fb, 0).topic
+        kc_ps_remove(&c.core.fb, topic, kc_ps_at(&c.core.fb, 0).partition)
 
 
 cdef int _buffer_partitions(NativeConsumer c, const rd_kafka_topic_partition_list_t *lst) except -1:
@@ -346,9 +346,9 @@ cdef int _start_at_committed(NativeConsumer c, const rd_kafka_topic_partition_li
         for i in range(q.cnt):
             if q.elems[i].err or q.elems[i].offset < 0:
                 continue
-            p = kc_fb_find(&c.core.fb, q.elems[i].topic, q.elems[i].partition)
-            if p != NULL and p.position == KC_POSITION_UNKNOWN and p.len == 0:
-                p.filters.floor = q.elems[i].offset
+            p = kc_ps_find(&c.core.fb, q.elems[i].topic, q.elems[i].partition)
+            if p != NULL:
+                kc_ps_start_floor(p, q.elems[i].offset)
     finally:
         rd_kafka_topic_partition_list_destroy(q)
     return 0

@@ -147,8 +147,8 @@ cdef object _lag_position(NativeConsumer c, kc_partition_t *p, bint owner):
     if p.position != KC_POSITION_UNKNOWN:
         pos = _seek_reset_position(c, p)
         return p.position if pos is None else pos
-    if owner and kc_fb_first_offset(p) != KC_POSITION_UNKNOWN:
-        return kc_fb_first_offset(p)
+    if owner and kc_ps_first_offset(p) != KC_POSITION_UNKNOWN:
+        return kc_ps_first_offset(p)
     if p.len == 0:
         return _fetch_position(c, p)
     return None
@@ -228,7 +228,7 @@ cdef dict _offsets_for_times(NativeConsumer c, list queries, double timeout):
 
 
 cdef kc_partition_t *_assigned(NativeConsumer c, tp) except NULL:
-    cdef kc_partition_t *p = kc_fb_find(&c.core.fb, c_string(tp.topic, "topic"), tp.partition)
+    cdef kc_partition_t *p = kc_ps_find(&c.core.fb, c_string(tp.topic, "topic"), tp.partition)
     if p == NULL:
         raise IllegalStateError(f"No current assignment for partition {tp.topic}-{tp.partition}")
     return p
@@ -250,12 +250,7 @@ cdef _seek(NativeConsumer c, tp, int64_t offset, double timeout, bint _fetcher_o
         seek_deadline = c._close.deadline_ms
     lst.elems[0].offset = offset
     if not _fetcher_only:
-        kc_fb_purge(&c.core.fb, p)
-        p.position = offset if offset >= 0 else KC_POSITION_UNKNOWN
-        p.filters.floor = KC_POSITION_UNKNOWN  # the application chose where to read from
-        kc_seek_noted(&p.filters, offset if offset >= 0 else KC_POSITION_UNKNOWN)
-        if offset >= 0:
-            kc_seek_guard_start(&p.filters, offset)  # the seek wins over a fetch librdkafka started
+        kc_ps_seek(&c.core.fb, p, offset)  # position, floor and seek guard (csrc/partition_state.h)
     try:
         while True:
             if p.fetch_stopped and not _fetcher_only:
@@ -297,7 +292,7 @@ cdef _seek(NativeConsumer c, tp, int64_t offset, double timeout, bint _fetcher_o
             rd_kafka_error_destroy(error)
         rd_kafka_topic_partition_list_destroy(lst)
     # records already queued by librdkafka before the seek are older than the barrier
-    kc_fb_purge(&c.core.fb, p)
+    kc_ps_purge(&c.core.fb, p)
 
 
 cdef _restart_fetch(NativeConsumer c, kc_partition_t *p, int64_t offset):
@@ -318,8 +313,8 @@ cdef _restart_fetch(NativeConsumer c, kc_partition_t *p, int64_t offset):
     try:
         if eager:
             for i in range(c.core.fb.n):
-                q = c.core.fb.parts[i]
-                next = kc_fb_next_offset(q)
+                q = kc_ps_at(&c.core.fb, i)
+                next = kc_ps_next_offset(q)
                 rd_kafka_topic_partition_list_add(lst, q.topic, q.partition).offset = (
                     offset if q == p else (next if next >= 0 else RD_KAFKA_OFFSET_STORED))
             c._assignment.begin()
@@ -327,9 +322,8 @@ cdef _restart_fetch(NativeConsumer c, kc_partition_t *p, int64_t offset):
                 err = rd_kafka_assign(c.rk, lst)
             c._assignment.end()
             for i in range(c.core.fb.n):  # every fetcher restarts: each queue is forwarded again
-                if c.core.fb.parts[i] != p:
-                    c.core.fb.parts[i].refetch_forward = 1
-                    c.core.refetch_forwards += 1
+                if kc_ps_at(&c.core.fb, i) != p:
+                    kc_consumer_fetch_restarted(c.core, kc_ps_at(&c.core.fb, i), False)
         else:
             rd_kafka_topic_partition_list_add(lst, p.topic, p.partition).offset = offset
             c._assignment.begin()
@@ -345,7 +339,7 @@ cdef _restart_fetch(NativeConsumer c, kc_partition_t *p, int64_t offset):
             c._raise(err, f"seek({p.topic.decode()}-{p.partition}, {offset}): restarting the fetch")
     finally:
         rd_kafka_topic_partition_list_destroy(lst)
-    kc_consumer_fetch_restarted(c.core, p)
+    kc_consumer_fetch_restarted(c.core, p, True)
     kc_consumer_drop_offset_errors(c.core, p)
 
 
@@ -363,4 +357,4 @@ cdef _set_paused(NativeConsumer c, list tps, bint paused):
         rd_kafka_resume_partitions(c.rk, lst)
     rd_kafka_topic_partition_list_destroy(lst)
     for tp in tps:
-        _assigned(c, tp).paused = paused
+        kc_ps_set_paused(_assigned(c, tp), paused)

@@ -37,7 +37,7 @@ cdef ConsumerRecords _poll(NativeConsumer c, double timeout):
                 # the lost assignment's event may come polls later (real Kafka; the mock sends it at once)
                 batch = None  # their messages go with it
                 c._membership.records_dropped(n + c.core.fb.records)
-                kc_fb_purge_all(&c.core.fb)
+                kc_ps_purge_all(&c.core.fb)
                 n = 0
             if n or c._pending_exc is not None:
                 if batch is None:
@@ -125,7 +125,7 @@ cdef _handle_errors(NativeConsumer c, str what="poll()"):
             log.debug("consumer error %s%s: %s", _err_name(err), where, detail)
         elif err == RD_KAFKA_RESP_ERR__MAX_POLL_EXCEEDED:
             c._membership.poll_interval_expired()
-            kc_fb_purge_all(&c.core.fb)
+            kc_ps_purge_all(&c.core.fb)
             log.warning("consumer left the group: poll() was not called within "
                         "max.poll.interval.ms (%d ms); rejoining", c.max_poll_interval_ms)
         elif is_security_error(_err_name(err), detail):
@@ -150,7 +150,7 @@ cdef _raise_fetch_stopped(NativeConsumer c):
     cdef size_t i
     no_offset, out_of_range = [], {}
     for i in range(c.core.fb.n):
-        p = c.core.fb.parts[i]
+        p = kc_ps_at(&c.core.fb, i)
         if p.fetch_stopped:
             tp = TopicPartition(p.topic.decode(), p.partition)
             if p.stopped_offset >= 0:
@@ -193,7 +193,7 @@ cdef Py_ssize_t _rewind(NativeConsumer c, ConsumerRecords batch) except -1:
     for i in range(batch.n):
         m = batch.msgs[i]
         topic = rd_kafka_topic_name(m.rkt)
-        if kc_fb_find(&c.core.fb, topic, m.partition) == NULL:
+        if kc_ps_find(&c.core.fb, topic, m.partition) == NULL:
             continue  # revoked meanwhile: another member's now
         first.setdefault(TopicPartition(topic.decode(errors="replace"), m.partition), m.offset)
         covered += 1

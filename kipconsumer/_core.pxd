@@ -1,5 +1,7 @@
-# Declarations of the C core in csrc/ (record filters, the fetch buffer via _fetch_buffer.pxd, poll timer, heartbeat monitor, poll
-# loop).
+# Declarations of the C core in csrc/ (partition state with the record filters' state, the fetch buffer
+# via _fetch_buffer.pxd, rebalance barrier, poll timer, heartbeat monitor, poll loop). The partition
+# state and the barrier are written through their setters only (kc_ps_*, kc_barrier_*): the fields
+# declared here are for reading (tests/test_consumer_structure.py checks).
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from kipconsumer._clock cimport (KC_NO_DEADLINE, KC_WAIT_SLICE_MS, KC_WAIT_SLICE_US, kc_deadline_ms,
@@ -12,12 +14,48 @@ from kipconsumer._rdk cimport (rd_kafka_conf_t, rd_kafka_message_t, rd_kafka_que
 
 
 cdef extern from "record_filters.h" nogil:
+    ctypedef struct kc_partition_filters_t:
+        int64_t floor
+        int64_t seek_target
+        int64_t sought
+
+
+cdef extern from "partition_state.h" nogil:
+    # q is the partition's queue in the fetch buffer; its fields read as the partition's own
+    ctypedef struct kc_partition_t:
+        kc_fb_part_t q
+        char *topic "q.topic"
+        int32_t partition "q.partition"
+        size_t len "q.len"
+        size_t bytes "q.bytes"
+        int64_t position
+        int64_t stored
+        rd_kafka_queue_t *queue
+        int fetch_stopped
+        int64_t stopped_offset
+        int refetch_forward
+        kc_partition_filters_t filters
+    kc_partition_t *kc_ps_find(const kc_fetch_buffer_t *fb, const char *topic, int32_t partition)
+    kc_partition_t *kc_ps_at(const kc_fetch_buffer_t *fb, size_t i)
+    int kc_ps_remove(kc_fetch_buffer_t *fb, const char *topic, int32_t partition)
+    int kc_ps_paused(const kc_partition_t *p)
+    void kc_ps_set_paused(kc_partition_t *p, int paused)
+    void kc_ps_purge(kc_fetch_buffer_t *fb, kc_partition_t *p)
+    void kc_ps_purge_all(kc_fetch_buffer_t *fb)
+    int64_t kc_ps_first_offset(const kc_partition_t *p)
+    int64_t kc_ps_next_offset(const kc_partition_t *p)
+    void kc_ps_seek(kc_fetch_buffer_t *fb, kc_partition_t *p, int64_t offset)
+    int kc_ps_start_floor(kc_partition_t *p, int64_t committed)
+    void kc_ps_mark_stored(kc_partition_t *p)
+
+
+cdef extern from "rebalance_barrier.h" nogil:
     ctypedef struct kc_rebalance_barrier_t:
         int enabled
         int64_t last_rebalance_ms
         int64_t commit_refused_ms
-    void kc_seek_guard_start(kc_partition_filters_t *f, int64_t offset)
-    void kc_seek_noted(kc_partition_filters_t *f, int64_t offset)
+    void kc_barrier_rebalanced(kc_rebalance_barrier_t *b, int64_t now_ms)
+    void kc_barrier_commit_refused(kc_rebalance_barrier_t *b, int64_t now_ms)
 
 
 cdef extern from "poll_timer.h" nogil:
@@ -88,13 +126,14 @@ cdef extern from "consumer_core.h" nogil:
                                       size_t *n_out)
     rd_kafka_message_t *kc_consumer_take_error(kc_consumer_t *c)
     size_t kc_consumer_drop_offset_errors(kc_consumer_t *c, const kc_partition_t *p)
-    void kc_consumer_fetch_restarted(kc_consumer_t *c, kc_partition_t *p)
+    void kc_consumer_fetch_restarted(kc_consumer_t *c, kc_partition_t *p, int seeked)
     size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded)
     void kc_consumer_serve(kc_consumer_t *c)
     void kc_consumer_wakeup(kc_consumer_t *c)
     int kc_consumer_rebalance_pending(kc_consumer_t *c)
+    int kc_consumer_rejoining(kc_consumer_t *c)
     void kc_consumer_hold(kc_consumer_t *c)
     void kc_consumer_release(kc_consumer_t *c)
     void kc_consumer_release_all(kc_consumer_t *c)
-    int kc_prefetch_start(kc_consumer_t *c)
-    void kc_prefetch_stop(kc_consumer_t *c)
+    int kc_consumer_prefetch_start(kc_consumer_t *c)
+    void kc_consumer_prefetch_stop(kc_consumer_t *c)

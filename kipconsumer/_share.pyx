@@ -26,7 +26,7 @@ from posix.types cimport pid_t
 from kipconsumer._conf cimport conf_from_dict
 from kipconsumer._fetch_buffer cimport (KC_FAIRNESS_GREEDY, KC_FAIRNESS_PROPORTIONAL, kc_fairness_t, kc_fb_add,
                                         kc_fb_destroy, kc_fb_drain, kc_fb_find, kc_fb_init, kc_fb_push,
-                                        kc_fetch_buffer_t, kc_partition_t)
+                                        kc_fb_part_t, kc_fetch_buffer_t)
 from kipconsumer._cstr cimport c_string
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._mock cimport MockCluster
@@ -363,7 +363,7 @@ cdef class NativeShareConsumer:
         cdef rd_kafka_messages_t *msgs = NULL
         cdef rd_kafka_error_t *error
         cdef rd_kafka_message_t *m
-        cdef kc_partition_t *p
+        cdef kc_fb_part_t *p
         cdef size_t i, n
         cdef const char *topic
         with nogil:

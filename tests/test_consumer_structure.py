@@ -16,6 +16,7 @@ IllegalTransitionError naming both states, and allows the ones the consumer make
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -252,3 +253,167 @@ def test_one_owner_thread_contract_for_every_client() -> None:
     assert not found, "a second owner-thread contract:\n" + "\n".join(found)
     for facade, client in (("consumer.py", "KafkaConsumer"), ("share.py", "KafkaShareConsumer")):
         assert re.search(rf'OwnerThread\(\s*"{client}"', (PKG / facade).read_text()), facade
+
+
+# ---- per-partition state in C has one owner (issue #39 item 1) ---------------------------------------
+
+ROOT = PKG.parent
+CSRC = ROOT / "csrc"
+CYTHON_SOURCES = sorted(p for p in PKG.glob("*") if p.suffix in (".pyx", ".pxi"))
+
+# the fields of the partition state (csrc/partition_state.h, the pause is the queue's `held`), of
+# the record filters' state in it (record_filters.h) and of the rebalance barrier (rebalance_barrier.h)
+PARTITION_STATE_FIELDS = ("position", "stored", "paused", "held", "app_pos_trusted", "queue", "fetch_stopped",
+                          "stopped_offset", "fetch_restarted", "refetch_forward", "filters")
+FILTER_FIELDS = ("floor", "seek_target", "seek_seen", "seek_until_ms", "seek_retries", "seek_batch", "sought")
+BARRIER_FIELDS = ("enabled", "last_rebalance_ms", "commit_refused_ms")
+
+
+def partition_state_writes(sources: dict[str, str]) -> list[str]:
+    """``file:line`` of every write from Cython to a field of a partition's state (through a
+    ``kc_partition_t *`` variable of that file, ``kc_ps_at(...)``, ``kc_ps_find(...)`` or
+    ``_assigned(...)``), to a filter or barrier field, and of every place that hands a partition's
+    filter state to C itself (``&p.filters``) instead of calling a partition_state.h setter."""
+    assign = r"\s*(?:[-+*/%|&^]|<<|>>|//)?=(?!=)"
+    found = []
+    for name, text in sources.items():
+        pointers = set(re.findall(r"\bkc_partition_t\s*\*\s*(\w+)", text))
+        receiver = (r"(?:\b(?:kc_ps_at|kc_ps_find|_assigned)\([^()]*(?:\([^()]*\)[^()]*)*\)"
+                    r"|\bfb\.parts\[[^\]]*\]")
+        if pointers:
+            receiver += r"|\b(?:" + "|".join(sorted(pointers)) + r")\b"
+        receiver += ")"
+        patterns = [
+            re.compile(rf"{receiver}\.(?:q\.)?(?:{'|'.join(PARTITION_STATE_FIELDS)})\b(?:\.\w+)?{assign}"),
+            re.compile(rf"\.filters\.(?:{'|'.join(FILTER_FIELDS)}){assign}"),
+            re.compile(rf"\.barrier\.(?:{'|'.join(BARRIER_FIELDS)}){assign}"),
+            re.compile(r"&\s*[\w.]+\.filters\b"),
+        ]
+        for n, line in enumerate(text.splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if any(p.search(code) for p in patterns):
+                found.append(f"{name}:{n}: {code.strip()}")
+    return found
+
+
+def test_fetch_buffer_is_a_queue_only() -> None:
+    """csrc/fetch_buffer.h includes no filter, partition-state or heartbeat header, and its partition
+    struct carries no position, stored offset, trust, fetch-stop or filter state."""
+    header = (CSRC / "fetch_buffer.h").read_text()
+    includes = re.findall(r'^#include "([\w.]+)"', header, re.M)
+    assert includes == ["rdk.h"], includes
+    struct = re.search(r"typedef struct kc_fb_part \{(.*?)\} kc_fb_part_t;", header, re.S)
+    assert struct, "kc_fb_part_t not found in fetch_buffer.h: the check no longer matches the header"
+    body = re.sub(r"/\*.*?\*/", "", struct.group(1), flags=re.S)
+    fields = set(re.findall(r"(\w+)\s*(?:,|;)", body))
+    assert {"ring", "len", "bytes", "held"} <= fields, fields
+    assert not fields & (set(PARTITION_STATE_FIELDS) - {"held"}), fields & set(PARTITION_STATE_FIELDS)
+    source = (CSRC / "fetch_buffer.c").read_text()
+    assert not re.search(r"->(?:position|stored|app_pos_trusted|filters|fetch_stopped)\b", source)
+
+
+def test_partition_state_is_written_through_its_setters_only() -> None:
+    found = partition_state_writes({p.name: p.read_text() for p in CYTHON_SOURCES})
+    assert not found, ("partition state, filter state or the rebalance barrier written from Cython "
+                       "(call a kc_ps_* / kc_barrier_* setter):\n" + "\n".join(found))
+
+
+def test_partition_state_is_written_in_c_by_its_unit_only() -> None:
+    """In csrc/, only partition_state.{h,c} assign a partition's state fields (record_filters.{h,c}
+    keep the filter state inside it; the barrier's fields only rebalance_barrier.h)."""
+    state = re.compile(r"->(?:position|stored|app_pos_trusted|fetch_stopped|stopped_offset|fetch_restarted"
+                       r"|refetch_forward|queue|held)\s*=(?!=)")
+    barrier = re.compile(r"(?:->|\.)(?:last_rebalance_ms|commit_refused_ms)\s*=(?!=)")
+    found = []
+    for path in sorted(CSRC.glob("*.[ch]")):
+        text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), path.read_text(), flags=re.S)
+        for n, line in enumerate(text.splitlines(), 1):
+            if state.search(line) and not path.stem == "partition_state":
+                found.append(f"{path.name}:{n}: {line.strip()}")
+            if barrier.search(line) and path.name != "rebalance_barrier.h":
+                found.append(f"{path.name}:{n}: {line.strip()}")
+    assert not found, "partition state or the barrier written outside their unit:\n" + "\n".join(found)
+
+
+def test_the_partition_state_write_check_finds_each_kind_of_write() -> None:
+    """The check above is not vacuous: the writes the consumer made before the setters are found;
+    reads, setter calls and writes to other structs (a metrics copy) are not."""
+    writes = {
+        "p.position = offset",
+        "p.stored = p.position",
+        "kc_ps_at(&c.core.fb, i).refetch_forward = 1",
+        "c.core.fb.parts[i].refetch_forward = 1",
+        "_assigned(c, tp).paused = paused",
+        "p.filters.floor = q.elems[i].offset",
+        "c.core.barrier.last_rebalance_ms = start_us // 1000",
+        "c.core.barrier.commit_refused_ms = kc_now_ms()",
+        "kc_seek_guard_start(&p.filters, offset)",
+        "p.app_pos_trusted += 1",
+    }
+    fine = {
+        "if p.position == KC_POSITION_UNKNOWN or p.position == p.stored:",
+        "parts[i].position = p.position",
+        "m.paused += 1",
+        "kc_ps_seek(&c.core.fb, p, offset)",
+        "kc_barrier_commit_refused(&c.core.barrier, kc_now_ms())",
+        "lst.elems[0].offset = offset",
+        "cdef int64_t target = p.filters.sought",
+    }
+    for line in writes | fine:
+        text = "cdef f(kc_partition_t *p):\n    " + line + "\n"
+        assert bool(partition_state_writes({"x.pyx": text})) == (line in writes), line
+
+
+def _c_sources_for(module: str) -> list[str]:
+    """setup.py's c_sources_for(kipconsumer/<module>.pyx), without running setup()."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    keep = [node for node in tree.body
+            if (isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets)
+                and {t.id for t in node.targets if isinstance(t, ast.Name)}
+                <= {"ROOT", "CSRC", "PKG", "_EXTERN_H", "_CIMPORT", "_INCLUDE_PXI", "_INCLUDE_H"})
+            or (isinstance(node, ast.FunctionDef) and node.name == "c_sources_for")]
+    namespace: dict[str, object] = {"__file__": str(ROOT / "setup.py"), "re": re, "Path": Path}
+    exec(compile(ast.Module(body=keep, type_ignores=[]), "setup.py", "exec"), namespace)
+    c_sources_for = namespace["c_sources_for"]
+    assert callable(c_sources_for)
+    return list(c_sources_for(PKG / f"{module}.pyx"))
+
+
+def test_share_consumer_links_no_filter_heartbeat_or_partition_state_code() -> None:
+    """The share consumer drains the same fetch buffer but keeps no positions, filters or barrier:
+    its extension compiles none of that C (setup.py derives each extension's sources)."""
+    share = _c_sources_for("_share")
+    assert "csrc/fetch_buffer.c" in share, share
+    unwanted = {"csrc/record_filters.c", "csrc/heartbeat_monitor.c", "csrc/partition_state.c",
+                "csrc/consumer_core.c", "csrc/prefetch_thread.c"}
+    assert not unwanted & set(share), sorted(unwanted & set(share))
+    consumer = _c_sources_for("_consumer")
+    assert {"csrc/fetch_buffer.c", "csrc/partition_state.c", "csrc/record_filters.c"} <= set(consumer)
+
+
+def test_rejoining_asks_the_barrier_rule() -> None:
+    """The rejoin rule lives in csrc/rebalance_barrier.h alone: the Cython layer neither reads the
+    barrier's fields nor the heartbeat monitor's error (it calls kc_consumer_rejoining)."""
+    found = [f"{p.name}:{n}: {code.strip()}" for p in CYTHON_SOURCES if p.name.startswith("_consumer")
+             for n, code in _code(p) if re.search(r"\.barrier\.\w|\.last_error\b", code)]
+    assert not found, found
+    close = (PKG / "_consumer_close.pxi").read_text()
+    body = re.search(r"^cdef bint _rejoining\(.*?(?=^\S)", close, re.M | re.S)
+    assert body and "kc_consumer_rejoining(" in body.group(0), "_rejoining no longer calls the C rule"
+
+
+def test_prefetch_thread_and_consumer_core_do_not_call_each_other() -> None:
+    """The prefetch thread gets its refill as a callback (kc_prefetch_source_t): prefetch_thread.{h,c}
+    include no consumer header and name no kc_consumer_ function or type, so the calls go one way
+    (consumer_core.c starts and stops the thread). The eventfd helpers are csrc/event_fd.{h,c}'s:
+    no other unit creates, signals or drains an eventfd itself."""
+    for name in ("prefetch_thread.h", "prefetch_thread.c"):
+        text = re.sub(r"/\*.*?\*/", "", (CSRC / name).read_text(), flags=re.S)
+        calls_consumer = r'#include "consumer_\w+\.h"|\bkc_consumer_\w+|\bstruct kc_consumer\b'
+        assert not re.search(calls_consumer, text), name
+    for path in sorted(CSRC.glob("*.[ch]")):
+        if path.stem == "event_fd":
+            continue
+        text = re.sub(r"/\*.*?\*/", "", path.read_text(), flags=re.S)
+        found = re.findall(r"\beventfd\s*\(|<sys/eventfd\.h>|\bkc_drain_eventfd\b", text)
+        assert not found, f"{path.name}: {found} (use csrc/event_fd.h)"

@@ -37,7 +37,7 @@ static int cmp_double(const void *a, const void *b) {
 static double pass(rd_kafka_message_t *msgs, size_t total, int parts, size_t max, kc_fairness_t mode,
                    int skewed, double *push_s, size_t *drains) {
     kc_fetch_buffer_t fb;
-    kc_partition_t **p = malloc(sizeof(*p) * (size_t)parts);
+    kc_fb_part_t **p = malloc(sizeof(*p) * (size_t)parts);
     rd_kafka_message_t **out = malloc(sizeof(*out) * max);
     size_t i, got = 0, k = 0;
     double t0, t1;

@@ -1,5 +1,6 @@
-/* Unit tests of csrc/fetch_buffer.c: the KIP-41 drain (proportional and greedy), pause,
- * positions, purge and byte accounting, on fake messages (no broker, no librdkafka I/O).
+/* Unit tests of csrc/fetch_buffer.c: the KIP-41 drain (proportional and greedy), held partitions,
+ * what a drain reports to the owner (on_taken), purge and byte accounting, on fake messages (no
+ * broker, no librdkafka I/O). The partitions' positions are partition_state's (test_partition_state.c).
  * Output: one line per failed check, then "N passed, M failed". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,18 @@ static void fake_destroy(rd_kafka_message_t *m) {
     free(m);
 }
 
+/* What the drains reported (on_taken): the offset after the last record taken, per partition. */
+static int64_t g_next[8];
+static void note_taken(kc_fb_part_t *p, int64_t next) {
+    g_next[p->partition] = next;
+}
+/* A buffer whose drains report to note_taken. */
+static void init_noting(kc_fetch_buffer_t *fb) {
+    for (int i = 0; i < 8; i++)
+        g_next[i] = KC_POSITION_UNKNOWN;
+    kc_fb_init_owned(fb, sizeof(kc_fb_part_t), note_taken);
+}
+
 static rd_kafka_message_t *fake(int32_t partition, int64_t offset, size_t len) {
     rd_kafka_message_t *m = calloc(1, sizeof(*m));
     m->partition = partition;
@@ -25,7 +38,7 @@ static rd_kafka_message_t *fake(int32_t partition, int64_t offset, size_t len) {
 }
 
 /* Pushes n records with offsets next.. into partition p. */
-static void fill(kc_fetch_buffer_t *fb, kc_partition_t *p, int n, int64_t first) {
+static void fill(kc_fetch_buffer_t *fb, kc_fb_part_t *p, int n, int64_t first) {
     for (int i = 0; i < n; i++) {
         rd_kafka_message_t *m = fake(p->partition, first + i, 10);
         kc_fb_push(fb, p, &m, 1);
@@ -47,8 +60,8 @@ static void release(rd_kafka_message_t **out, size_t n) {
  * the shallow ones fully, the deep one the rest. */
 static void test_proportional_serves_every_partition(void) {
     kc_fetch_buffer_t fb;
-    kc_fb_init(&fb);
-    kc_partition_t *p[6];
+    init_noting(&fb);
+    kc_fb_part_t *p[6];
     for (int i = 0; i < 6; i++)
         p[i] = kc_fb_add(&fb, "t", i);
     fill(&fb, p[0], 1000, 0);
@@ -66,7 +79,7 @@ static void test_proportional_serves_every_partition(void) {
     for (size_t i = 1; i < n; i++)
         if (out[i]->partition == out[i - 1]->partition)
             CHECK(out[i]->offset == out[i - 1]->offset + 1);
-    CHECK(p[0]->position == 50 && p[3]->position == 10);
+    CHECK(g_next[0] == 50 && g_next[3] == 10);
     CHECK(fb.records == 950 && fb.bytes == 9500);
     release(out, n);
     kc_fb_destroy(&fb);
@@ -77,7 +90,7 @@ static void test_proportional_serves_every_partition(void) {
 static void test_proportional_remainder_rotates(void) {
     kc_fetch_buffer_t fb;
     kc_fb_init(&fb);
-    kc_partition_t *p[6];
+    kc_fb_part_t *p[6];
     for (int i = 0; i < 6; i++) {
         p[i] = kc_fb_add(&fb, "t", i);
         fill(&fb, p[i], 1000, 0);
@@ -105,7 +118,7 @@ static void test_proportional_remainder_rotates(void) {
 static void test_greedy_round_robin(void) {
     kc_fetch_buffer_t fb;
     kc_fb_init(&fb);
-    kc_partition_t *p[3];
+    kc_fb_part_t *p[3];
     for (int i = 0; i < 3; i++) {
         p[i] = kc_fb_add(&fb, "t", i);
         fill(&fb, p[i], 250, 0);
@@ -135,13 +148,13 @@ static void test_greedy_round_robin(void) {
     CHECK(g_live == 0);
 }
 
-static void test_pause_keeps_records(void) {
+static void test_held_keeps_records(void) {
     kc_fetch_buffer_t fb;
-    kc_fb_init(&fb);
-    kc_partition_t *a = kc_fb_add(&fb, "t", 0), *b = kc_fb_add(&fb, "t", 1);
+    init_noting(&fb);
+    kc_fb_part_t *a = kc_fb_add(&fb, "t", 0), *b = kc_fb_add(&fb, "t", 1);
     fill(&fb, a, 30, 100);
     fill(&fb, b, 30, 0);
-    a->paused = 1;
+    a->held = 1;
     rd_kafka_message_t *out[100];
     CHECK(kc_fb_drainable(&fb) == 30);
     size_t n = kc_fb_drain(&fb, 100, KC_FAIRNESS_PROPORTIONAL, out);
@@ -149,43 +162,39 @@ static void test_pause_keeps_records(void) {
     for (size_t i = 0; i < n; i++)
         CHECK(out[i]->partition == 1);
     release(out, n);
-    CHECK(a->len == 30 && a->position == KC_POSITION_UNKNOWN);
-    a->paused = 0;
+    CHECK(a->len == 30 && g_next[0] == KC_POSITION_UNKNOWN); /* not drained: not reported */
+    a->held = 0;
     CHECK(kc_fb_first_offset(a) == 100);
     n = kc_fb_drain(&fb, 100, KC_FAIRNESS_GREEDY, out);
-    CHECK(n == 30 && out[0]->offset == 100 && out[29]->offset == 129 && a->position == 130);
+    CHECK(n == 30 && out[0]->offset == 100 && out[29]->offset == 129 && g_next[0] == 130);
     release(out, n);
     kc_fb_destroy(&fb);
     CHECK(g_live == 0);
 }
 
-static void test_next_offset(void) {
+/* The newest buffered offset, across the ring's wrap point; unknown when empty. */
+static void test_last_offset(void) {
     kc_fetch_buffer_t fb;
     kc_fb_init(&fb);
-    kc_partition_t *a = kc_fb_add(&fb, "t", 0);
-    CHECK(kc_fb_next_offset(a) == KC_POSITION_UNKNOWN); /* nothing known: take anything */
-    fill(&fb, a, 64, 100);                              /* wraps nothing yet: ring of 64 */
-    CHECK(kc_fb_next_offset(a) == 164);                 /* past the buffered tail */
+    kc_fb_part_t *a = kc_fb_add(&fb, "t", 0);
+    CHECK(kc_fb_last_offset(a) == KC_POSITION_UNKNOWN && kc_fb_first_offset(a) == KC_POSITION_UNKNOWN);
+    fill(&fb, a, 64, 100); /* wraps nothing yet: ring of 64 */
+    CHECK(kc_fb_last_offset(a) == 163 && kc_fb_first_offset(a) == 100);
     rd_kafka_message_t *out[64];
-    size_t n = kc_fb_drain(&fb, 10, KC_FAIRNESS_GREEDY, out);
+    size_t n = kc_fb_drain(&fb, 10, KC_FAIRNESS_GREEDY, out); /* no on_taken: nothing reported */
     release(out, n);
     fill(&fb, a, 5, 164); /* tail now sits after the wrap point */
-    CHECK(a->position == 110 && kc_fb_next_offset(a) == 169);
-    n = kc_fb_drain(&fb, 64, KC_FAIRNESS_GREEDY, out);
-    release(out, n);
-    n = kc_fb_drain(&fb, 64, KC_FAIRNESS_GREEDY, out);
-    release(out, n);
-    CHECK(a->len == 0 && kc_fb_next_offset(a) == 169); /* empty: the position */
-    a->position = 50;                                  /* a seek back: purge + new position */
-    CHECK(kc_fb_next_offset(a) == 50);
+    CHECK(kc_fb_last_offset(a) == 168 && kc_fb_first_offset(a) == 110);
+    kc_fb_purge(&fb, a);
+    CHECK(kc_fb_last_offset(a) == KC_POSITION_UNKNOWN);
     kc_fb_destroy(&fb);
     CHECK(g_live == 0);
 }
 
 static void test_remove_and_purge(void) {
     kc_fetch_buffer_t fb;
-    kc_fb_init(&fb);
-    kc_partition_t *p[4];
+    init_noting(&fb);
+    kc_fb_part_t *p[4];
     for (int i = 0; i < 4; i++) {
         p[i] = kc_fb_add(&fb, "t", i);
         fill(&fb, p[i], 500, 0); /* grows the ring past its first capacity */
@@ -201,9 +210,9 @@ static void test_remove_and_purge(void) {
     size_t n = kc_fb_drain(&fb, 300, KC_FAIRNESS_GREEDY, out);
     release(out, n);
     fill(&fb, p[0], 400, 500);
-    int64_t expect = p[0]->position == KC_POSITION_UNKNOWN ? 0 : p[0]->position;
+    int64_t expect = g_next[0] == KC_POSITION_UNKNOWN ? 0 : g_next[0];
     while (p[0]->len) {
-        p[3]->paused = 1;
+        p[3]->held = 1;
         n = kc_fb_drain(&fb, 64, KC_FAIRNESS_GREEDY, out);
         for (size_t i = 0; i < n; i++)
             if (out[i]->partition == 0)
@@ -211,7 +220,8 @@ static void test_remove_and_purge(void) {
         release(out, n);
     }
     CHECK(expect == 900);
-    kc_fb_purge_all(&fb);
+    for (size_t i = 0; i < fb.n; i++)
+        kc_fb_purge(&fb, fb.parts[i]);
     CHECK(fb.records == 0 && fb.bytes == 0);
     kc_fb_destroy(&fb);
     CHECK(g_live == 0);
@@ -223,8 +233,8 @@ static void test_remove_and_purge(void) {
 static void test_bytes_noted_at_push(void) {
     kc_fetch_buffer_t fb;
     kc_fb_init(&fb);
-    kc_partition_t *a = kc_fb_add(&fb, "t", 0);
-    kc_partition_t *b = kc_fb_add(&fb, "t", 1);
+    kc_fb_part_t *a = kc_fb_add(&fb, "t", 0);
+    kc_fb_part_t *b = kc_fb_add(&fb, "t", 1);
     size_t expect_a = 0, expect_b = 0;
     int64_t next_a = 0;
     rd_kafka_message_t *out[100];
@@ -256,7 +266,8 @@ static void test_bytes_noted_at_push(void) {
         CHECK(a->bytes == expect_a && b->bytes == expect_b && fb.bytes == expect_a + expect_b);
     }
     CHECK(a->ring_cap >= 64 && a->len > 64); /* grown past the first capacity */
-    kc_fb_purge_all(&fb);
+    kc_fb_purge(&fb, a);
+    kc_fb_purge(&fb, b);
     CHECK(fb.records == 0 && fb.bytes == 0 && a->bytes == 0 && b->bytes == 0);
     kc_fb_destroy(&fb);
     CHECK(g_live == 0);
@@ -278,8 +289,8 @@ int main(void) {
     run_case("proportional_serves_every_partition", test_proportional_serves_every_partition);
     run_case("proportional_remainder_rotates", test_proportional_remainder_rotates);
     run_case("greedy_round_robin", test_greedy_round_robin);
-    run_case("pause_keeps_records", test_pause_keeps_records);
-    run_case("next_offset", test_next_offset);
+    run_case("held_keeps_records", test_held_keeps_records);
+    run_case("last_offset", test_last_offset);
     run_case("remove_and_purge", test_remove_and_purge);
     run_case("target_is_twice_the_share", test_target_is_twice_the_share);
     run_case("bytes_noted_at_push", test_bytes_noted_at_push);

@@ -1,6 +1,6 @@
-/* Unit tests of csrc/record_filters.c: the seek guard, the refetch filter, the committed floor and
- * the rebalance barrier, with a fake clock, a fake seek and fake watermarks (no broker, no
- * librdkafka I/O). Output: one line per failed check, then "N passed, M failed". */
+/* Unit tests of csrc/record_filters.c: the seek guard, the refetch filter and the committed floor
+ * (the rebalance barrier: test_partition_state.c), with a fake clock, a fake seek and fake watermarks (no
+ * broker, no librdkafka I/O). Output: one line per failed check, then "N passed, M failed". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,44 +220,6 @@ static void test_floor_given_up(void) {
     CHECK(below(&f, 5));
 }
 
-/* ---- 4. rebalance barrier ---- */
-
-static void test_barrier(void) {
-    kc_heartbeat_monitor_t hb;
-    kc_hb_init(&hb);
-    kc_rebalance_barrier_t b;
-    kc_rebalance_barrier_init(&b);
-    CHECK(b.enabled);
-    CHECK(!kc_rebalance_barrier_holds(&b, &hb));
-    /* a heartbeat answered REBALANCE_IN_PROGRESS */
-    atomic_store(&hb.last_any_ms, 1000);
-    atomic_store(&hb.last_error, RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS);
-    CHECK(kc_rebalance_barrier_holds(&b, &hb));
-    b.enabled = 0;
-    CHECK(!kc_rebalance_barrier_holds(&b, &hb));
-    b.enabled = 1;
-    /* a rebalance callback since: served */
-    b.last_rebalance_ms = 1000;
-    CHECK(!kc_rebalance_barrier_holds(&b, &hb));
-    b.last_rebalance_ms = 999;
-    CHECK(kc_rebalance_barrier_holds(&b, &hb));
-    /* a successful heartbeat since */
-    atomic_store(&hb.last_ok_ms, 1000);
-    CHECK(!kc_rebalance_barrier_holds(&b, &hb));
-    /* another error than REBALANCE_IN_PROGRESS does not hold */
-    atomic_store(&hb.last_any_ms, 2000);
-    atomic_store(&hb.last_error, RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
-    CHECK(!kc_rebalance_barrier_holds(&b, &hb));
-    /* a commit refused after the last rebalance and heartbeat */
-    b.commit_refused_ms = 1001;
-    CHECK(kc_rebalance_barrier_holds(&b, &hb));
-    b.last_rebalance_ms = 1001;
-    CHECK(!kc_rebalance_barrier_holds(&b, &hb));
-    atomic_store(&hb.last_ok_ms, 1500);
-    b.commit_refused_ms = 1500;
-    CHECK(!kc_rebalance_barrier_holds(&b, &hb));
-}
-
 int main(void) {
     kc_filters_now_ms = fake_now;
     kc_filters_seek = fake_seek;
@@ -272,6 +234,5 @@ int main(void) {
     run_case("refetched", test_refetched);
     run_case("floor", test_floor);
     run_case("floor_given_up", test_floor_given_up);
-    run_case("barrier", test_barrier);
     return kc_test_summary();
 }
