@@ -118,6 +118,8 @@ run_tests() {
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider
     log "pytest --broker kafka: the Kafka-semantics modules again, their shared broker real Apache Kafka"
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider --broker kafka "${KAFKA_TIER[@]}"
+    log "pytest --broker kafka --group-protocol consumer: a slice of it with every group member on KIP-848"
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider --broker kafka --group-protocol consumer "${KIP848_SLICE[@]}"
 }
 
 # The modules whose tests about Kafka's semantics run a second time with `--broker kafka` (their
@@ -130,6 +132,15 @@ KAFKA_TIER=(
     tests/test_producer.py tests/test_kip848.py
     tests/test_aio.py tests/test_streams.py tests/test_consumer_interop.py tests/test_mixed_group.py
     -k "not fast_churn"
+)
+
+# The consumer-protocol run in CI (~2 min): KIP-41 fairness and the revoke listener's commit, KIP-62
+# poll-interval expiry and rejoin, listeners and commits in revoke, close. The whole tier under it is
+# `./dev.sh test --broker kafka --group-protocol consumer "${KAFKA_TIER[@]}"` (docs/testing.md).
+KIP848_SLICE=(
+    tests/test_consumer_kip41.py tests/test_consumer_kip62.py
+    -k "fairness or revoke_drops_buffered or commit_in_listener_on_unsubscribe or poll_interval_expiry_hands"\
+" or listeners_run_inside_poll or commit_in_revoke_listener or close_leaves_the_group or refused_by_a_rebalance"
 )
 
 # The broker-version matrix: one release at a time (one JVM), niced; a failing release does not stop

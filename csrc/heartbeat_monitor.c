@@ -5,6 +5,12 @@
 #include <string.h>
 
 #define KC_APIKEY_HEARTBEAT 12
+/* KIP-848 (group.protocol=consumer): the member's heartbeat is ConsumerGroupHeartbeat */
+#define KC_APIKEY_CONSUMER_GROUP_HEARTBEAT 68
+
+static int is_heartbeat(int16_t api_key) {
+    return api_key == KC_APIKEY_HEARTBEAT || api_key == KC_APIKEY_CONSUMER_GROUP_HEARTBEAT;
+}
 
 kc_heartbeat_monitor_t *kc_hb_new(void) {
     kc_heartbeat_monitor_t *hb = malloc(sizeof(*hb));
@@ -36,7 +42,7 @@ static rd_kafka_resp_err_t on_request_sent(rd_kafka_t *rk, int sockfd, const cha
     (void)ApiVersion;
     (void)CorrId;
     (void)size;
-    if (ApiKey == KC_APIKEY_HEARTBEAT)
+    if (is_heartbeat(ApiKey))
         atomic_fetch_add(&((kc_heartbeat_monitor_t *)ic_opaque)->outstanding, 1);
     return RD_KAFKA_RESP_ERR_NO_ERROR;
 }
@@ -53,7 +59,7 @@ static rd_kafka_resp_err_t on_response_received(rd_kafka_t *rk, int sockfd, cons
     (void)CorrId;
     (void)size;
     (void)rtt;
-    if (ApiKey != KC_APIKEY_HEARTBEAT)
+    if (!is_heartbeat(ApiKey))
         return RD_KAFKA_RESP_ERR_NO_ERROR;
     kc_heartbeat_monitor_t *hb = ic_opaque;
     /* librdkafka 2.16 invokes this hook twice per response (identical arguments,

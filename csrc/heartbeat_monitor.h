@@ -1,8 +1,9 @@
 /* heartbeat_monitor: observes the group heartbeats librdkafka's background threads send.
  *
  * Installed as a librdkafka interceptor (on_response_received), so it sees every
- * Heartbeat response on the thread that received it, without the GIL. It only counts
- * and timestamps; librdkafka sends the heartbeats. */
+ * Heartbeat response (ConsumerGroupHeartbeat with group.protocol=consumer, KIP-848) on the
+ * thread that received it, without the GIL. It only counts and timestamps; librdkafka sends
+ * the heartbeats. */
 #ifndef KC_HEARTBEAT_MONITOR_H
 #define KC_HEARTBEAT_MONITOR_H
 

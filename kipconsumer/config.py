@@ -842,6 +842,9 @@ def _check_common(res: _Resolved) -> None:
 # --------------------------------------------------------------------------------------------------
 
 _BROKER_SIDE_WITH_KIP848 = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
+#: The group protocol of a consumer whose config sets ``group.id`` and not ``group.protocol``: ``classic``
+#: (the documented default, Java's until 5.0). Only :func:`set_implicit_group_protocol` changes it.
+_implicit_group_protocol = "classic"
 #: librdkafka settings that only the KIP-848 protocol uses
 _KIP848_ONLY = ("group.remote.assignor",)
 
@@ -919,6 +922,27 @@ def _take_deserializers(conf: Mapping[str, object]) -> tuple[Mapping[str, object
     return {k: v for k, v in conf.items() if k not in _DESERIALIZER_KEYS}, found
 
 
+def set_implicit_group_protocol(protocol: str) -> str:
+    """Make ``protocol`` (``classic`` or ``consumer``) the group protocol of every consumer created
+    afterwards in this process whose config has a ``group.id`` and no ``group.protocol``, as if the
+    config said it; returns the previous one. For test sessions (the pytest plugin's
+    ``--group-protocol``), not applications: they set ``group.protocol`` in their config."""
+    global _implicit_group_protocol
+    if protocol not in ("classic", "consumer"):
+        raise ConfigError(f"group protocol {protocol!r} is not one of classic|consumer")
+    previous, _implicit_group_protocol = _implicit_group_protocol, protocol
+    return previous
+
+
+def group_protocol_of(conf: Mapping[str, object]) -> str:
+    """The group protocol ``conf`` selects: its ``group.protocol`` (lower-cased), else with a
+    ``group.id`` the implicit one (``classic`` unless :func:`set_implicit_group_protocol` changed it)."""
+    given = conf.get("group.protocol")
+    if given is not None:
+        return str(given).strip().lower()
+    return _implicit_group_protocol if conf.get("group.id") else "classic"
+
+
 def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
     """Validate a consumer config dict and return its settings.
 
@@ -933,6 +957,9 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
     conf, deserializers = _take_deserializers(conf)
     res = _resolve(conf, CONSUMER_SPECS, "consumer", others=_others("consumer"), forced=CONSUMER_FORCED,
                    passthrough=True)
+    implicit = _implicit_group_protocol
+    if implicit == "consumer" and "group.protocol" not in res.explicit and res.values["group.id"]:
+        _record(res, "group.protocol", "group.protocol", "consumer")  # as if the config said it
     _check_common(res)
     _check_fetch_sizes(res)
     rd = _emit(res)
@@ -1305,7 +1332,7 @@ def split_config(config: Mapping[str, object]) -> PipelineConfig:
                                                   f"{consumer['group.id']}-{uuid.uuid4().hex[:12]}")
     else:
         check_at_least_once_producer(producer)
-    if str(consumer.get("group.protocol", "classic")).strip().lower() != "consumer":
+    if group_protocol_of(consumer) != "consumer":
         # Incremental rebalances: only the moved partitions are revoked, after the new assignment is
         # agreed, so their commit in on_partitions_revoked is accepted (and the others keep flowing).
         # (KIP-848 has no client-side assignor: the broker's reconciliation is incremental.)

@@ -13,20 +13,71 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kipconsumer import KafkaConsumer
 from kipconsumer.broker import EmbeddedBroker
+from kipconsumer.config import group_protocol_of
 from kipconsumer.testing import KafkaCluster
+
+
+def session_consumer_protocol() -> bool:
+    """True when this test session runs group members under the consumer protocol (KIP-848) by default
+    (``--group-protocol consumer``, ``$KIP_GROUP_PROTOCOL``)."""
+    return group_protocol_of({"group.id": "any"}) == "consumer"
+
+
+def group_timeouts(session_ms: int, heartbeat_ms: int) -> dict[str, object]:
+    """A classic member's short ``session.timeout.ms`` / ``heartbeat.interval.ms`` (fast rebalances in
+    tests); nothing under the session's consumer protocol, where they are the broker's
+    (``group.consumer.session.timeout.ms``, KafkaCluster: 10 s / 1 s) and setting one is a
+    ConfigError, as in Java's consumer-protocol member."""
+    if session_consumer_protocol():
+        return {}
+    return {"session.timeout.ms": session_ms, "heartbeat.interval.ms": heartbeat_ms}
+
+
+#: KafkaCluster's consumer-protocol group timeouts (``group.consumer.session.timeout.ms``,
+#: ``group.consumer.heartbeat.interval.ms``: kipconsumer/testing/kafka_cluster.py)
+KAFKA_KIP848_SESSION_MS, KAFKA_KIP848_HEARTBEAT_MS = 10_000, 1_000
+
+
+def member_timeouts(broker: object, session_ms: int, heartbeat_ms: int) -> tuple[int, int]:
+    """The session timeout and heartbeat interval a member on ``broker`` gets: its own for a classic
+    member (``group_timeouts(session_ms, heartbeat_ms)``), the broker's under the session's consumer
+    protocol (KafkaCluster's); a test that needs them on the embedded broker under the consumer
+    protocol is skipped, saying so (the mock's KIP-848 session is not set by our tests)."""
+    if not session_consumer_protocol():
+        return session_ms, heartbeat_ms
+    if isinstance(broker, KafkaCluster):
+        return KAFKA_KIP848_SESSION_MS, KAFKA_KIP848_HEARTBEAT_MS
+    pytest.skip("needs the broker's consumer-protocol session and heartbeat interval: use --broker kafka")
+
+
+def assignor(strategy: str) -> dict[str, object]:
+    """``partition.assignment.strategy`` for a classic member; nothing under the session's consumer
+    protocol, whose broker assigns and always rebalances incrementally (only ``cooperative-sticky``
+    tests mean the same there: parametrize an eager strategy with :data:`EAGER_IS_CLASSIC`)."""
+    if session_consumer_protocol():
+        assert strategy == "cooperative-sticky", f"{strategy}: mark the case classic_only"
+        return {}
+    return {"partition.assignment.strategy": strategy}
+
+
+#: for a parametrized eager assignor (``pytest.param("range", marks=EAGER_IS_CLASSIC)``)
+EAGER_IS_CLASSIC = pytest.mark.classic_only(
+    reason="eager rebalancing (revoke everything, then assign) is the classic protocol's; the consumer "
+    "protocol's reconciliation is incremental: the cooperative-sticky case covers it")
 
 
 def make_consumer(broker: EmbeddedBroker, group: str | None = None, **extra: object) -> KafkaConsumer:
     """A consumer on `broker` with test-friendly defaults (no auto-commit, earliest, short
-    session); `extra` keys use underscores for dots: max_poll_records=10."""
+    session for a classic member); `extra` keys use underscores for dots: max_poll_records=10."""
     conf: dict[str, object] = {
         "bootstrap.servers": broker.bootstrap_servers,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 500,
+        **group_timeouts(6000, 500),
     }
     if group is not None:
         conf["group.id"] = group

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from kc_testing import confluent_rebalance_callbacks
+from kc_testing import confluent_rebalance_callbacks, group_timeouts, session_consumer_protocol
 from support import produce_ids
 
 from kipconsumer import KafkaConsumer, TopicPartition
@@ -47,7 +47,7 @@ def run(coro: Coroutine[Any, Any, T], loop: str = "asyncio") -> T:
 def conf(broker: EmbeddedBroker, group: str, **extra: object) -> dict[str, object]:
     c: dict[str, object] = {"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
                             "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+                            **group_timeouts(6000, 500)}
     c.update({k.replace("_", "."): v for k, v in extra.items()})
     return c
 
@@ -314,6 +314,8 @@ def test_async_listener_commits_in_revoke_and_a_loop_wait_is_refused(
 
 
 @pytest.mark.slow
+@pytest.mark.classic_only(reason="blocks the loop for 3 x the member's own session.timeout.ms (2 s); "
+                          "under the consumer protocol the session is the broker's")
 def test_blocked_loop_keeps_membership(unique_name: Callable[[str], str]) -> None:
     """KIP-62: librdkafka's threads heartbeat while user code blocks the loop for 3 x session.timeout.ms
     (max.poll.interval.ms is longer): no rebalance, no revocation, same member."""
@@ -533,23 +535,27 @@ def test_async_sync_and_confluent_members_share_partitions_exactly_once(
     with EmbeddedBroker(num_brokers=1) as broker:
         broker.create_topic("mixed", nparts)
         group = unique_name("mixed")
-        session = {"session.timeout.ms": 2500, "heartbeat.interval.ms": 300}
+        session = group_timeouts(2500, 300)
+        # under the session's consumer protocol the confluent-kafka member uses it too (incremental)
+        incremental = session_consumer_protocol()
+        protocol = {"group.protocol": "consumer"} if incremental else {}
         produce(broker, "mixed", half, nparts)
         seen: Counter[tuple[int, int]] = Counter()
         who: Counter[str] = Counter()
         lock = threading.Lock()
         stop = threading.Event()
-        owned: dict[str, int] = {"async": 0, "sync": 0, "confluent": 0}
+        # each member's partitions (eager: all revoked, then all assigned; incremental: what moved)
+        owned: dict[str, set[int]] = {"async": set(), "sync": set(), "confluent": set()}
 
         class Owned:
             def __init__(self, member: str) -> None:
                 self.member = member
 
             def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
-                owned[self.member] = len(partitions)
+                owned[self.member] |= {tp.partition for tp in partitions}
 
             def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
-                owned[self.member] = 0
+                owned[self.member] -= {tp.partition for tp in partitions}
 
         def record(member: str, partition: int, offset: int) -> None:
             with lock:
@@ -569,10 +575,11 @@ def test_async_sync_and_confluent_members_share_partitions_exactly_once(
 
         def confluent_member() -> None:
             c = CConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
-                           "enable.auto.commit": False, "auto.offset.reset": "earliest", **session})
+                           "enable.auto.commit": False, "auto.offset.reset": "earliest", **session,
+                           **protocol})
             c.subscribe(["mixed"], **confluent_rebalance_callbacks(
-                False, lambda _c, ps: owned.__setitem__("confluent", len(ps)),
-                lambda _c, ps: owned.__setitem__("confluent", 0)))
+                incremental, lambda _c, ps: owned["confluent"].update(tp.partition for tp in ps),
+                lambda _c, ps: owned["confluent"].difference_update(tp.partition for tp in ps)))
             while not stop.is_set():
                 msgs = c.consume(100, 0.2)
                 for m in msgs:
@@ -597,14 +604,14 @@ def test_async_sync_and_confluent_members_share_partitions_exactly_once(
                 loop = asyncio.get_running_loop()
                 deadline = loop.time() + 60
                 # the group rebalances to three members while the async one keeps polling
-                while loop.time() < deadline and not (min(owned.values()) > 0
-                                                      and sum(owned.values()) == nparts):
+                while loop.time() < deadline and not (min(map(len, owned.values())) > 0
+                                                      and sum(map(len, owned.values())) == nparts):
                     records = await c.poll(0.2)
                     for r in records:
                         record("async", r.partition, r.offset)
                     if len(records):
                         await c.commit()
-                assert min(owned.values()) > 0, f"the group did not rebalance to 3 members: {owned}"
+                assert min(map(len, owned.values())) > 0, f"the group did not rebalance to 3 members: {owned}"
                 await loop.run_in_executor(None, produce_second_half, broker, nparts, half)
                 while len(seen) < 2 * half and loop.time() < deadline + 60:
                     records = await c.poll(0.2)
@@ -616,7 +623,10 @@ def test_async_sync_and_confluent_members_share_partitions_exactly_once(
                 for t in threads:
                     await loop.run_in_executor(None, t.join)
 
-        run(main())
+        try:
+            run(main())
+        finally:
+            stop.set()  # a failed main() must not leave the members polling (the run would not exit)
         assert len(seen) == 2 * half, f"{2 * half - len(seen)} records never processed"
         assert set(seen.values()) == {1}, [k for k, v in seen.items() if v > 1][:10]
         assert who["async"] > 0 and who["sync"] > 0 and who["confluent"] > 0, who

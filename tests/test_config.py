@@ -650,6 +650,30 @@ def test_kip848_refuses_broker_side_settings(key: str) -> None:
         cons({"group.protocol": "consumer", key: value})
 
 
+def test_the_implicit_group_protocol_applies_to_members_that_set_none() -> None:
+    """set_implicit_group_protocol() (the pytest plugin's --group-protocol): a consumer with a group.id
+    and no group.protocol uses it, as if its config said it; classic is the default; other values are
+    refused by name."""
+    from kipconsumer.config import set_implicit_group_protocol
+
+    previous = set_implicit_group_protocol("classic")  # this session's (--group-protocol) put aside
+    try:
+        assert "group.protocol" not in cons({"group.id": "g"}).rdkafka
+        assert set_implicit_group_protocol("consumer") == "classic"
+        assert cons({"group.id": "g"}).rdkafka["group.protocol"] == "consumer"
+        assert cons({"group.id": "g"}).cooperative
+        assert cons({"group.id": "g", "group.protocol": "classic"}).rdkafka["group.protocol"] == "classic"
+        assert "group.protocol" not in cons({}).rdkafka  # no group: nothing to join
+        with pytest.raises(ConfigError, match="'session.timeout.ms' is not supported with group.protocol"):
+            cons({"group.id": "g", "session.timeout.ms": 6000})
+        with pytest.raises(ConfigError, match=r"'eager' is not one of classic\|consumer"):
+            set_implicit_group_protocol("eager")
+        set_implicit_group_protocol("classic")
+        assert "group.protocol" not in cons({"group.id": "g"}).rdkafka
+    finally:
+        set_implicit_group_protocol(previous)
+
+
 def test_kip848_only_settings_are_refused_with_the_classic_protocol() -> None:
     with pytest.raises(ConfigError, match="'group.remote.assignor' applies to group.protocol=consumer"):
         cons({"group.id": "g", "group.remote.assignor": "uniform"})

@@ -242,7 +242,7 @@ def test_close_timeout_bounds_close_when_the_coordinator_is_down(
         own.set_coordinator(group, 2)
         produce(own, "t", 200, partition=0)
         threads_before = _threads()
-        c = make(own, group, enable_auto_commit=True, session_timeout_ms=6000)
+        c = make(own, group, enable_auto_commit=True)
         c.subscribe(["t"])
         got = read(c, 50)
         assert got
@@ -282,7 +282,7 @@ def test_commit_sync_in_the_revoke_listener_is_bounded_by_close_timeout(
         group = unique_name("g-close-commit")
         own.set_coordinator(group, 2)
         produce(own, "t", 100, partition=0)
-        c = make(own, group, session_timeout_ms=6000)
+        c = make(own, group)
         seen: list[object] = []
 
         class CommitOnRevoke:

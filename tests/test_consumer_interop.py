@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
-from kc_testing import confluent_rebalance_callbacks
+from kc_testing import confluent_rebalance_callbacks, group_timeouts
 from support import produce as produce_records
 
 from kipconsumer import ConsumerRecord, KafkaConsumer, KafkaProducer, TopicPartition
@@ -28,6 +28,9 @@ def produce(broker, topic, nparts, per):
                     value=lambda p, i: f"{p}:{i}".encode(), key=lambda p, i: str(i).encode(), linger_ms=20)
 
 
+@pytest.mark.classic_only(reason="an eager (range) group of a kipconsumer and a confluent-kafka member; the "
+                          "consumer protocol's mixed group: test_mixed_group.py (cooperative-sticky case) "
+                          "and test_kip848.py::test_mixed_group_with_confluent_kafka_members")
 def test_kipconsumer_and_confluent_share_a_group_exactly_once(broker, topic_factory, unique_name):
     nparts, per = 6, 1500
     total = nparts * per
@@ -43,8 +46,7 @@ def test_kipconsumer_and_confluent_share_a_group_exactly_once(broker, topic_fact
     # -- kipconsumer member, commits as it goes and in on_partitions_revoked
     kc = KafkaConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                        "max.poll.records": 100, "session.timeout.ms": 6000,
-                        "heartbeat.interval.ms": 500})
+                        "max.poll.records": 100, **group_timeouts(6000, 500)})
 
     class KListener:
         def on_partitions_revoked(self, parts):

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 import pytest
 from confluent_kafka import Producer
+from kc_testing import EAGER_IS_CLASSIC, assignor
 from kc_testing import make_consumer as consumer
 from support import produce as produce_records
 
@@ -481,7 +482,7 @@ class Recorder:
                    for tps, res in later)
 
 
-@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+@pytest.mark.parametrize("strategy", [pytest.param("range", marks=EAGER_IS_CLASSIC), "cooperative-sticky"])
 def test_revoke_drops_buffered_records_and_commit_in_listener(broker, topic_factory, unique_name, strategy):
     nparts, per = 6, 2000
     topic = topic_factory(partitions=nparts)
@@ -491,7 +492,7 @@ def test_revoke_drops_buffered_records_and_commit_in_listener(broker, topic_fact
     ref_a: list[KafkaConsumer] = []
     ref_b: list[KafkaConsumer] = []
     la, lb = Recorder(ref_a), Recorder(ref_b)
-    a = consumer(broker, group, max_poll_records=50, partition_assignment_strategy=strategy)
+    a = consumer(broker, group, max_poll_records=50, **assignor(strategy))
     ref_a.append(a)
     b = None
     violations: list[tuple[str, int, int]] = []
@@ -525,7 +526,7 @@ def test_revoke_drops_buffered_records_and_commit_in_listener(broker, topic_fact
             # returned between b's JoinGroup and a's revoke could not be committed:
             # a returns nothing until the rebalance is done.
             a.pause(sorted(a.assignment()))
-        b = consumer(broker, group, max_poll_records=50, partition_assignment_strategy=strategy)
+        b = consumer(broker, group, max_poll_records=50, **assignor(strategy))
         ref_b.append(b)
         b.subscribe([topic], listener=lb)
         everything = set(tps(topic, range(nparts)))

@@ -37,6 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
 import pytest
+from kc_testing import assignor, group_timeouts, member_timeouts, session_consumer_protocol
 from support import produce as produce_records
 
 from kipconsumer import KafkaConsumer, TopicPartition
@@ -50,6 +51,9 @@ from kipconsumer.errors import (
 )
 
 SESSION_MS = 3000
+#: the KIP-62 compatibility rule needs the member's own session.timeout.ms: a classic member's only
+COMPAT_RULE_IS_CLASSIC = pytest.mark.classic_only(
+    reason="the KIP-62 compatibility rule: session.timeout.ms is the member's own in the classic protocol")
 HEARTBEAT_MS = 500
 
 Key = tuple[int, int]  # (partition, offset)
@@ -70,8 +74,7 @@ def make_consumer(bootstrap: str, group: str, **extra: object) -> KafkaConsumer:
         "group.id": group,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": SESSION_MS,
-        "heartbeat.interval.ms": HEARTBEAT_MS,
+        **group_timeouts(SESSION_MS, HEARTBEAT_MS),
         "max.poll.interval.ms": 60_000,
         "max.poll.records": 10,
     }
@@ -195,6 +198,7 @@ def test_heartbeats_continue_while_python_holds_the_gil(
     consumers: list[KafkaConsumer],
 ) -> None:
     topic, group = topic_factory(4), unique_name("g-gil")
+    session_ms, heartbeat_ms = member_timeouts(broker, SESSION_MS, HEARTBEAT_MS)
     a = make_consumer(broker.bootstrap_servers, group)
     b = make_consumer(broker.bootstrap_servers, group)
     consumers += [a, b]
@@ -217,7 +221,7 @@ def test_heartbeats_continue_while_python_holds_the_gil(
     th.start()
     time.sleep(0.05)
 
-    hold = 3 * SESSION_MS / 1000.0
+    hold = max(3 * SESSION_MS, 1.5 * session_ms) / 1000.0  # past the session (the broker's: 15 s)
     old_switch = sys.getswitchinterval()
     sys.setswitchinterval(10 * hold)  # no forced GIL hand-over during the busy loop
     try:
@@ -242,13 +246,13 @@ def test_heartbeats_continue_while_python_holds_the_gil(
     for name, before, during in (("A", before_a, during_a), ("B", before_b, during_b)):
         beats = during["heartbeats"] - before["heartbeats"]
         # ~hold / heartbeat.interval.ms = 18 expected; a third of that proves they kept coming
-        assert beats >= hold * 1000 / HEARTBEAT_MS / 3, (name, beats, during)
-        assert 0 <= during["last_heartbeat_ms_ago"] <= 2 * HEARTBEAT_MS + 1000, (name, during)
+        assert beats >= hold * 1000 / heartbeat_ms / 3, (name, beats, during)
+        assert 0 <= during["last_heartbeat_ms_ago"] <= 2 * heartbeat_ms + 1000, (name, during)
         assert during["heartbeat_errors"] == before["heartbeat_errors"], (name, during)
         assert during["time_since_last_poll_ms"] >= hold * 1000 - 200, (name, during)
 
     # Poll both for a while: a member evicted during the hold would now see a rebalance.
-    poll_until([a, b], lambda: False, SESSION_MS / 1000.0 + 1.0)
+    poll_until([a, b], lambda: False, session_ms / 1000.0 + 1.0)
     after_a, after_b = a.metrics(), b.metrics()
     assert a.assignment() == assign_a and b.assignment() == assign_b
     assert after_a["rebalances"] == before_a["rebalances"], after_a
@@ -268,6 +272,8 @@ def test_poll_interval_expiry_hands_partitions_over_and_rejoins(
     consumers: list[KafkaConsumer], caplog: pytest.LogCaptureFixture,
 ) -> None:
     max_poll_ms = 4000
+    session_ms, heartbeat_ms = member_timeouts(broker, SESSION_MS, HEARTBEAT_MS)
+    incremental = session_consumer_protocol()
     topic, group = topic_factory(4), unique_name("g-expiry")
     a = make_consumer(broker.bootstrap_servers, group, **{"max.poll.interval.ms": max_poll_ms})
     b = make_consumer(broker.bootstrap_servers, group, **{"max.poll.interval.ms": max_poll_ms})
@@ -326,7 +332,9 @@ def test_poll_interval_expiry_hands_partitions_over_and_rejoins(
     # Not before A's poll timer expired (A kept heartbeating), and about one rebalance after it
     # (the mock waits session.timeout.ms - 1 s per rebalance; allow generously for load).
     assert takeover >= max_poll_ms / 1000.0 - 0.5, takeover
-    assert takeover <= max_poll_ms / 1000.0 + 3 * SESSION_MS / 1000.0 + 3, takeover
+    # (consumer protocol: librdkafka 2.16 sends no leave at the expiry, it stops heartbeating: the
+    # broker hands A's partitions over after its session timeout, docs/configuration.md)
+    assert takeover <= max_poll_ms / 1000.0 + 3 * session_ms / 1000.0 + 3, takeover
     # B consumes A's former partitions for a while (and commits), A still stalled.
     t1 = time.monotonic()
     while time.monotonic() - t1 < 1.0:
@@ -335,17 +343,21 @@ def test_poll_interval_expiry_hands_partitions_over_and_rejoins(
     a_last_heartbeat = time.monotonic() - stalled["last_heartbeat_ms_ago"] / 1000.0
     assert stalled["time_since_last_poll_ms"] > max_poll_ms, stalled
     assert stalled["poll_interval_expiries"] == 0  # counted by the next poll()
-    assert stalled["last_heartbeat_ms_ago"] > 2 * HEARTBEAT_MS, stalled  # A left: no more heartbeats
+    assert stalled["last_heartbeat_ms_ago"] > 2 * heartbeat_ms, stalled  # A left: no more heartbeats
     # A heartbeated until its poll timer expired, then sent LeaveGroup: the coordinator told B at
     # once (B's revoke). Had A just gone silent, the coordinator would have waited a full session
-    # after A's last heartbeat before evicting it.
-    b_revoked = [e[3] for e in lb.events if e[0] == "revoked" and e[3] > t0]
-    assert b_revoked, lb.kinds()
-    leave_gap = b_revoked[0] - a_last_heartbeat
-    print(f"B's revoke came {leave_gap:.2f}s after A's last heartbeat "
+    # after A's last heartbeat before evicting it. (Consumer protocol: B is not revoked, it gains A's
+    # partitions; A went silent, so that takes the broker's session.)
+    b_told = [e[3] for e in lb.events if e[0] == ("assigned" if incremental else "revoked") and e[3] > t0]
+    assert b_told, lb.kinds()
+    leave_gap = b_told[0] - a_last_heartbeat
+    print(f"B's {'assignment' if incremental else 'revoke'} came {leave_gap:.2f}s after A's last heartbeat "
           f"({a_last_heartbeat - t0:.2f}s into the stall)")
     assert a_last_heartbeat - t0 >= max_poll_ms / 1000.0 - 1.5  # heartbeats went on while A was busy
-    assert leave_gap < 2 * SESSION_MS / 3000.0, leave_gap
+    if incremental:
+        assert leave_gap < session_ms / 1000.0 + 3 * heartbeat_ms / 1000.0 + 1, leave_gap
+    else:
+        assert leave_gap < 2 * SESSION_MS / 3000.0, leave_gap
     assert len(la.events) == a_events  # nothing ran on A while it did not poll
 
     # A commit now fails, saying why and what to change.
@@ -405,6 +417,7 @@ def test_poll_interval_expiry_hands_partitions_over_and_rejoins(
 # effective poll interval, rebalance timeout, config rules
 
 
+@COMPAT_RULE_IS_CLASSIC
 def test_compat_rule_raises_poll_interval_to_session_timeout(
     broker: EmbeddedBroker, caplog: pytest.LogCaptureFixture, consumers: list[KafkaConsumer],
 ) -> None:
@@ -431,6 +444,8 @@ def test_compat_rule_raises_poll_interval_to_session_timeout(
     assert d.metrics()["max_poll_interval_ms"] == 45_000
 
 
+@pytest.mark.classic_only(reason="heartbeat.interval.ms and session.timeout.ms are the broker's in the "
+                          "consumer protocol (setting one is a ConfigError: tests/test_config.py)")
 @pytest.mark.parametrize("heartbeat", [SESSION_MS, SESSION_MS + 1])
 def test_heartbeat_interval_not_below_session_timeout_is_rejected(
     broker: EmbeddedBroker, heartbeat: int
@@ -442,6 +457,7 @@ def test_heartbeat_interval_not_below_session_timeout_is_rejected(
 
 
 @pytest.mark.slow
+@COMPAT_RULE_IS_CLASSIC
 def test_effective_poll_interval_is_enforced(
     broker: EmbeddedBroker, topic_factory: Callable[..., str], unique_name: Callable[[str], str],
     consumers: list[KafkaConsumer],
@@ -638,6 +654,8 @@ class JoinGroupRecorder:
         return None
 
 
+@pytest.mark.classic_only(reason="JoinGroup's session and rebalance timeouts: the consumer protocol sends "
+                          "ConsumerGroupHeartbeat's RebalanceTimeoutMs (max.poll.interval.ms as set)")
 @pytest.mark.parametrize(("configured", "session", "expected"), [
     (1000, 6000, 6000),      # compatibility rule: the session timeout
     (45_000, 6000, 45_000),  # max.poll.interval.ms itself
@@ -680,6 +698,10 @@ def test_listeners_run_inside_poll_on_the_callers_thread_and_can_commit(
     consumers.append(c)
     lst = Recorder(c, commit_on_revoke=True)
     result: dict[str, object] = {}
+    # Re-subscribing rebalances. Classic (eager): revoke everything, rejoin. Consumer protocol
+    # (incremental): only partitions that leave the subscription are revoked, so t1 leaves it.
+    incremental = session_consumer_protocol()
+    second, owned = ([t2], 1) if incremental else ([t1, t2], 3)
 
     def worker() -> None:  # the whole poll loop on a thread that is not the main thread
         try:
@@ -689,15 +711,18 @@ def test_listeners_run_inside_poll_on_the_callers_thread_and_can_commit(
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline and len(got) < 25:
                 got += poll(c, 0.1, lst)
-            result["consumed"] = got
-            # Re-subscribing rebalances (eager: revoke everything, rejoin); the revoke listener
-            # commits the positions of what poll() returned.
-            c.subscribe([t1, t2], listener=lst)
+            result["consumed"] = list(got)
+            # the revoke listener commits the positions of what poll() returned before it ran
+            # (incremental: t1 keeps flowing until its revoke)
+            c.subscribe(second, listener=lst)
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline and not (
-                "revoked" in lst.kinds() and len(c.assignment()) == 3
+                "revoked" in lst.kinds() and len(c.assignment()) == owned
             ):
-                poll(c, 0.1, lst)
+                keys = poll(c, 0.1, lst)
+                if "revoked" not in lst.kinds():
+                    got += keys
+            result["before_revoke"] = got
             result["assignment"] = c.assignment()
         except BaseException as exc:
             result["error"] = exc
@@ -711,12 +736,12 @@ def test_listeners_run_inside_poll_on_the_callers_thread_and_can_commit(
     assert {e[2] for e in lst.events} == {result["ident"]}, "listener ran on another thread"
     assert lst.calls_outside_poll == 0, "listener ran outside poll()"
     assert "assigned" in lst.kinds() and "revoked" in lst.kinds(), lst.kinds()
-    assert len(result["assignment"]) == 3  # type: ignore[arg-type]
+    assert len(result["assignment"]) == owned  # type: ignore[arg-type]
 
-    consumed = result["consumed"]
-    assert isinstance(consumed, list) and len(consumed) >= 25
-    expected = {TopicPartition(t1, p): max(o for q, o in consumed if q == p) + 1
-                for p in {q for q, _ in consumed}}
+    consumed, before_revoke = result["consumed"], result["before_revoke"]
+    assert isinstance(consumed, list) and len(consumed) >= 25 and isinstance(before_revoke, list)
+    expected = {TopicPartition(t1, p): max(o for q, o in before_revoke if q == p) + 1
+                for p in {q for q, _ in before_revoke}}
     # the revoke listener's commit_sync() succeeded (it may also run later, e.g. at close)
     first = lst.revoke_commits[0]
     assert isinstance(first, dict), first
@@ -789,7 +814,7 @@ def test_close_leaves_the_group_at_once(unique_name: Callable[[str], str]) -> No
     with EmbeddedBroker(num_brokers=1, initial_rebalance_delay_ms=1500) as own:
         own.create_topic("t", 4)
         group = unique_name("g-close")
-        conf = {"session.timeout.ms": session_ms, "heartbeat.interval.ms": HEARTBEAT_MS}
+        conf = group_timeouts(session_ms, HEARTBEAT_MS)
         a = make_consumer(own.bootstrap_servers, group, **conf)
         b = make_consumer(own.bootstrap_servers, group, **conf)
         lb = Recorder(b)
@@ -814,6 +839,12 @@ def test_close_leaves_the_group_at_once(unique_name: Callable[[str], str]) -> No
             b.close()
     print(f"close() took {close_took:.2f}s; B revoked after {revoked_after}s, had all after {all_after}s")
     assert close_took < session_ms / 2000.0, close_took
+    if session_consumer_protocol():
+        # incremental: B only gains A's partitions (on its next heartbeat, well before the broker's
+        # session timeout would have evicted a silent A), nothing is revoked
+        assert revoked_after is None and all_after is not None and all_after < session_ms / 1000.0, \
+            (revoked_after, all_after)
+        return
     # The coordinator started the rebalance at once (B told on its next heartbeat), not after
     # A's session timed out ...
     assert revoked_after is not None and revoked_after < session_ms / 2000.0, revoked_after
@@ -889,7 +920,7 @@ def test_a_commit_refused_by_a_rebalance_holds_records_back_until_it_is_served(
         produce(b.bootstrap_servers, topic, 2, 1000)
         # heartbeats 3 s apart: the refusal, not a heartbeat, engages the hold
         c = make_consumer(b.bootstrap_servers, unique_name("g-refused"),
-                          **{"session.timeout.ms": 10_000, "heartbeat.interval.ms": 3000})
+                          **group_timeouts(10_000, 3000))
         consumers.append(c)
         c.subscribe([topic])
         got: list[Key] = []
@@ -913,6 +944,9 @@ def test_a_commit_refused_by_a_rebalance_holds_records_back_until_it_is_served(
         c.commit_sync(timeout=10)
 
 
+@pytest.mark.classic_only(reason="the classic join round (the embedded broker refuses commits while a "
+                          "group joins); the consumer protocol's close: test_commit_in_revoke_listener_"
+                          "during_close, test_kip848.py::test_close_hands_partitions_over_incrementally")
 def test_cooperative_close_while_a_member_joins_completes_the_rebalance_and_commits(
     broker: EmbeddedBroker, topic_factory: Callable[..., str], unique_name: Callable[[str], str],
     consumers: list[KafkaConsumer], caplog: pytest.LogCaptureFixture,
@@ -925,7 +959,7 @@ def test_cooperative_close_while_a_member_joins_completes_the_rebalance_and_comm
     topic = topic_factory(4)
     produce(broker.bootstrap_servers, topic, 4, 300)
     group = unique_name("g-coop-close")
-    coop = {"partition.assignment.strategy": "cooperative-sticky"}
+    coop = assignor("cooperative-sticky")
     a = make_consumer(broker.bootstrap_servers, group, **coop)
     consumers.append(a)
     la = Recorder(a, commit_on_revoke=True)
@@ -994,6 +1028,8 @@ def test_cooperative_close_while_a_member_joins_completes_the_rebalance_and_comm
     assert set(got_a) | set(got_c) == {(p, o) for p in range(4) for o in range(300)}
 
 
+@pytest.mark.classic_only(reason="a classic join round on the embedded broker lasting its 45 s session; the "
+                          "consumer protocol has no join round")
 def test_cooperative_close_during_a_join_it_has_not_rejoined_is_not_held_by_the_settle(
     broker: EmbeddedBroker, topic_factory: Callable[..., str], unique_name: Callable[[str], str],
     consumers: list[KafkaConsumer],
@@ -1007,8 +1043,7 @@ def test_cooperative_close_during_a_join_it_has_not_rejoined_is_not_held_by_the_
     topic = topic_factory(4)
     produce(broker.bootstrap_servers, topic, 4, 50)
     group = unique_name("g-coop-close-defaults")
-    defaults = {"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 45_000,
-                "heartbeat.interval.ms": 3_000}
+    defaults = {**assignor("cooperative-sticky"), **group_timeouts(45_000, 3_000)}
     a = make_consumer(broker.bootstrap_servers, group, **defaults)
     consumers.append(a)
     a.subscribe([topic])

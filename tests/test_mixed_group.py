@@ -39,7 +39,13 @@ import pytest
 from confluent_kafka import Consumer as CConsumer
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as CTopicPartition
-from kc_testing import confluent_rebalance_callbacks
+from kc_testing import (
+    EAGER_IS_CLASSIC,
+    assignor,
+    confluent_rebalance_callbacks,
+    group_timeouts,
+    session_consumer_protocol,
+)
 
 from kipconsumer import KafkaConsumer, KafkaProducer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
@@ -100,9 +106,10 @@ class Member:
         self.conf: dict[str, Any] = {
             "bootstrap.servers": broker.bootstrap_servers, "group.id": group,
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
-            "partition.assignment.strategy": strategy, "session.timeout.ms": SESSION_MS,
-            "heartbeat.interval.ms": 300, "max.poll.interval.ms": 30000,
+            **assignor(strategy), **group_timeouts(SESSION_MS, 300), "max.poll.interval.ms": 30000,
         }
+        if session_consumer_protocol():  # confluent-kafka's members too (kipconsumer's follow the session)
+            self.conf["group.protocol"] = "consumer"
         self.owned: dict[int, Period] = {}  # partition -> current period
         self.positions: dict[int, int] = {}  # partition -> next offset (this period)
         self.dirty = False
@@ -528,7 +535,7 @@ def test_the_checks_catch_what_they_look_for() -> None:
     member does not own are all reported."""
     j = Journal()
     fake: Any = type("FakeBroker", (), {"bootstrap_servers": "127.0.0.1:9"})()
-    a, b, c = (Member(n, "kip", fake, "t", "g", "range", j) for n in "ABC")
+    a, b, c = (Member(n, "kip", fake, "t", "g", "cooperative-sticky", j) for n in "ABC")
     a.assigned([0, 1])
     a.process(0, 0, b"v")
     a.process(0, 2, b"v")                      # offset 1 skipped within A's period
@@ -549,7 +556,11 @@ def test_the_checks_catch_what_they_look_for() -> None:
 
 
 # -- tests -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+STRATEGIES = [pytest.param("range", marks=EAGER_IS_CLASSIC),
+              pytest.param("roundrobin", marks=EAGER_IS_CLASSIC), "cooperative-sticky"]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_mixed_group_under_churn(broker: EmbeddedBroker, unique_name: Callable[[str], str],
                                  strategy: str) -> None:
     """9 membership changes (2-4 members, both clients always present), each after the previous
@@ -560,7 +571,7 @@ def test_mixed_group_under_churn(broker: EmbeddedBroker, unique_name: Callable[[
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_mixed_group_under_fast_churn(broker: EmbeddedBroker, unique_name: Callable[[str], str],
                                       strategy: str) -> None:
     """KIP_MIXED_CHANGES (default 10, CI-sized; 20 or more by hand) membership changes 1 s apart,

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer
 from confluent_kafka import TopicPartition as CKTopicPartition
+from kc_testing import group_timeouts
 
 from kipconsumer import ConsumerRecord, KafkaProducer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
@@ -178,8 +179,7 @@ def fault_config(bootstrap: str, group: str, task_timeout_ms: int,
     return {
         "bootstrap.servers": bootstrap,
         "group.id": group,
-        "session.timeout.ms": 6_000,
-        "heartbeat.interval.ms": 500,
+        **group_timeouts(6_000, 500),
         "max.poll.interval.ms": 20_000,
         "task.timeout.ms": task_timeout_ms,
         "retry.backoff.ms": 100,
@@ -202,7 +202,7 @@ def test_config_routing() -> None:
         "bootstrap.servers": "127.0.0.1:9", "group.id": "g", "task.timeout.ms": 5_000,
         "retry.backoff.ms": 50, "max.poll.records": 10, "linger.ms": 1, "request.timeout.ms": 5_000,
         "consumer.client.id": "c", "producer.client.id": "p", "commit.interval.ms": 100,
-        "max.poll.interval.ms": 10_000, "session.timeout.ms": 6_000, "producer.retries": 3,
+        "max.poll.interval.ms": 10_000, **group_timeouts(6_000, 500), "producer.retries": 3,
         "statistics.interval.ms": 0,
     })
     assert cfg.task == {"task.timeout.ms": 5_000, "retry.backoff.ms": 50}
@@ -242,7 +242,7 @@ def test_metadata_retries_bounded_by_half_max_poll_interval(broker: EmbeddedBrok
     """KIP-572's 50% rule: a metadata call retried inside the poll loop gives up within half of
     max.poll.interval.ms (here 2 s -> 1 s), and send() may block at most that long."""
     conf = {"bootstrap.servers": broker.bootstrap_servers, "group.id": unique_name("grp"),
-            "max.poll.interval.ms": 2_000, "session.timeout.ms": 1_500, "heartbeat.interval.ms": 500,
+            "max.poll.interval.ms": 2_000, **group_timeouts(1_500, 500),
             "retry.backoff.ms": 50, "max.block.ms": 60_000}
     calls: list[float] = []
 
@@ -307,7 +307,7 @@ def _two_members_rebalance(broker: EmbeddedBroker, caplog: pytest.LogCaptureFixt
     broker.create_topic(src, PARTS)
     broker.create_topic(sink, PARTS)
     conf = {"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "commit.interval.ms": 3_600_000,
-            "session.timeout.ms": 3_000, "heartbeat.interval.ms": 300, "max.poll.records": 20}
+            **group_timeouts(3_000, 300), "max.poll.records": 20}
     stop = threading.Event()
     metrics: dict[str, dict[str, Any]] = {}
     errors: list[BaseException] = []
@@ -331,7 +331,7 @@ def _two_members_rebalance(broker: EmbeddedBroker, caplog: pytest.LogCaptureFixt
             while time.monotonic() - t0 < 6.0:
                 for p in range(PARTS):
                     feeder.at_rate(p, 150)
-                if not b.is_alive() and time.monotonic() - t0 > 1.0:
+                if b.ident is None and time.monotonic() - t0 > 1.0:
                     b.start()
                 time.sleep(0.02)
         fed = dict(feeder.fed)
