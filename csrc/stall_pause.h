@@ -16,15 +16,15 @@
  *      application position, rktp_app_pos), i.e. after the last record kipconsumer's buffer took;
  *   2. empties the fetch queue (kc_consumer_release_fetched): librdkafka drops the outdated
  *      messages there (their fetch buffers are freed), anything still current goes into the fetch
- *      buffer or the pending errors as poll() would put it; glibc's malloc_trim gives the memory
- *      back. Fetch responses that were in flight at the pause land later, outdated: the thread
- *      empties the queue again whenever it holds some, until the grace below is over.
- * The fetch buffer keeps what it holds and takes nothing more: each record taken from librdkafka
- * keeps its whole fetch response alive (filling the buffer to poll()'s budget before the pause kept
- * 26 MiB on Kafka, against -1 MiB without). kc_stall_resume(), called by kc_consumer_poll() before it
- * serves records, resumes exactly the marked partitions that the application has not paused since.
- * Nothing is lost or fetched twice: the fetcher restarts after what the buffer holds (a copy below it
- * would be dropped by the refetch filter, record_filters.h).
+ *      buffer or the pending errors as poll() would put it; the memory goes back to the system
+ *      (glibc's malloc_trim, or a purge of the bundled jemalloc's arenas when librdkafka is bound to it).
+ * Fetch responses that were in flight at the pause land later, outdated: the thread empties the queue again
+ * whenever it holds some, until the grace below is over. The fetch buffer keeps what it holds and takes
+ * nothing more: each record taken from librdkafka keeps its whole fetch response alive (filling the buffer to
+ * poll()'s budget before the pause kept 26 MiB on Kafka, against -1 MiB without). kc_stall_resume(), called
+ * by kc_consumer_poll() before it serves records, resumes exactly the marked partitions that the application
+ * has not paused since. Nothing is lost or fetched twice: the fetcher restarts after what the buffer holds (a
+ * copy below it would be dropped by the refetch filter, record_filters.h).
  *
  * KIP-62: taking from librdkafka's queue counts as an application poll for its
  * max.poll.interval.ms timer, so the thread takes nothing once the application has not polled for
@@ -38,9 +38,13 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct kc_consumer;
+
+/* jemalloc's mallctl() */
+typedef int (*kc_mallctl_fn)(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
 
 typedef struct kc_stall_pause {
     pthread_t tid;
@@ -53,6 +57,9 @@ typedef struct kc_stall_pause {
     _Atomic int paused;        /* partitions are paused by the thread (until kc_stall_resume) */
     _Atomic uint64_t pauses;   /* stalls that paused the fetchers */
     _Atomic uint64_t released; /* records librdkafka had queued that the pauses released */
+    /* the bundled jemalloc's mallctl when librdkafka allocates with it (kipconsumer/_loader.py), else
+     * NULL: its unused pages are purged after a release, as glibc's are trimmed */
+    kc_mallctl_fn mallctl;
 } kc_stall_pause_t;
 
 /* Starts the thread of c with pause_ms > 0; 0, or -1 if it could not be started (c then fetches as

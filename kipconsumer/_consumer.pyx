@@ -28,7 +28,7 @@ import logging
 
 cimport cython
 from cpython.exc cimport PyErr_CheckSignals
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, strcmp, strdup
 from posix.unistd cimport usleep
@@ -45,6 +45,7 @@ from kipconsumer.errors import (AuthenticationError, CommitFailedError, ConfigEr
                                 IllegalStateError, KafkaError, KafkaTimeoutError, NoOffsetForPartitionError,
                                 OffsetOutOfRangeError, RebalanceInProgressError, WakeupError)
 from kipconsumer._rdklog import emit as rdklog_emit
+from kipconsumer._loader import allocator_mallctl
 from kipconsumer._security_errors import is_security_error, security_error
 from kipconsumer._security_hold import SecurityHold
 from kipconsumer._stats import summary as stats_summary
@@ -431,6 +432,8 @@ cdef class NativeConsumer:
         if prefetch_thread:
             kc_consumer_prefetch_start(self.core)  # if it cannot start, poll() moves the records itself
         if stall_pause_ms > 0:
+            # librdkafka's allocator gives back what a stall released (the bundled jemalloc: purged)
+            self.core.stall.mallctl = <kc_mallctl_fn><uintptr_t>allocator_mallctl()
             kc_stall_start(self.core, stall_pause_ms)  # if it cannot start, fetching goes on as without it
         drain_logs()
 

@@ -83,6 +83,7 @@ cdef extern from "prefetch_thread.h" nogil:
 
 
 cdef extern from "stall_pause.h" nogil:
+    ctypedef int (*kc_mallctl_fn)(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
     ctypedef struct kc_stall_pause_t:
         int running
         int locking
@@ -90,6 +91,7 @@ cdef extern from "stall_pause.h" nogil:
         int paused
         uint64_t pauses
         uint64_t released
+        kc_mallctl_fn mallctl
 
 
 cdef extern from "consumer_core.h" nogil:
