@@ -197,3 +197,11 @@ def test_the_setting_is_checked(broker, value, interval):
                  session_timeout_ms=3000)
     if value == 151:
         assert "1..150" in str(info.value)
+
+
+def test_the_stall_thread_can_give_back_what_librdkafkas_allocator_holds():
+    """The release's memory goes back through librdkafka's own allocator: the bundled jemalloc's
+    mallctl is found (its arenas are purged) exactly when librdkafka allocates with it."""
+    from kipconsumer._loader import allocator, allocator_mallctl
+
+    assert (allocator_mallctl() != 0) == allocator().startswith("jemalloc"), allocator()
