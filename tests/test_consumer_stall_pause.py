@@ -154,6 +154,8 @@ def test_seek_after_a_stall_and_close_during_one(broker, topic_factory, unique_n
 
 
 @pytest.mark.slow
+@pytest.mark.classic_only(reason="it sets session.timeout.ms (the broker's under the consumer protocol) and "
+                          "checks the classic leave at a poll-interval expiry")
 def test_a_poll_interval_expiry_during_a_stall_leaves_and_rejoins(broker, topic_factory, unique_name):
     """KIP-62 as without the setting: the pause's release of librdkafka's queue moves librdkafka's
     poll timer by at most the pause (<= max.poll.interval.ms / 20), so the member still leaves; the
@@ -193,9 +195,10 @@ def test_a_poll_interval_expiry_during_a_stall_leaves_and_rejoins(broker, topic_
 @pytest.mark.parametrize("value, interval", [(-1, 300_000), (1001, 300_000), (151, 3000), ("x", 300_000)])
 def test_the_setting_is_checked(broker, value, interval):
     with pytest.raises(ConfigError, match="poll.stall.fetch.pause.ms") as info:
+        # no group: the classic rule, effective max.poll.interval.ms = max(it, session.timeout.ms)
         consumer(broker, None, poll_stall_fetch_pause_ms=value, max_poll_interval_ms=interval,
-                 session_timeout_ms=3000)
-    if value == 151:
+                 session_timeout_ms=3000, heartbeat_interval_ms=1000)
+    if value == 151:  # at most max.poll.interval.ms / 20
         assert "1..150" in str(info.value)
 
 
