@@ -13,7 +13,9 @@ no group, default settings apart from max.poll.records=500 / consume(500)), inte
 * stall: polls once (gets records), then does not poll for --stall seconds (60 by default; use e.g.
   --stall 10 for a quick run) while a sampler thread reads the process's RSS every 0.5 s (and
   kipconsumer's metrics(): buffered_records / buffered_bytes). Reports RSS at the start of the stall, at
-  its end and the maximum: the growth is what the client prefetched meanwhile.
+  its end and the maximum: the growth is what the client prefetched meanwhile. Then times the polls
+  after the stall: the first poll, and records/s over the next 200,000 records (what a client that
+  released its prefetch during the stall, poll.stall.fetch.pause.ms, pays for it).
 
 kipconsumer bounds its fetch buffer (queued.max.messages.kbytes per partition, see docs); confluent-kafka
 uses librdkafka's defaults (queued.max.messages.kbytes=65536 per partition).
@@ -57,6 +59,9 @@ class Client:
     """poll() -> number of records (each value touched); metrics() -> dict."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, extra: dict[str, Any]) -> None:
+        # "kipconsumer@key=value;key=value": kipconsumer with more settings (a variant in the same run)
+        name, _, variant = name.partition("@")
+        extra = {**extra, **parse_settings(variant.split(";") if variant else None)}
         self.name = name
         if name == "kipconsumer":
             from kipconsumer import KafkaConsumer, TopicPartition
@@ -103,7 +108,8 @@ class Client:
     def metrics(self) -> dict[str, Any]:
         if self.name == "kipconsumer":
             m = self.c.metrics()
-            return {"buffered_records": m["buffered_records"], "buffered_bytes": m["buffered_bytes"]}
+            return {"buffered_records": m["buffered_records"], "buffered_bytes": m["buffered_bytes"],
+                    "prefetched_records": m["prefetched_records"]}
         return {}
 
     def close(self) -> None:
@@ -170,8 +176,31 @@ def worker(
         if samples and "buffered_records" in samples[-1]:
             out["buffered_records_end"] = samples[-1]["buffered_records"]
             out["buffered_bytes_end"] = samples[-1]["buffered_bytes"]
+        out.update(after_stall(c, min(AFTER_STALL_RECORDS, records - got)))
     c.close()
     return out
+
+
+#: records read after the stall to time what the stall costs the polls that follow
+AFTER_STALL_RECORDS = 200_000
+
+
+def after_stall(c: Client, want: int) -> dict[str, Any]:
+    """Times the polls after the stall: the first one (ms, records) and the rate over the next `want`
+    records, from the first poll on (a client that dropped its prefetch refetches it here)."""
+    t0 = time.perf_counter()
+    first = c.poll()
+    first_s = time.perf_counter() - t0
+    got, deadline = first, time.monotonic() + 120
+    while got < want and time.monotonic() < deadline:
+        got += c.poll()
+    seconds = time.perf_counter() - t0
+    return {
+        "after_stall_first_poll_ms": first_s * 1000,
+        "after_stall_first_poll_records": first,
+        "after_stall_records": got,
+        "after_stall_records_per_s": got / seconds if seconds else 0.0,
+    }
 
 
 def run(
@@ -243,6 +272,8 @@ def run(
         if r["stall"]:
             s["stall_growth_mb"] = _common.stats([x["growth_mb"] for x in r["stall"]])
             s["stall_rss_max_mb"] = _common.stats([x["rss_max_mb"] for x in r["stall"]])
+            for key in ("after_stall_records_per_s", "after_stall_first_poll_ms"):
+                s[key] = _common.stats([x[key] for x in r["stall"]])
             if "buffered_bytes_end" in r["stall"][0]:
                 s["stall_buffered_mb"] = _common.stats([x["buffered_bytes_end"] / 2**20 for x in r["stall"]])
             # one RSS curve for the chart
@@ -278,7 +309,7 @@ def print_table(result: dict[str, Any]) -> None:
     )
     print(
         f"{'client':18} {'peak RSS':>20} {'consume - base':>20} {'stall growth':>20} {'stall RSS max':>20} "
-        f"{'buffered at end':>16}"
+        f"{'buffered at end':>16} {'after: first poll ms':>22} {'after: records/s':>26}"
     )
 
     f = _common.fmt_stats
@@ -286,7 +317,8 @@ def print_table(result: dict[str, Any]) -> None:
         print(
             f"{name:18} {f(s.get('peak_rss_mb')):>20} {f(s.get('consume_delta_mb')):>20} "
             f"{f(s.get('stall_growth_mb')):>20} {f(s.get('stall_rss_max_mb')):>20} "
-            f"{f(s.get('stall_buffered_mb')):>16}"
+            f"{f(s.get('stall_buffered_mb')):>16} {f(s.get('after_stall_first_poll_ms')):>22} "
+            f"{f(s.get('after_stall_records_per_s')):>26}"
         )
     for name, why in result["skipped"].items():
         print(f"{name:18} skipped: {why}")
@@ -301,7 +333,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--stall", type=float, default=60.0, help="seconds without poll() in the stall phase")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--clients", default=",".join(ALL_CLIENTS))
+    ap.add_argument(
+        "--clients",
+        default=",".join(ALL_CLIENTS),
+        help="comma list; kipconsumer@KEY=VALUE[;KEY=VALUE] is kipconsumer with more settings, e.g. "
+        "kipconsumer,kipconsumer@poll.stall.fetch.pause.ms=500",
+    )
     ap.add_argument("--json", help="also write the result here")
     ap.add_argument("--topic", default=TOPIC, help="topic name (created and filled here)")
     ap.add_argument(

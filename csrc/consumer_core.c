@@ -27,6 +27,7 @@ kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, k
     kc_ps_init_buffer(&c->fb);
     kc_owner_lock_init(&c->lock);
     kc_prefetch_init(&c->prefetch);
+    c->stall.fd = -1;
     c->max_poll_records = max_poll_records;
     c->fairness = fairness;
     c->prefetch_floor = 64;
@@ -72,6 +73,7 @@ void kc_consumer_free(kc_consumer_t *c) {
     if (!c)
         return;
     kc_prefetch_stop(&c->prefetch);
+    kc_stall_stop(c);
     kc_ps_remove_all(&c->fb);
     kc_fb_destroy(&c->fb);
     if (c->fetchq) {
@@ -295,6 +297,41 @@ size_t kc_consumer_room(const kc_consumer_t *c) {
  * ring_max_bytes, the budget included). Records of a paused partition still queued there are
  * dropped by librdkafka (pause sets a version barrier; fetching resumes after what was
  * taken). Error events go to the pending list. */
+/* Routes the `got` messages of c->scratch: errors to the pending list, runs of one partition to
+ * route_run. */
+static void route_scratch(kc_consumer_t *c, size_t got) {
+    c->batch_seq++;
+    size_t j = 0;
+    while (j < got) {
+        rd_kafka_message_t *m = c->scratch[j];
+        if (m->err) {
+            push_error(c, m);
+            j++;
+            continue;
+        }
+        size_t k = j + 1;
+        while (k < got && !c->scratch[k]->err && c->scratch[k]->rkt == m->rkt &&
+               c->scratch[k]->partition == m->partition)
+            k++;
+        route_run(c, c->scratch + j, k - j);
+        j = k;
+    }
+}
+
+size_t kc_consumer_release_fetched(kc_consumer_t *c) {
+    size_t queued = rd_kafka_queue_length(c->fetchq), taken = 0;
+    for (;;) {
+        ssize_t got = rd_kafka_consume_batch_queue(c->fetchq, 0, c->scratch, c->scratch_cap);
+        if (got <= 0)
+            break;
+        taken += (size_t)got;
+        route_scratch(c, (size_t)got);
+        if ((size_t)got < c->scratch_cap)
+            break;
+    }
+    return queued > taken ? queued - taken : 0;
+}
+
 size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded) {
     size_t budget = kc_consumer_budget(c);
     size_t target = kc_fb_target(&c->fb, c->max_poll_records, c->prefetch_floor);
@@ -324,22 +361,7 @@ size_t kc_consumer_refill(kc_consumer_t *c, size_t limit, int bounded) {
         if (got <= 0)
             break;
         moved += (size_t)got;
-        c->batch_seq++;
-        size_t j = 0;
-        while (j < (size_t)got) {
-            rd_kafka_message_t *m = c->scratch[j];
-            if (m->err) {
-                push_error(c, m);
-                j++;
-                continue;
-            }
-            size_t k = j + 1;
-            while (k < (size_t)got && !c->scratch[k]->err && c->scratch[k]->rkt == m->rkt &&
-                   c->scratch[k]->partition == m->partition)
-                k++;
-            route_run(c, c->scratch + j, k - j);
-            j = k;
-        }
+        route_scratch(c, (size_t)got);
         if ((size_t)got < want)
             break;
     }
@@ -391,6 +413,7 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
     atomic_store(&c->poll_timer.last_poll_ms, start_us / 1000);
     kc_consumer_hold(c);
     for (;;) {
+        kc_stall_resume(c); /* before records are served: the fetchers run again while poll() drains */
         if (atomic_exchange(&c->wakeup, 0)) {
             st = KC_POLL_WAKEUP;
             break;

@@ -34,6 +34,7 @@
 #include "heartbeat_monitor.h"
 #include "owner_lock.h"
 #include "prefetch_thread.h"
+#include "stall_pause.h"
 
 #define KC_MAX_PENDING_ERRORS 64
 
@@ -76,11 +77,12 @@ typedef struct kc_consumer {
     int hold_records;                 /* poll serves events but hands out no records (close/unsubscribe) */
     rd_kafka_message_t **scratch;
     size_t scratch_cap;
-    uint64_t batch_seq;            /* counts the batches taken from librdkafka's queues */
-    uint64_t poll_moved;           /* records the polling thread moved from the fetch queue itself */
-    _Atomic int poll_waiting;      /* poll() waits for records (the owner lock released) */
-    kc_owner_lock_t lock;          /* guards the above when the prefetch thread runs (owner_lock.h) */
+    uint64_t batch_seq;       /* counts the batches taken from librdkafka's queues */
+    uint64_t poll_moved;      /* records the polling thread moved from the fetch queue itself */
+    _Atomic int poll_waiting; /* poll() waits for records (the owner lock released) */
+    kc_owner_lock_t lock;     /* guards the above when a thread of the consumer's own runs (owner_lock.h) */
     kc_prefetch_thread_t prefetch; /* see prefetch_thread.h */
+    kc_stall_pause_t stall;        /* see stall_pause.h */
 } kc_consumer_t;
 
 /* Allocates the core (eventfd, monitor). The heartbeat monitor is installed on `conf`. */
@@ -130,15 +132,22 @@ size_t kc_consumer_room(const kc_consumer_t *c);
  * the position moved. Calls rd_kafka_position(): not for the per-record path. */
 int kc_consumer_step_over_markers(kc_consumer_t *c, kc_partition_t *p);
 
+/* Takes everything from the fetch queue once, without waiting: librdkafka drops the messages a
+ * pause or seek made outdated (and frees them); what is still current goes into the buffer and the
+ * pending errors as poll() would put it (past the budget: it is little). Returns how many queued
+ * entries librdkafka dropped. Counts as an application poll for librdkafka (stall_pause.h). The
+ * caller holds c->lock if another thread of the consumer runs. */
+size_t kc_consumer_release_fetched(kc_consumer_t *c);
+
 kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_message_t **out, size_t *n_out);
 /* The rebalance barrier of c holds (kc_rebalance_barrier_holds in rebalance_barrier.h). */
 int kc_consumer_rebalance_pending(kc_consumer_t *c);
 /* librdkafka is rejoining c's group by itself (kc_barrier_rejoining in rebalance_barrier.h). */
 int kc_consumer_rejoining(kc_consumer_t *c);
 /* The owner lock (owner_lock.h): the application's thread holds it during consumer calls,
- * once a prefetch thread was started (without one nothing else touches the buffer). */
+ * once a prefetch or stall thread was started (without one nothing else touches the buffer). */
 static inline void kc_consumer_hold(kc_consumer_t *c) {
-    if (c->prefetch.locking)
+    if (c->prefetch.locking || c->stall.locking)
         kc_owner_hold(&c->lock);
 }
 static inline void kc_consumer_release(kc_consumer_t *c) {

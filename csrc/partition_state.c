@@ -42,6 +42,7 @@ void kc_ps_remove_all(kc_fetch_buffer_t *fb) {
 
 void kc_ps_set_paused(kc_partition_t *p, int paused) {
     p->q.held = paused ? 1 : 0;
+    p->stall_paused = 0;
 }
 
 void kc_ps_purge(kc_fetch_buffer_t *fb, kc_partition_t *p) {

@@ -34,6 +34,8 @@ typedef struct kc_partition {
     int refetch_forward;            /* the fetcher was restarted: forward `queue` again until a record of p
                                        comes */
     kc_partition_filters_t filters; /* record_filters.h */
+    int stall_paused;               /* librdkafka's fetcher paused by the stall thread (stall_pause.h), not
+                                       by the application: resumed by the next poll() */
 } kc_partition_t;
 
 /* Sets up `fb` to hold kc_partition_t (its drains advance the positions). */
@@ -62,8 +64,13 @@ static inline void kc_ps_set_queue(kc_partition_t *p, rd_kafka_queue_t *queue) {
 static inline int kc_ps_paused(const kc_partition_t *p) {
     return p->q.held;
 }
-/* The application paused (1) or resumed (0) p: a drain skips a paused partition's records. */
+/* The application paused (1) or resumed (0) p: a drain skips a paused partition's records. The
+ * application decided: a stall pause of p is forgotten (its resume leaves p alone). */
 void kc_ps_set_paused(kc_partition_t *p, int paused);
+/* The stall thread paused (1) librdkafka's fetcher of p, or its resume is done (0) (stall_pause.h). */
+static inline void kc_ps_set_stall_paused(kc_partition_t *p, int on) {
+    p->stall_paused = on;
+}
 
 /* Destroys p's buffered records (after a seek, revoke or lost assignment): librdkafka's position
  * may count records that were never returned now (p is not trusted until records are buffered). */

@@ -66,3 +66,12 @@ def probe(rdk: ctypes.CDLL) -> str:
     size = ctypes.c_size_t(ctypes.sizeof(version))
     mallctl(b"version", ctypes.byref(version), ctypes.byref(size), None, ctypes.c_size_t(0))
     return f"jemalloc {(version.value or b'?').decode()} (bundled)"
+
+
+def mallctl_address(rdk: ctypes.CDLL) -> int:
+    """Address of the bundled jemalloc's ``mallctl`` as ``rdk`` (a bound librdkafka) resolves it, or 0."""
+    try:
+        fn = rdk.kcje_mallctl
+    except AttributeError:
+        return 0
+    return ctypes.cast(fn, ctypes.c_void_p).value or 0

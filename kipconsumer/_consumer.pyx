@@ -28,7 +28,7 @@ import logging
 
 cimport cython
 from cpython.exc cimport PyErr_CheckSignals
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, strcmp, strdup
 from posix.unistd cimport usleep
@@ -45,6 +45,7 @@ from kipconsumer.errors import (AuthenticationError, CommitFailedError, ConfigEr
                                 IllegalStateError, KafkaError, KafkaTimeoutError, NoOffsetForPartitionError,
                                 OffsetOutOfRangeError, RebalanceInProgressError, WakeupError)
 from kipconsumer._rdklog import emit as rdklog_emit
+from kipconsumer._loader import allocator_mallctl
 from kipconsumer._security_errors import is_security_error, security_error
 from kipconsumer._security_hold import SecurityHold
 from kipconsumer._stats import summary as stats_summary
@@ -256,6 +257,8 @@ ctypedef struct _MetricsCopy:
     uint64_t prefetch_moved, poll_moved
     int prefetch_running
     size_t prefetched
+    uint64_t stall_pauses, stall_released
+    int stall_paused
 
 
 cdef void _copy_metrics(kc_consumer_t *core, _MetricsCopy *m, _PartCopy *parts, size_t n,
@@ -283,6 +286,9 @@ cdef void _copy_metrics(kc_consumer_t *core, _MetricsCopy *m, _PartCopy *parts, 
     m.prefetch_running = core.prefetch.running
     m.prefetch_moved = core.prefetch.moved
     m.poll_moved = core.poll_moved
+    m.stall_pauses = core.stall.pauses
+    m.stall_released = core.stall.released
+    m.stall_paused = core.stall.paused
     m.paused = 0
     for i in range(n):
         p = kc_ps_at(&core.fb, i)
@@ -356,6 +362,7 @@ cdef class NativeConsumer:
         cdef long default_api_timeout_ms = settings.default_api_timeout_ms
         stats_cb = settings.stats_cb
         cdef bint prefetch_thread = settings.poll_prefetch_thread
+        cdef int64_t stall_pause_ms = settings.poll_stall_fetch_pause_ms
         key_deserializer = settings.key_deserializer
         value_deserializer = settings.value_deserializer
         oauth_cb = settings.oauth_cb
@@ -424,6 +431,10 @@ cdef class NativeConsumer:
         self._commits.open(self.rk, self.core.wake_fd)
         if prefetch_thread:
             kc_consumer_prefetch_start(self.core)  # if it cannot start, poll() moves the records itself
+        if stall_pause_ms > 0:
+            # librdkafka's allocator gives back what a stall released (the bundled jemalloc: purged)
+            self.core.stall.mallctl = <kc_mallctl_fn><uintptr_t>allocator_mallctl()
+            kc_stall_start(self.core, stall_pause_ms)  # if it cannot start, fetching goes on as without it
         drain_logs()
 
     def __dealloc__(self):
@@ -621,9 +632,9 @@ cdef class NativeConsumer:
 
     def hold(self):
         """Takes the owner lock (csrc/owner_lock.h) for a consumer call; nests on one thread.
-        Waits without the GIL (the prefetch thread holds it for one chunk at most). Nothing to take
-        without a prefetch thread."""
-        if self.core != NULL and self.core.prefetch.locking:
+        Waits without the GIL (the prefetch thread holds it for one chunk at most, the stall thread
+        for one pause). Nothing to take without either thread."""
+        if self.core != NULL and (self.core.prefetch.locking or self.core.stall.locking):
             with nogil:
                 kc_consumer_hold(self.core)
 
@@ -945,6 +956,9 @@ cdef class NativeConsumer:
                 "prefetch_thread": bool(snap.prefetch_running),
                 "prefetch_thread_records": snap.prefetch_moved,
                 "poll_moved_records": snap.poll_moved,
+                "stall_fetch_pauses": snap.stall_pauses,
+                "stall_fetch_paused": bool(snap.stall_paused),
+                "stall_released_records": snap.stall_released,
                 "paused_partitions": snap.paused,
                 "statistics": self._stats,
                 "partition_lag": {TopicPartition(parts[i].topic.decode(), parts[i].partition):

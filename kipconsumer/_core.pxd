@@ -82,6 +82,18 @@ cdef extern from "prefetch_thread.h" nogil:
         uint64_t moved
 
 
+cdef extern from "stall_pause.h" nogil:
+    ctypedef int (*kc_mallctl_fn)(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+    ctypedef struct kc_stall_pause_t:
+        int running
+        int locking
+        int64_t pause_ms
+        int paused
+        uint64_t pauses
+        uint64_t released
+        kc_mallctl_fn mallctl
+
+
 cdef extern from "consumer_core.h" nogil:
     ctypedef enum kc_poll_status_t:
         KC_POLL_OK
@@ -115,6 +127,7 @@ cdef extern from "consumer_core.h" nogil:
         size_t n_errors
         uint64_t poll_moved
         kc_prefetch_thread_t prefetch
+        kc_stall_pause_t stall
     kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records,
                                    kc_fairness_t fairness, int64_t max_poll_interval_ms,
                                    char *errstr, size_t errlen)
@@ -137,3 +150,5 @@ cdef extern from "consumer_core.h" nogil:
     void kc_consumer_release_all(kc_consumer_t *c)
     int kc_consumer_prefetch_start(kc_consumer_t *c)
     void kc_consumer_prefetch_stop(kc_consumer_t *c)
+    int kc_stall_start(kc_consumer_t *c, int64_t pause_ms)
+    void kc_stall_stop(kc_consumer_t *c)

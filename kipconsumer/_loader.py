@@ -111,3 +111,12 @@ def allocator() -> str:
         assert _loaded is not None
         _allocator_name = _allocator.probe(_loaded)
     return _allocator_name
+
+
+def allocator_mallctl() -> int:
+    """Address of the bundled jemalloc's ``mallctl`` when the loaded librdkafka allocates with it, else 0
+    (glibc). The consumer's stall thread purges jemalloc's unused pages through it (csrc/stall_pause.h)."""
+    if not allocator().startswith("jemalloc"):
+        return 0
+    assert _loaded is not None
+    return _allocator.mallctl_address(_loaded)

@@ -97,6 +97,8 @@ class ConsumerSettings:
     oauth_cb: Callable[[str], Any] | None = None
     #: ``poll.prefetch.thread``
     poll_prefetch_thread: bool = False
+    #: ``poll.stall.fetch.pause.ms`` (0: off): pause librdkafka's fetchers after this long without poll()
+    poll_stall_fetch_pause_ms: int = 0
     #: ``key.deserializer`` / ``value.deserializer``: ``bytes -> object``, applied when a record's
     #: ``key`` / ``value`` is read (never to ``None``, never by ``to_arrow()``)
     key_deserializer: Callable[[bytes], object] | None = None
@@ -270,6 +272,10 @@ _COMMON: dict[str, Spec] = {
 #: 100,000 (``queued.min.messages``'s default): the fetch buffer's record bound, KIP-41's prefetch rule.
 PREFETCH_POLLS = 4
 
+#: ``poll.stall.fetch.pause.ms``'s upper bound; also at most the effective max.poll.interval.ms / 20:
+#: the release of librdkafka's queue counts as a poll for its max.poll.interval.ms (csrc/stall_pause.h)
+STALL_PAUSE_MAX_MS = 1_000
+
 #: Consumer keys (Java names, plus the two librdkafka prefetch bounds kipconsumer defaults).
 CONSUMER_SPECS: dict[str, Spec] = _table({
     **_COMMON,
@@ -289,6 +295,10 @@ CONSUMER_SPECS: dict[str, Spec] = _table({
                                   doc="Move fetched records into the fetch buffer on a thread of the "
                                   "consumer's own, between polls (false: poll() moves them itself): a "
                                   "cheaper first poll after a pause, more memory while stalled."),
+    "poll.stall.fetch.pause.ms": _int(0, STALL_PAUSE_MAX_MS, 0, rdkafka=None,
+                                      doc="0: off. Pause librdkafka's fetchers when the application has not "
+                                      "called poll() for this long (its prefetch is released; the next "
+                                      "poll() resumes them); at most max.poll.interval.ms / 20."),
     "enable.auto.commit": _bool(True, emit_default=True, aliases=("auto.commit.enable",)),
     "auto.commit.interval.ms": _int(0, 86_400_000, 5_000, emit_default=True),
     "auto.offset.reset": _enum("earliest|latest|none", "latest", emit_default=True,
@@ -876,6 +886,17 @@ def _effective_poll_interval(res: _Resolved) -> int:
     return session
 
 
+def _check_stall_pause(pause_ms: int, poll_interval: int) -> None:
+    """``poll.stall.fetch.pause.ms``: 0, or at most the effective max.poll.interval.ms / 20 (the release
+    of librdkafka's queue at the pause counts as a poll for librdkafka: the member leaves at most that
+    much later, the grace the prefetch thread has)."""
+    most = min(STALL_PAUSE_MAX_MS, poll_interval // 20)
+    if pause_ms > most:
+        raise ConfigError(f"config 'poll.stall.fetch.pause.ms' must be 0 (off) or 1..{most} "
+                          f"(at most {STALL_PAUSE_MAX_MS} and max.poll.interval.ms / 20 = "
+                          f"{poll_interval} / 20), got {pause_ms}")
+
+
 def _kip848_rdkafka(res: _Resolved, rd: dict[str, str]) -> None:
     """group.protocol=consumer: the broker owns session, heartbeat and assignment settings."""
     for key in _BROKER_SIDE_WITH_KIP848:
@@ -975,6 +996,7 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         _check_heartbeat(res)
         poll_interval = _effective_poll_interval(res)
     rd["max.poll.interval.ms"] = str(poll_interval)
+    _check_stall_pause(res.get_int("poll.stall.fetch.pause.ms"), poll_interval)
     if "queued.min.messages" not in res.explicit:
         # The memory bound is queued.max.messages.kbytes; a low message count starves the
         # fetch pipeline of small records (figures: docs/benchmarks.md, appendix).
@@ -988,6 +1010,7 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         max_poll_records=res.get_int("max.poll.records"),
         poll_fairness=poll_fairness,
         poll_prefetch_thread=bool(res.get_bool("poll.prefetch.thread")),
+        poll_stall_fetch_pause_ms=res.get_int("poll.stall.fetch.pause.ms"),
         max_poll_interval_ms=poll_interval,
         session_timeout_ms=res.get_int("session.timeout.ms"),
         heartbeat_interval_ms=res.get_int("heartbeat.interval.ms"),

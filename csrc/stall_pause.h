@@ -1,0 +1,75 @@
+/* stall_pause: pauses librdkafka's fetchers while the application does not call poll(), and resumes
+ * them at its next poll() (opt-in: poll.stall.fetch.pause.ms).
+ *
+ * Why: librdkafka keeps fetching up to its prefetch bounds (queued.min.messages,
+ * queued.max.messages.kbytes) while nobody polls, and each queued message keeps its whole fetch
+ * response buffer alive, so a stalled consumer's memory grows; Java's classic consumer fetches only
+ * inside poll() and holds nothing more (figures: docs/benchmarks.md, "Memory").
+ *
+ * A thread of the consumer's own (started only with the setting) looks at the poll timer
+ * (poll_timer.h). Once the application has not polled for pause_ms (and poll() is not waiting), it
+ * takes the owner lock (try only, as the prefetch thread does; owner_lock.h) and:
+ *   1. pauses, with librdkafka's pause (rd_kafka_pause_partitions), every assigned partition the
+ *      application has not paused itself, and marks them (kc_partition_t.stall_paused). librdkafka's
+ *      pause bumps the partition's op version: what it queued but nobody took is outdated, and its
+ *      fetcher restarts, on resume, at the position after the last record taken from its queue (the
+ *      application position, rktp_app_pos), i.e. after the last record kipconsumer's buffer took;
+ *   2. empties the fetch queue (kc_consumer_release_fetched): librdkafka drops the outdated
+ *      messages there (their fetch buffers are freed), anything still current goes into the fetch
+ *      buffer or the pending errors as poll() would put it; the memory goes back to the system
+ *      (glibc's malloc_trim, or a purge of the bundled jemalloc's arenas when librdkafka is bound to it).
+ * Fetch responses that were in flight at the pause land later, outdated: the thread empties the queue again
+ * whenever it holds some, until the grace below is over. The fetch buffer keeps what it holds and takes
+ * nothing more: each record taken from librdkafka keeps its whole fetch response alive (filling the buffer to
+ * poll()'s budget before the pause kept 26 MiB on Kafka, against -1 MiB without). kc_stall_resume(), called
+ * by kc_consumer_poll() before it serves records, resumes exactly the marked partitions that the application
+ * has not paused since. Nothing is lost or fetched twice: the fetcher restarts after what the buffer holds (a
+ * copy below it would be dropped by the refetch filter, record_filters.h).
+ *
+ * KIP-62: taking from librdkafka's queue counts as an application poll for its
+ * max.poll.interval.ms timer, so the thread takes nothing once the application has not polled for
+ * max.poll.interval.ms / 20 (at most 1 s), the grace the prefetch thread has too (config.py keeps
+ * pause_ms within it): a stalled member leaves the group at most that much later.
+ *
+ * The marks and `paused` are written under the owner lock only (the thread, or the owner in
+ * kc_stall_resume and pause()/resume()). Never takes the GIL. */
+#ifndef KC_STALL_PAUSE_H
+#define KC_STALL_PAUSE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct kc_consumer;
+
+/* jemalloc's mallctl() */
+typedef int (*kc_mallctl_fn)(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
+
+typedef struct kc_stall_pause {
+    pthread_t tid;
+    int running;
+    int locking; /* set before the thread starts, never cleared: the owner's calls take the owner lock
+                    (kc_consumer_hold), as with the prefetch thread */
+    int fd;      /* eventfd: stop */
+    _Atomic int stop;
+    int64_t pause_ms;          /* poll.stall.fetch.pause.ms (0: no thread) */
+    _Atomic int paused;        /* partitions are paused by the thread (until kc_stall_resume) */
+    _Atomic uint64_t pauses;   /* stalls that paused the fetchers */
+    _Atomic uint64_t released; /* records librdkafka had queued that the pauses released */
+    /* the bundled jemalloc's mallctl when librdkafka allocates with it (kipconsumer/_loader.py), else
+     * NULL: its unused pages are purged after a release, as glibc's are trimmed */
+    kc_mallctl_fn mallctl;
+} kc_stall_pause_t;
+
+/* Starts the thread of c with pause_ms > 0; 0, or -1 if it could not be started (c then fetches as
+ * without the setting). Before any other thread can call c. */
+int kc_stall_start(struct kc_consumer *c, int64_t pause_ms);
+/* Stops and joins the thread (the fetchers it paused stay paused: close() or poll() follows). Any
+ * thread, the owner lock held or not. Idempotent. */
+void kc_stall_stop(struct kc_consumer *c);
+/* Resumes the partitions the thread paused and the application has not paused since. The owner,
+ * with the owner lock held. Cheap when nothing is paused. */
+void kc_stall_resume(struct kc_consumer *c);
+
+#endif
