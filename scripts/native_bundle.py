@@ -35,6 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # build_support/ of the checkout
+from build_support.carried_librdkafka import CARRIED_SONAME  # noqa: E402
+
 SHIM_DIR = ROOT / "csrc" / "alloc"
 
 JEMALLOC_VERSION = "5.3.1"
@@ -347,7 +350,7 @@ def bind_allocator(lib_dir: str | os.PathLike[str], arch: str) -> list[Path]:
 
 #: the libraries of ours the wheel carries in kipconsumer/_native_libs: auditwheel must not graft them
 #: again (``auditwheel repair --exclude``); the extensions find them through ``$ORIGIN/_native_libs``.
-CARRIED_SONAMES = ("librdkafka-kipc.so.1", SONAME)
+CARRIED_SONAMES = (CARRIED_SONAME, SONAME)
 
 
 def auditwheel_excludes() -> list[str]:

@@ -115,6 +115,10 @@ def test_graft_copies_the_library_renamed_and_licences_and_replaces_another_graf
     assert second.name in (tmp_path / "_native_libs" / carried_librdkafka.SOURCE_NAME).read_text()
 
 
+def test_the_loader_and_the_graft_name_the_same_soname() -> None:
+    assert _loader.CARRIED_SONAME == carried_librdkafka.CARRIED_SONAME  # the loader cannot import the build's
+
+
 def test_set_soname_refuses_a_longer_name_and_a_file_that_is_no_library(tmp_path: Path) -> None:
     lib = tmp_path / "short.so"
     lib.write_bytes(_elf_library(tmp_path, "libs.so.1"))
