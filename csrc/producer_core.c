@@ -323,41 +323,6 @@ void kc_producer_note_buffer_timeout(kc_producer_t *p) {
     pthread_mutex_unlock(&p->lock);
 }
 
-rd_kafka_resp_err_t kc_producer_topic_metadata(kc_producer_t *p, rd_kafka_topic_t *rkt, int timeout_ms,
-                                               int *cntp, int32_t **idsp) {
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t err;
-    int i;
-    *cntp = 0;
-    *idsp = NULL;
-    if (timeout_ms < 1)
-        timeout_ms = 1;
-    err = rd_kafka_metadata(p->rk, 0, rkt, &md, timeout_ms);
-    if (err)
-        return err;
-    if (md->topic_cnt < 1) {
-        rd_kafka_metadata_destroy(md);
-        return RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
-    }
-    err = md->topics[0].err;
-    if (!err && md->topics[0].partition_cnt < 1)
-        err = RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE;
-    if (!err) {
-        int cnt = md->topics[0].partition_cnt;
-        int32_t *ids = malloc(sizeof(*ids) * (size_t)cnt);
-        if (!ids) {
-            rd_kafka_metadata_destroy(md);
-            return RD_KAFKA_RESP_ERR__FAIL;
-        }
-        for (i = 0; i < cnt; i++)
-            ids[i] = md->topics[0].partitions[i].id;
-        *cntp = cnt;
-        *idsp = ids;
-    }
-    rd_kafka_metadata_destroy(md);
-    return err;
-}
-
 int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us) {
     int64_t left;
     pthread_mutex_lock(&p->lock);

@@ -118,11 +118,6 @@ rd_kafka_resp_err_t kc_producer_produce_wait(kc_producer_t *p, rd_kafka_topic_t 
 
 void kc_producer_note_buffer_timeout(kc_producer_t *p);
 
-/* Metadata of one topic, bounded by timeout_ms. Returns the top-level or the topic's error.
- * On success *cntp is the partition count and *idsp (malloc'd, free() it) the partition ids. */
-rd_kafka_resp_err_t kc_producer_topic_metadata(kc_producer_t *p, rd_kafka_topic_t *rkt, int timeout_ms,
-                                               int *cntp, int32_t **idsp);
-
 /* Waits until no record is in flight or deadline_us passes (KC_NO_DEADLINE, clock.h: none). Returns the
  * number still in flight. Call without the GIL. */
 int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us);

@@ -39,6 +39,7 @@ from kipconsumer._cstr cimport c_string
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._process cimport foreign_process, this_process
 from kipconsumer._rdk cimport *
+from kipconsumer._topic_metadata cimport kc_topic_partition_ids
 from kipconsumer._records cimport ConsumerRecords, records_set_deserializers, records_take
 
 from kipconsumer.errors import (AuthenticationError, CommitFailedError, ConfigError, GroupAuthorizationError,
@@ -833,6 +834,9 @@ cdef class NativeConsumer:
 
     def watermarks(self, str topic, int partition, double timeout):
         return _watermarks(self, topic, partition, timeout)
+
+    def partitions_for(self, str topic, double timeout):
+        return _partitions_for(self, topic, timeout)
 
     def offsets_for_times(self, list queries, double timeout):
         return _offsets_for_times(self, queries, timeout)

@@ -1,5 +1,6 @@
-# Positions and offsets: seek, pause/resume, watermarks, offsets by time, and StableOffsets (the last
-# stable offsets of read_committed current_lag()) (included by _consumer.pyx; fields in _consumer.pxd).
+# Positions and offsets: seek, pause/resume, watermarks, offsets by time, a topic's partitions, and
+# StableOffsets (the last stable offsets of read_committed current_lag()) (included by _consumer.pyx;
+# fields in _consumer.pxd).
 
 
 cdef tuple _watermarks(NativeConsumer c, str topic, int partition, double timeout):
@@ -15,6 +16,52 @@ cdef tuple _watermarks(NativeConsumer c, str topic, int partition, double timeou
     if err:
         c._raise(err, f"watermark offsets of {topic}-{partition}")
     return low, high
+
+
+cdef list _partitions_for(NativeConsumer c, str topic, double timeout):
+    """Partition ids of ``topic`` from a metadata request, sorted; [] when the broker does not know the
+    topic (Java's partitionsFor). Asks in slices (100 ms, doubled after one that timed out) until
+    ``timeout`` (seconds), checking close() and signals between them; a topic still without
+    partitions (being created) or no answer by then raises KafkaTimeoutError; a refused credential or
+    permission its typed security error."""
+    c._check_open()
+    cdef bytes t = c_string(topic, "topic")
+    cdef int64_t deadline = _deadline_ms(timeout)
+    cdef int cnt = 0, slice_ms = 100, attempt_ms, i
+    cdef int32_t *ids = NULL
+    cdef rd_kafka_resp_err_t err
+    cdef rd_kafka_topic_t *rkt = rd_kafka_topic_new(c.rk, t, NULL)
+    if rkt == NULL:
+        c._raise(rd_kafka_last_error(), f"partitions_for({topic!r})")
+    try:
+        while True:
+            attempt_ms = kc_ms_until(deadline)
+            if attempt_ms > slice_ms:
+                attempt_ms = slice_ms
+            with nogil:
+                err = kc_topic_partition_ids(c.rk, rkt, attempt_ms, &cnt, &ids)
+            if err == RD_KAFKA_RESP_ERR_NO_ERROR:
+                try:
+                    return sorted(ids[i] for i in range(cnt))
+                finally:
+                    free(ids)
+            if err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+                return []
+            if is_security_error(_err_name(err), _err_str(err)):  # e.g. TOPIC_AUTHORIZATION_FAILED: at once
+                c._raise(err, f"partitions_for({topic!r})", None, (topic,))
+            _check_security(c, f"partitions_for({topic!r})")
+            if kc_ms_until(deadline) <= 0:
+                raise KafkaTimeoutError(f"partitions_for({topic!r}): no metadata within the timeout (last "
+                                        f"answer: {_err_str(err)})", code=_err_name(err))
+            if err == RD_KAFKA_RESP_ERR__TIMED_OUT:
+                slice_ms = slice_ms * 2 if slice_ms < 1_000_000 else slice_ms
+            else:
+                with nogil:
+                    usleep(50_000 if kc_ms_until(deadline) > 50 else 1000)
+            PyErr_CheckSignals()
+            c._check_open()
+    finally:
+        rd_kafka_topic_destroy(rkt)
 
 
 cdef class StableOffsets:

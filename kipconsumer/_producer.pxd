@@ -98,8 +98,6 @@ cdef extern from "producer_core.h" nogil:
                                                  int *counted)
     void kc_producer_note_buffer_timeout(kc_producer_t *p)
     int64_t kc_producer_flush_until(kc_producer_t *p, int64_t until_us)
-    rd_kafka_resp_err_t kc_producer_topic_metadata(kc_producer_t *p, rd_kafka_topic_t *rkt,
-                                                   int timeout_ms, int *cntp, int32_t **idsp)
     int64_t kc_producer_wait_idle(kc_producer_t *p, int64_t deadline_us)
     void kc_producer_set_closing(kc_producer_t *p)
     rd_kafka_resp_err_t kc_producer_purge(kc_producer_t *p)

@@ -57,6 +57,7 @@ from kipconsumer._rdk cimport (
 )
 from kipconsumer._logring cimport drain_logs, kc_log_cb
 from kipconsumer._process cimport foreign_process, this_process
+from kipconsumer._topic_metadata cimport kc_topic_partition_ids
 
 from kipconsumer.errors import (ConfigError, IllegalStateError, InvalidTopicError, KafkaError, category_of,
                                 KafkaTimeoutError, ProducerFencedError, SerializationError,

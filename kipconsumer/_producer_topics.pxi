@@ -110,7 +110,7 @@ cdef int _metadata_wait(ProducerCore core, rd_kafka_topic_t *rkt, int64_t deadli
         if attempt_ms < 1:
             attempt_ms = 1
         with nogil:
-            err = kc_producer_topic_metadata(core.p, rkt, attempt_ms, cntp, idsp)
+            err = kc_topic_partition_ids(core.p.rk, rkt, attempt_ms, cntp, idsp)
         if err == 0:
             return 0
         if not core.is_open():

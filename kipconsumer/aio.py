@@ -162,8 +162,8 @@ class AsyncKafkaConsumer:
     Same ``config`` as ``KafkaConsumer``. Use it from one event loop (its thread); ``wakeup()``
     is safe from any thread. Non-waiting methods (``subscribe``, ``assign``, ``seek``, ``pause``,
     ``assignment``, ``metrics``, ...) are the sync consumer's. Methods that ask the broker and
-    wait for its answer (``committed``, ``position``, ``beginning_offsets``, ``end_offsets``) are
-    the sync consumer's too and block the loop for at most their timeout.
+    wait for its answer (``committed``, ``position``, ``partitions_for``, ``beginning_offsets``,
+    ``end_offsets``) are the sync consumer's too and block the loop for at most their timeout.
     """
 
     def __init__(self, config: Mapping[str, object]) -> None:
@@ -237,6 +237,11 @@ class AsyncKafkaConsumer:
 
     def position(self, partition: TopicPartition, timeout: float | None = None) -> int:
         return self._consumer.position(partition, timeout)
+
+    def partitions_for(self, topic: str, timeout: float | None = None) -> list[int]:
+        """``KafkaConsumer.partitions_for`` (blocks the loop for the topic's metadata, at most
+        ``timeout``)."""
+        return self._consumer.partitions_for(topic, timeout)
 
     def current_lag(self, partition: TopicPartition) -> int | None:
         """``KafkaConsumer.current_lag``: no request, never blocks."""

@@ -392,6 +392,17 @@ class KafkaConsumer:
         return sorted(self.assignment()) if partitions is None else _tp_list(partitions, "partitions")
 
     @_owned
+    def partitions_for(self, topic: str, timeout: float | None = None) -> list[int]:
+        """Partition ids of ``topic``, sorted, from the broker's metadata; ``[]`` when the broker does
+        not know the topic (as the Java client's ``partitionsFor``; nothing is created). Waits at most
+        ``timeout`` seconds (``None``: ``default.api.timeout.ms``), then raises ``KafkaTimeoutError``;
+        an invalid name raises ``InvalidTopicError``, a refused credential or permission its typed
+        security error."""
+        name = check_topic_name(topic, "topic")
+        ids: list[int] = self._native.partitions_for(name, self._api_timeout(timeout))
+        return ids
+
+    @_owned
     def beginning_offsets(
         self, partitions: Iterable[TopicPartition], timeout: float | None = None
     ) -> dict[TopicPartition, int]:

@@ -19,7 +19,14 @@ from support import produce as produce_records
 
 from kipconsumer import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
-from kipconsumer.errors import ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError, WakeupError
+from kipconsumer.errors import (
+    ConfigError,
+    IllegalStateError,
+    InvalidTopicError,
+    KafkaError,
+    KafkaTimeoutError,
+    WakeupError,
+)
 
 
 def produce(broker, topic, n, partition=0, timestamp=None):
@@ -533,6 +540,32 @@ def test_committed_beginning_end_offsets(broker, topic_factory, unique_name):
         assert recs[0].partition == 0 and recs[0].offset == 7
         with pytest.raises((ValueError, TypeError)):
             c.commit_sync({tp0: -1})
+
+
+def test_partitions_for_answers_from_metadata_and_creates_nothing(broker, topic_factory):
+    """partitions_for(): the topic's partition ids, sorted; [] for a topic the broker does not know
+    (Java's partitionsFor), which it does not create; typed errors for a bad name, a bad timeout and
+    a closed consumer."""
+    topic = topic_factory(partitions=5)
+    missing = topic + "-missing"
+    with KafkaConsumer({"bootstrap.servers": broker.bootstrap_servers}) as c:
+        assert c.partitions_for(topic) == [0, 1, 2, 3, 4]
+        assert c.partitions_for(missing, timeout=5) == []
+        assert c.partitions_for(missing, timeout=5) == []      # still unknown: nothing was created
+        with pytest.raises(InvalidTopicError, match="topic"):
+            c.partitions_for("not a topic!")
+        with pytest.raises((TypeError, ValueError), match="timeout"):
+            c.partitions_for(topic, timeout=float("nan"))
+    with pytest.raises(IllegalStateError):
+        c.partitions_for(topic)
+
+
+def test_partitions_for_without_a_broker_times_out_within_its_timeout():
+    with KafkaConsumer({"bootstrap.servers": "127.0.0.1:1"}) as c:
+        t0 = time.monotonic()
+        with pytest.raises(KafkaTimeoutError, match="partitions_for"):
+            c.partitions_for("t", timeout=1.0)
+        assert 0.9 < time.monotonic() - t0 < 3.0
 
 
 @pytest.mark.embedded_only

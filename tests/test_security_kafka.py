@@ -292,6 +292,7 @@ def test_calls_other_than_poll_raise_the_held_authentication_error(secured: Kafk
             "commit_async": lambda: c.commit_async({tp: 0}),
             "committed": lambda: c.committed([tp], timeout=LIMIT_S),
             "position": lambda: c.position(tp, timeout=LIMIT_S),
+            "partitions_for": lambda: c.partitions_for(topic, timeout=LIMIT_S),
             "beginning_offsets": lambda: c.beginning_offsets([tp], timeout=LIMIT_S),
             "end_offsets": lambda: c.end_offsets([tp], timeout=LIMIT_S),
             "offsets_for_times": lambda: c.offsets_for_times({tp: 0}, timeout=LIMIT_S),
