@@ -94,9 +94,12 @@ def java_consumer_command(bootstrap: str, records: int) -> list[str]:
 
 
 def from_java(result: dict[str, float]) -> dict[str, float]:
-    """The peer's {"records", "seconds", "cpu_seconds"} (timed from assign()) as a worker's result."""
+    """The peer's {"records", "seconds", "cpu_seconds"} (timed from assign()) and
+    {"seconds_from_first", "cpu_seconds_from_first"} (from the first poll that returned records) as a
+    worker's result."""
     n, secs, cpu = result["records"], result["seconds"], result["cpu_seconds"]
-    return {"records": n, "seconds": secs, "records_per_s": n / secs, "cpu_s": cpu,
+    first, cpu_first = result.get("seconds_from_first", secs), result.get("cpu_seconds_from_first", cpu)
+    return {"records": n, "seconds": first, "records_per_s": n / first, "cpu_s": cpu_first,
             "seconds_from_assign": secs, "cpu_s_from_assign": cpu}
 
 

@@ -1,10 +1,12 @@
 """One benchmark client per process: `python bench/workers.py CLIENT BOOTSTRAP TOPIC PARTITIONS RECORDS`.
 
-Each client assigns every partition from the beginning (no group), reads RECORDS records,
-touches each value, and prints one JSON line: records, seconds (first record to last),
-records_per_s, cpu_s, the same from assign() on (seconds_from_assign, cpu_s_from_assign: the
-prefetch a client does before its first record is inside that window, as it is for the Java
-client, which fetches inside poll()), and per-poll latency percentiles where the client polls in
+Each client first gets the topic's metadata (untimed, as the Java peer's partitionsFor()), then
+assigns every partition from offset 0 (no group; the Java peer's assign() + seek(tp, 0)), reads
+RECORDS records, touches each value, and prints one JSON line: records, seconds (from the start of
+the first poll that returned records to the last record), records_per_s, cpu_s, the same from
+assign() on (seconds_from_assign, cpu_s_from_assign: the prefetch a client does before its first
+record is inside that window, as it is for the Java client, which fetches inside poll(); the Java
+peer reports both the same way), and per-poll latency percentiles where the client polls in
 batches (those include polls that wait for the broker when the client outruns the fetcher).
 
 confluent-kafka runs twice: at its defaults (`confluent-consume500`) and like for like
@@ -49,9 +51,10 @@ def kipconsumer_settings() -> dict[str, Any]:
     return dict(json.loads(raw)) if raw else {}
 
 
-def _kipconsumer(bootstrap: str, topic: str, partitions: int) -> Any:
-    """A kipconsumer consumer assigned every partition from the beginning (no group)."""
-    from kipconsumer import KafkaConsumer, TopicPartition
+def _kipconsumer_new(bootstrap: str, topic: str) -> Any:
+    """A kipconsumer consumer (no group) that has the topic's metadata: what the Java peer has
+    before its clock starts (it calls partitionsFor())."""
+    from kipconsumer import KafkaConsumer
 
     c = KafkaConsumer(
         {
@@ -62,7 +65,24 @@ def _kipconsumer(bootstrap: str, topic: str, partitions: int) -> Any:
             **kipconsumer_settings(),
         }
     )
-    c.assign([TopicPartition(topic, p) for p in range(partitions)])
+    c.partitions_for(topic, timeout=30)
+    return c
+
+
+def _kipconsumer_assign(c: Any, topic: str, partitions: int) -> None:
+    """Every partition from offset 0, as the Java peer's assign() + seek(tp, 0)."""
+    from kipconsumer import TopicPartition
+
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    c.assign(tps)
+    for tp in tps:
+        c.seek(tp, 0)
+
+
+def _kipconsumer(bootstrap: str, topic: str, partitions: int) -> Any:
+    """A kipconsumer consumer assigned every partition from offset 0 (no group)."""
+    c = _kipconsumer_new(bootstrap, topic)
+    _kipconsumer_assign(c, topic, partitions)
     return c
 
 
@@ -80,10 +100,10 @@ def like_for_like_settings(bootstrap: str) -> dict[str, str]:
     return {k: str(rd[k]) for k in LIKE_FOR_LIKE_KEYS if k in rd}
 
 
-def _confluent(bootstrap: str, topic: str, partitions: int, tuned: bool = False) -> Any:
-    """A confluent-kafka consumer assigned every partition from the beginning (no group); `tuned`
-    gives it kipconsumer's fetch settings (like_for_like_settings)."""
-    from confluent_kafka import Consumer, TopicPartition
+def _confluent_new(bootstrap: str, topic: str, tuned: bool = False) -> Any:
+    """A confluent-kafka consumer (no group) that has the topic's metadata (as _kipconsumer_new);
+    `tuned` gives it kipconsumer's fetch settings (like_for_like_settings)."""
+    from confluent_kafka import Consumer
 
     c = Consumer(
         {
@@ -94,7 +114,21 @@ def _confluent(bootstrap: str, topic: str, partitions: int, tuned: bool = False)
             **(like_for_like_settings(bootstrap) if tuned else {}),
         }
     )
-    c.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
+    c.list_topics(topic, timeout=30)
+    return c
+
+
+def _confluent_assign(c: Any, topic: str, partitions: int) -> None:
+    """Every partition from offset 0, as the Java peer's assign() + seek(tp, 0)."""
+    from confluent_kafka import TopicPartition
+
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+
+
+def _confluent(bootstrap: str, topic: str, partitions: int, tuned: bool = False) -> Any:
+    """A confluent-kafka consumer assigned every partition from offset 0 (no group)."""
+    c = _confluent_new(bootstrap, topic, tuned)
+    _confluent_assign(c, topic, partitions)
     return c
 
 
@@ -106,8 +140,9 @@ def kipconsumer_client(mode: str) -> Callable[[str, str, int, int], dict[str, fl
             # here) would land in the timed window of a short run and be counted as the client's CPU.
             os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
             import pyarrow  # noqa: F401
+        c = _kipconsumer_new(bootstrap, topic)
         t_assign, cpu_assign = time.perf_counter(), time.process_time()
-        c = _kipconsumer(bootstrap, topic, partitions)
+        _kipconsumer_assign(c, topic, partitions)
         got, t0, cpu0, lat = 0, 0.0, 0.0, []
         deadline = time.monotonic() + 120
         while got < want and time.monotonic() < deadline:
@@ -135,8 +170,9 @@ def kipconsumer_client(mode: str) -> Callable[[str, str, int, int], dict[str, fl
 
 def confluent_client(tuned: bool) -> Callable[[str, str, int, int], dict[str, float]]:
     def run(bootstrap: str, topic: str, partitions: int, want: int) -> dict[str, float]:
+        c = _confluent_new(bootstrap, topic, tuned)
         t_assign, cpu_assign = time.perf_counter(), time.process_time()
-        c = _confluent(bootstrap, topic, partitions, tuned)
+        _confluent_assign(c, topic, partitions)
         got, t0, cpu0, lat = 0, 0.0, 0.0, []
         deadline = time.monotonic() + 120
         while got < want and time.monotonic() < deadline:

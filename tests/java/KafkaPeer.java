@@ -804,17 +804,34 @@ public final class KafkaPeer {
                 }
                 long t0 = System.nanoTime();
                 long c0 = cpuNanos();
+                long tFirst = 0;
+                long cFirst = 0;
                 long n = 0;
                 long bytes = 0;
                 while (n < want) {
-                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) {
+                    long s = System.nanoTime();
+                    long cs = tFirst == 0 ? cpuNanos() : 0; // only until the first record
+                    ConsumerRecords<byte[], byte[]> records = c.poll(Duration.ofMillis(500));
+                    if (tFirst == 0 && !records.isEmpty()) {
+                        tFirst = s; // as the Python workers: from the start of the first poll that returns records
+                        cFirst = cs;
+                    }
+                    for (ConsumerRecord<byte[], byte[]> r : records) {
                         byte[] v = r.value(); // touch every value, as the Python clients do
                         bytes += v == null ? 0 : v.length;
                         n++;
                     }
                 }
                 if (pass == passes) {
-                    benchResult(n, t0, c0);
+                    long tEnd = System.nanoTime();
+                    long cEnd = cpuNanos();
+                    double seconds = (tEnd - t0) / 1e9;
+                    double cpu = (cEnd - c0) / 1e9;
+                    double fromFirst = (tEnd - tFirst) / 1e9;
+                    double cpuFromFirst = (cEnd - cFirst) / 1e9;
+                    emit("{\"records\":" + n + ",\"seconds\":" + seconds + ",\"cpu_seconds\":" + cpu
+                            + ",\"seconds_from_first\":" + fromFirst + ",\"cpu_seconds_from_first\":"
+                            + cpuFromFirst + "}");
                 }
                 if (bytes < 0) {
                     System.err.println(bytes);
