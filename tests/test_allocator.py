@@ -124,6 +124,33 @@ def test_native_build_info_names_the_allocator(bound_lib: Path, plain_lib: Path)
     assert plain.stdout.splitlines()[0] == "libc"
 
 
+OVERSIZE_THRESHOLD = """
+    import ctypes
+    import kipconsumer._loader as loader
+    import kipconsumer  # noqa: F401  (loads the library)
+    size_p = ctypes.POINTER(ctypes.c_size_t)
+    mallctl = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, size_p, ctypes.c_void_p,
+                               ctypes.c_size_t)(loader.allocator_mallctl())
+    value, size = ctypes.c_size_t(), ctypes.c_size_t(ctypes.sizeof(ctypes.c_size_t))
+    assert mallctl(b"opt.oversize_threshold", ctypes.byref(value), ctypes.byref(size), None, 0) == 0
+    print(value.value)
+"""
+
+
+def test_the_bundled_jemalloc_keeps_fetch_response_buffers_in_its_arenas(bound_lib: Path) -> None:
+    """opt.oversize_threshold is 0 by default (bound_alloc.c's malloc_conf): a fetch response buffer over
+    jemalloc's 8 MiB default is not given an arena that returns its pages at once (docs/benchmarks.md:
+    3x the page faults); $KCJE_MALLOC_CONF still overrides it."""
+    default = _run(OVERSIZE_THRESHOLD, _checked_env(bound_lib))
+    assert default.returncode == 0, default.stderr[-3000:]
+    assert int(default.stdout) == 0
+    env = _checked_env(bound_lib)
+    env["KCJE_MALLOC_CONF"] = "oversize_threshold:8388608"
+    override = _run(OVERSIZE_THRESHOLD, env)
+    assert override.returncode == 0, override.stderr[-3000:]
+    assert int(override.stdout) == 8 << 20
+
+
 WORKLOAD = """
     import json, time
     from kipconsumer import (KafkaConsumer, KafkaProducer, KafkaShareConsumer, OffsetAndMetadata,

@@ -13,6 +13,13 @@ void *kcje_malloc(size_t size);
 void kcje_free(void *ptr);
 void *kcje_realloc(void *ptr, size_t size);
 
+/* jemalloc's options for the bound librdkafka, through jemalloc's documented malloc_conf global
+ * ($KCJE_MALLOC_CONF still overrides each). oversize_threshold:0 keeps allocations above 8 MiB in the
+ * ordinary arenas: above it jemalloc gives them an arena of its own whose freed pages go back to the
+ * system at once, and librdkafka's buffer for a fetch response of more than 8 partitions x
+ * max.partition.fetch.bytes (1 MiB) is that large, so every response faulted fresh pages in. */
+KC_ALLOC_EXPORT const char *kcje_malloc_conf = "oversize_threshold:0";
+
 static int kc_alloc_strict;
 
 __attribute__((constructor)) static void kc_alloc_read_env(void) {
