@@ -25,9 +25,10 @@ Records are counted by what was produced (Tansu's high watermark is wrong).
 
 Like for like: confluent-kafka runs at its defaults (`confluent-consume500`) and with the librdkafka
 fetch settings kipconsumer emits (`confluent-consume500-tuned`, bench/workers.py); on `--broker kafka`
-the Java client runs too (`java`: tests/java/KafkaPeer.java `consume-bench`, kafka-clients of the
-broker's release at its defaults, in a JVM at its defaults but a 512 MiB heap cap, the second of two
-passes so the JIT is warm; it is timed from assign(), since it fetches inside poll()). Every client is
+the Java client runs too (tests/java/KafkaPeer.java `consume-bench`, kafka-clients of the broker's
+release at its defaults, the second of two passes so the JIT is warm, after partitionsFor(); it fetches
+inside poll()), in two JVMs: `java` at the JVM's defaults (G1, C2) but a 512 MiB heap cap, and
+`java-c1` tuned for a small machine (serial GC, C1 only: JAVA_FLAGS). Every client is
 timed twice: from its first record (`rec/s`) and from assign() (`rec/s assign`: a client's prefetch
 before its first record falls inside, as it does for Java). The ratio columns use the from-assign
 figures; runs should hold at least 5x what a client prefetches (kipconsumer and the tuned peer:
@@ -82,15 +83,23 @@ def build_raw_consumer(out_dir: str, program: str = "raw_consumer") -> str:
     return exe
 
 
-def java_consumer_command(bootstrap: str, records: int) -> list[str]:
-    """The Java client's consume-bench (tests/java/KafkaPeer.java) in a JVM at its defaults (JIT, GC)
-    with a 512 MiB heap cap: not the small C1-only JVM the tests run their peers in."""
+#: The JVMs the Java client runs in: `java` at the JVM's defaults (G1, the C2 JIT) with a 512 MiB heap
+#: cap; `java-c1` as a JVM tuned for a small machine (the serial GC and the C1 JIT only, as the tests'
+#: peers run; on 2 cores shared with the broker neither G1's nor C2's threads take CPU from it).
+JAVA_FLAGS = {
+    "java": ["-Xmx512m"],
+    "java-c1": ["-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"],
+}
+
+
+def java_consumer_command(bootstrap: str, records: int, client: str = "java") -> list[str]:
+    """The Java client's consume-bench (tests/java/KafkaPeer.java) in the JVM JAVA_FLAGS[client] names."""
     sys.path.insert(0, str(ROOT / "tests"))
     import java_peer
 
     argv = java_peer.command("consume-bench", bootstrap, TOPIC, str(records))
     cp = argv.index("-cp")
-    return [argv[0], "-Xmx512m", *argv[cp:]]
+    return [argv[0], *JAVA_FLAGS[client], *argv[cp:]]
 
 
 def from_java(result: dict[str, float]) -> dict[str, float]:
@@ -114,7 +123,7 @@ def run_client(name: str, cmd: list[str], pythonpath: str | None = None) -> dict
         print(f"  {name}: failed (rc={proc.returncode}) {proc.stderr.strip()[-300:]}", flush=True)
         return None
     result: dict[str, float] = json.loads(lines[-1])
-    return from_java(result) if name == "java" else result
+    return from_java(result) if name in JAVA_FLAGS else result
 
 
 def results_polls(results: dict[str, list[dict[str, float]]], names: list[str]) -> str:
@@ -140,7 +149,7 @@ def main() -> int:
     ap.add_argument(
         "--clients",
         default=None,
-        help="default: raw-c,java (on kafka),confluent-consume500,confluent-consume500-tuned,"
+        help="default: raw-c,java,java-c1 (on kafka),confluent-consume500,confluent-consume500-tuned,"
         "kipconsumer-iter,kipconsumer-arrow,confluent-latency,kipconsumer-latency",
     )
     ap.add_argument(
@@ -156,12 +165,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.clients is None:
         args.clients = ",".join(
-            ["raw-c", *(["java"] if args.broker == "kafka" else []), "confluent-consume500",
+            ["raw-c", *(["java", "java-c1"] if args.broker == "kafka" else []), "confluent-consume500",
              "confluent-consume500-tuned", "kipconsumer-iter", "kipconsumer-arrow", "confluent-latency",
              "kipconsumer-latency"])
     clients = args.clients.split(",")
-    if "java" in clients and args.broker != "kafka":
-        ap.error("the java client runs on --broker kafka only")
+    if set(clients) & set(JAVA_FLAGS) and args.broker != "kafka":
+        ap.error("the java clients run on --broker kafka only")
     baselines = dict(b.split("=", 1) for b in args.baseline)
     for name in clients:
         if "@" in name and name.split("@", 1)[1] not in baselines:
@@ -190,8 +199,8 @@ def main() -> int:
                     tail = [broker.bootstrap, TOPIC, str(args.partitions), str(args.records)]
                     if name == "raw-c":
                         cmd = [raw, *tail]
-                    elif name == "java":
-                        cmd = java_consumer_command(broker.bootstrap, args.records)
+                    elif name in JAVA_FLAGS:
+                        cmd = java_consumer_command(broker.bootstrap, args.records, name)
                     else:
                         cmd = [sys.executable, str(HERE / "workers.py"), name.split("@", 1)[0], *tail]
                     r = run_client(name, cmd, baselines.get(name.split("@", 1)[1]) if "@" in name else None)
@@ -222,7 +231,7 @@ def main() -> int:
         )
 
     refs = {"cf tuned": "confluent-consume500-tuned", "cf dflt": "confluent-consume500", "raw C": "raw-c",
-            "Java": "java"}
+            "Java": "java", "Java C1": "java-c1"}
     ref_rate = {label: rate_from_assign(n) for label, n in refs.items()}
     ref_cpu = {label: cpu_ns(n) for label, n in refs.items()}
     print()
@@ -230,7 +239,7 @@ def main() -> int:
     print(
         f"{'client':28} {'rec/s':>11} {'rec/s assign':>13} "
         + " ".join(f"{'x ' + label:>10}" for label in refs)
-        + f" {'CPU ns/rec':>11} {'CPU x raw C':>12} {'CPU x Java':>11}"
+        + f" {'CPU ns/rec':>11} {'CPU x raw C':>12} {'CPU x Java':>11} {'CPU x C1':>9}"
     )
     summary: dict[str, dict[str, object]] = {}
     for name in clients:
@@ -254,12 +263,14 @@ def main() -> int:
             "cpu_ns_per_record": cpu,
             "cpu_ratio_vs_raw_c": cpu / ref_cpu["raw C"],
             "cpu_ratio_vs_java": cpu / ref_cpu["Java"],
+            "cpu_ratio_vs_java-c1": cpu / ref_cpu["Java C1"],
             "runs": runs,
         }
         print(
             f"{name:28} {med:11,.0f} {med_assign:13,.0f} "
             + " ".join(f"{ratios[label]:10.2f}" for label in refs)
             + f" {cpu:11.0f} {cpu / ref_cpu['raw C']:12.2f} {cpu / ref_cpu['Java']:11.2f}"
+            + f" {cpu / ref_cpu['Java C1']:9.2f}"
         )
     lat_clients = [n for n in clients if n.split("@", 1)[0].endswith("-latency")]
     if lat_clients:
