@@ -955,6 +955,7 @@ def test_a_commit_refused_by_a_rebalance_holds_records_back_until_it_is_served(
         m = c.metrics()
         assert m["heartbeats"] > 0 and 0 <= m["last_heartbeat_ms_ago"] < 30_000, m
         c.commit_sync(timeout=10)
+        c.close()  # while its broker is up: a consumer-protocol member's close waits 10 s for it otherwise
 
 
 @pytest.mark.classic_only(reason="the classic join round (the embedded broker refuses commits while a "
