@@ -102,7 +102,8 @@ run_tests() {
     "$VENV/bin/mypy" kipconsumer
     "$VENV/bin/mypy" --strict scripts build_support
     log "clang-format (.clang-format: one C style)"
-    "$VENV/bin/clang-format" --dry-run --Werror csrc/*.c csrc/*.h csrc/alloc/*.c csrc/alloc/*.h tests/c/*.c tests/c/*.h bench/c/*.c
+    "$VENV/bin/clang-format" --dry-run --Werror csrc/*.c csrc/*.h csrc/alloc/*.c csrc/alloc/*.h tests/c/*.c tests/c/*.h bench/c/*.c \
+        bench/micro/*.c
     # pytest's exit code 5 (no tests collected) is a failure here, as any non-zero code.
     if [ "${1:-}" = "--fast" ]; then
         shift

@@ -27,7 +27,7 @@ kc_consumer_t *kc_consumer_new(rd_kafka_conf_t *conf, size_t max_poll_records, k
     kc_ps_init_buffer(&c->fb);
     kc_owner_lock_init(&c->lock);
     kc_prefetch_init(&c->prefetch);
-    c->stall.fd = -1;
+    kc_stall_init(&c->stall);
     c->max_poll_records = max_poll_records;
     c->fairness = fairness;
     c->prefetch_floor = 64;
@@ -73,7 +73,7 @@ void kc_consumer_free(kc_consumer_t *c) {
     if (!c)
         return;
     kc_prefetch_stop(&c->prefetch);
-    kc_stall_stop(c);
+    kc_stall_stop(&c->stall);
     kc_ps_remove_all(&c->fb);
     kc_fb_destroy(&c->fb);
     if (c->fetchq) {
@@ -396,6 +396,29 @@ void kc_consumer_prefetch_stop(kc_consumer_t *c) {
     kc_prefetch_stop(&c->prefetch);
 }
 
+/* The stall thread's release (kc_stall_source_t.release_fetched). */
+static size_t stall_release_fetched(void *ctx) {
+    return kc_consumer_release_fetched(ctx);
+}
+
+int kc_consumer_stall_start(kc_consumer_t *c, int64_t pause_ms) {
+    kc_stall_source_t src = {
+        .ctx = c,
+        .release_fetched = stall_release_fetched,
+        .rk = c->rk,
+        .fb = &c->fb,
+        .fetchq = c->fetchq,
+        .lock = &c->lock,
+        .poll_timer = &c->poll_timer,
+        .poll_waiting = &c->poll_waiting,
+    };
+    return kc_stall_start(&c->stall, &src, pause_ms);
+}
+
+void kc_consumer_stall_stop(kc_consumer_t *c) {
+    kc_stall_stop(&c->stall);
+}
+
 int kc_consumer_rebalance_pending(kc_consumer_t *c) {
     return kc_rebalance_barrier_holds(&c->barrier, c->heartbeat);
 }
@@ -413,7 +436,8 @@ kc_poll_status_t kc_consumer_poll(kc_consumer_t *c, int timeout_ms, rd_kafka_mes
     atomic_store(&c->poll_timer.last_poll_ms, start_us / 1000);
     kc_consumer_hold(c);
     for (;;) {
-        kc_stall_resume(c); /* before records are served: the fetchers run again while poll() drains */
+        /* before records are served: the fetchers run again while poll() drains */
+        kc_stall_resume(&c->stall);
         if (atomic_exchange(&c->wakeup, 0)) {
             st = KC_POLL_WAKEUP;
             break;

@@ -102,6 +102,13 @@ int kc_consumer_prefetch_start(kc_consumer_t *c);
 /* Stops and joins it (see kc_prefetch_stop); any thread; idempotent. */
 void kc_consumer_prefetch_stop(kc_consumer_t *c);
 
+/* Starts the stall thread (stall_pause.h, poll.stall.fetch.pause.ms) with pause_ms > 0, and with
+ * kc_consumer_release_fetched as its release; 0, or -1 if it could not be started (fetching then goes
+ * on as without the setting). Set c->stall.mallctl before. */
+int kc_consumer_stall_start(kc_consumer_t *c, int64_t pause_ms);
+/* Stops and joins it (see kc_stall_stop); any thread; idempotent. */
+void kc_consumer_stall_stop(kc_consumer_t *c);
+
 /* Frees everything but rk and the heartbeat monitor (the caller closes and destroys rk
  * after this; librdkafka's threads may call the monitor until rd_kafka_destroy() returns,
  * so the caller frees c->heartbeat with kc_hb_free() then, or at once if rd_kafka_new()

@@ -6,7 +6,6 @@
 #endif
 #include <unistd.h>
 
-#include "consumer_core.h"
 #include "event_fd.h"
 
 /* The thread looks at the poll timer every pause_ms / 4, within these bounds. */
@@ -14,49 +13,50 @@
 #define KC_STALL_TICK_MAX_MS 100
 
 /* True while the application has not called poll() for pause_ms and is not waiting inside one. */
-static int stalled(kc_consumer_t *c) {
-    if (atomic_load(&c->poll_waiting))
+static int stalled(const kc_stall_pause_t *s) {
+    if (atomic_load(s->src.poll_waiting))
         return 0;
-    int64_t since = kc_poll_timer_since(&c->poll_timer);
-    return since >= c->stall.pause_ms;
+    int64_t since = kc_poll_timer_since(s->src.poll_timer);
+    return since >= s->pause_ms;
 }
 
 /* Gives the memory the release freed back to the system: librdkafka's allocator keeps it otherwise
  * (glibc kept 20 of 33 MiB of freed fetch responses mapped on the embedded broker). */
-static void give_back(kc_consumer_t *c) {
-    if (c->stall.mallctl) /* MALLCTL_ARENAS_ALL (4096): every arena */
-        c->stall.mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
+static void give_back(const kc_stall_pause_t *s) {
+    if (s->mallctl) /* MALLCTL_ARENAS_ALL (4096): every arena */
+        s->mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
 #ifdef __GLIBC__
     malloc_trim(0);
 #endif
 }
 
 /* Pauses the unpaused assigned partitions and releases what librdkafka queued. Owner lock held. */
-static void pause_fetchers(kc_consumer_t *c) {
-    if (!c->fb.n)
+static void pause_fetchers(kc_stall_pause_t *s) {
+    kc_fetch_buffer_t *fb = s->src.fb;
+    if (!fb->n)
         return;
-    rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new((int)c->fb.n);
+    rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new((int)fb->n);
     if (!lst)
         return;
-    for (size_t i = 0; i < c->fb.n; i++) {
-        kc_partition_t *p = kc_ps_at(&c->fb, i);
+    for (size_t i = 0; i < fb->n; i++) {
+        kc_partition_t *p = kc_ps_at(fb, i);
         if (!kc_ps_paused(p) && !p->stall_paused)
             rd_kafka_topic_partition_list_add(lst, p->q.topic, p->q.partition);
     }
-    if (lst->cnt && rd_kafka_pause_partitions(c->rk, lst) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (lst->cnt && rd_kafka_pause_partitions(s->src.rk, lst) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         int any = 0;
         for (int i = 0; i < lst->cnt; i++) {
             kc_partition_t *p;
-            if (lst->elems[i].err || !(p = kc_ps_find(&c->fb, lst->elems[i].topic, lst->elems[i].partition)))
+            if (lst->elems[i].err || !(p = kc_ps_find(fb, lst->elems[i].topic, lst->elems[i].partition)))
                 continue;
             kc_ps_set_stall_paused(p, 1);
             any = 1;
         }
         if (any) {
-            atomic_store(&c->stall.paused, 1);
-            atomic_fetch_add(&c->stall.pauses, 1);
-            atomic_fetch_add(&c->stall.released, kc_consumer_release_fetched(c));
-            give_back(c);
+            atomic_store(&s->paused, 1);
+            atomic_fetch_add(&s->pauses, 1);
+            atomic_fetch_add(&s->released, s->src.release_fetched(s->src.ctx));
+            give_back(s);
         }
     }
     rd_kafka_topic_partition_list_destroy(lst);
@@ -64,100 +64,115 @@ static void pause_fetchers(kc_consumer_t *c) {
 
 /* How long into a stall the thread may take from librdkafka's queue: the prefetch thread's grace,
  * max.poll.interval.ms / 20 (at most 1 s), or pause_ms if longer (config.py keeps it within). */
-static int64_t release_grace_ms(const kc_consumer_t *c) {
-    int64_t grace = c->poll_timer.interval_ms / 20;
+static int64_t release_grace_ms(const kc_stall_pause_t *s) {
+    int64_t grace = s->src.poll_timer->interval_ms / 20;
     if (grace > 1000)
         grace = 1000;
-    return grace > c->stall.pause_ms ? grace : c->stall.pause_ms;
+    return grace > s->pause_ms ? grace : s->pause_ms;
 }
 
 /* Fetch responses in flight when the pause landed arrive outdated in librdkafka's queue after the
  * release: release them too, while within the grace (each release counts as a poll for librdkafka). */
-static int late_release_due(kc_consumer_t *c) {
-    if (atomic_load(&c->poll_waiting) || !rd_kafka_queue_length(c->fetchq))
+static int late_release_due(const kc_stall_pause_t *s) {
+    if (atomic_load(s->src.poll_waiting) || !rd_kafka_queue_length(s->src.fetchq))
         return 0;
-    return kc_poll_timer_since(&c->poll_timer) <= release_grace_ms(c);
+    return kc_poll_timer_since(s->src.poll_timer) <= release_grace_ms(s);
 }
 
-static void release_late(kc_consumer_t *c) {
-    size_t released = kc_consumer_release_fetched(c);
-    atomic_fetch_add(&c->stall.released, released);
+static void release_late(kc_stall_pause_t *s) {
+    size_t released = s->src.release_fetched(s->src.ctx);
+    atomic_fetch_add(&s->released, released);
     if (released)
-        give_back(c);
+        give_back(s);
 }
 
 static void *stall_main(void *arg) {
-    kc_consumer_t *c = arg;
-    int64_t tick = c->stall.pause_ms / 4;
+    kc_stall_pause_t *s = arg;
+    kc_owner_lock_t *lock = s->src.lock;
+    int64_t tick = s->pause_ms / 4;
     if (tick < KC_STALL_TICK_MIN_MS)
         tick = KC_STALL_TICK_MIN_MS;
     if (tick > KC_STALL_TICK_MAX_MS)
         tick = KC_STALL_TICK_MAX_MS;
-    while (!atomic_load(&c->stall.stop)) {
-        struct pollfd pfd = {.fd = c->stall.fd, .events = POLLIN};
+    while (!atomic_load(&s->stop)) {
+        struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
         poll(&pfd, 1, (int)tick);
-        kc_event_fd_drain(c->stall.fd);
-        if (atomic_load(&c->stall.stop))
+        kc_event_fd_drain(s->fd);
+        if (atomic_load(&s->stop))
             continue;
-        if (atomic_load(&c->stall.paused)) {
-            if (!late_release_due(c) || atomic_load(&c->lock.wanted) ||
-                pthread_mutex_trylock(&c->lock.m) != 0)
+        if (atomic_load(&s->paused)) {
+            if (!late_release_due(s) || atomic_load(&lock->wanted) || pthread_mutex_trylock(&lock->m) != 0)
                 continue;
-            if (atomic_load(&c->stall.paused) && late_release_due(c))
-                release_late(c);
-            pthread_mutex_unlock(&c->lock.m);
+            if (atomic_load(&s->paused) && late_release_due(s))
+                release_late(s);
+            pthread_mutex_unlock(&lock->m);
             continue;
         }
-        if (!stalled(c))
+        if (!stalled(s))
             continue;
         /* the owner goes first: it may be in another call (commit, seek, ...) */
-        if (atomic_load(&c->lock.wanted) || pthread_mutex_trylock(&c->lock.m) != 0)
+        if (atomic_load(&lock->wanted) || pthread_mutex_trylock(&lock->m) != 0)
             continue;
         /* again under the lock: a poll() may have started meanwhile */
-        if (!atomic_load(&c->stall.paused) && stalled(c))
-            pause_fetchers(c);
-        pthread_mutex_unlock(&c->lock.m);
+        if (!atomic_load(&s->paused) && stalled(s))
+            pause_fetchers(s);
+        pthread_mutex_unlock(&lock->m);
     }
     return NULL;
 }
 
-int kc_stall_start(kc_consumer_t *c, int64_t pause_ms) {
-    if (c->stall.running || pause_ms <= 0)
+void kc_stall_init(kc_stall_pause_t *s) {
+    s->running = 0;
+    s->locking = 0;
+    s->fd = -1;
+    s->pause_ms = 0;
+    s->mallctl = NULL;
+    s->src = (kc_stall_source_t){0};
+    atomic_store(&s->stop, 0);
+    atomic_store(&s->paused, 0);
+    atomic_store(&s->pauses, 0);
+    atomic_store(&s->released, 0);
+}
+
+int kc_stall_start(kc_stall_pause_t *s, const kc_stall_source_t *src, int64_t pause_ms) {
+    if (s->running || pause_ms <= 0)
         return 0;
-    c->stall.fd = kc_event_fd_new();
-    if (c->stall.fd < 0)
+    s->src = *src;
+    s->fd = kc_event_fd_new();
+    if (s->fd < 0)
         return -1;
-    c->stall.pause_ms = pause_ms;
-    atomic_store(&c->stall.stop, 0);
-    c->stall.locking = 1;
-    if (pthread_create(&c->stall.tid, NULL, stall_main, c) != 0) {
-        close(c->stall.fd);
-        c->stall.fd = -1;
+    s->pause_ms = pause_ms;
+    atomic_store(&s->stop, 0);
+    s->locking = 1;
+    if (pthread_create(&s->tid, NULL, stall_main, s) != 0) {
+        close(s->fd);
+        s->fd = -1;
         return -1;
     }
-    c->stall.running = 1;
+    s->running = 1;
     return 0;
 }
 
-void kc_stall_stop(kc_consumer_t *c) {
-    if (!c->stall.running)
+void kc_stall_stop(kc_stall_pause_t *s) {
+    if (!s->running)
         return;
-    atomic_store(&c->stall.stop, 1);
-    kc_event_fd_signal(c->stall.fd);
-    pthread_join(c->stall.tid, NULL);
-    c->stall.running = 0;
-    close(c->stall.fd);
-    c->stall.fd = -1;
+    atomic_store(&s->stop, 1);
+    kc_event_fd_signal(s->fd);
+    pthread_join(s->tid, NULL);
+    s->running = 0;
+    close(s->fd);
+    s->fd = -1;
 }
 
-void kc_stall_resume(kc_consumer_t *c) {
-    if (!atomic_load(&c->stall.paused))
+void kc_stall_resume(kc_stall_pause_t *s) {
+    if (!atomic_load(&s->paused))
         return;
-    rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new((int)c->fb.n + 1);
+    kc_fetch_buffer_t *fb = s->src.fb;
+    rd_kafka_topic_partition_list_t *lst = rd_kafka_topic_partition_list_new((int)fb->n + 1);
     if (!lst)
         return; /* the next poll tries again */
-    for (size_t i = 0; i < c->fb.n; i++) {
-        kc_partition_t *p = kc_ps_at(&c->fb, i);
+    for (size_t i = 0; i < fb->n; i++) {
+        kc_partition_t *p = kc_ps_at(fb, i);
         if (!p->stall_paused)
             continue;
         kc_ps_set_stall_paused(p, 0);
@@ -165,7 +180,7 @@ void kc_stall_resume(kc_consumer_t *c) {
             rd_kafka_topic_partition_list_add(lst, p->q.topic, p->q.partition);
     }
     if (lst->cnt)
-        rd_kafka_resume_partitions(c->rk, lst);
+        rd_kafka_resume_partitions(s->src.rk, lst);
     rd_kafka_topic_partition_list_destroy(lst);
-    atomic_store(&c->stall.paused, 0);
+    atomic_store(&s->paused, 0);
 }

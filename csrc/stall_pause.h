@@ -32,7 +32,11 @@
  * pause_ms within it): a stalled member leaves the group at most that much later.
  *
  * The marks and `paused` are written under the owner lock only (the thread, or the owner in
- * kc_stall_resume and pause()/resume()). Never takes the GIL. */
+ * kc_stall_resume and pause()/resume()). Never takes the GIL.
+ *
+ * The thread knows nothing of the consumer: its owner (consumer_core.c) hands it a kc_stall_source_t,
+ * the release callback and the parts of the consumer the thread pauses and looks at, so the consumer
+ * calls the thread and never the other way round (as with the prefetch thread, prefetch_thread.h). */
 #ifndef KC_STALL_PAUSE_H
 #define KC_STALL_PAUSE_H
 
@@ -40,11 +44,27 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-
-struct kc_consumer;
+#include "rdk.h"
+#include "owner_lock.h"
+#include "partition_state.h"
+#include "poll_timer.h"
 
 /* jemalloc's mallctl() */
 typedef int (*kc_mallctl_fn)(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
+
+/* What the thread pauses the fetchers of (kc_stall_start). */
+typedef struct kc_stall_source {
+    void *ctx; /* the release callback's argument */
+    /* Empties the owner's fetch queue once (kc_consumer_release_fetched): returns how many queued
+     * entries librdkafka dropped. Called with `lock` held. */
+    size_t (*release_fetched)(void *ctx);
+    rd_kafka_t *rk;              /* whose fetchers are paused and resumed */
+    kc_fetch_buffer_t *fb;       /* the assigned partitions (partition_state.h) and their stall marks */
+    rd_kafka_queue_t *fetchq;    /* where fetched records wait (late responses show there) */
+    kc_owner_lock_t *lock;       /* the owner lock the thread tries before it pauses or releases */
+    kc_poll_timer_t *poll_timer; /* the application's last poll() */
+    _Atomic int *poll_waiting;   /* poll() waits for records (not a stall) */
+} kc_stall_source_t;
 
 typedef struct kc_stall_pause {
     pthread_t tid;
@@ -60,16 +80,19 @@ typedef struct kc_stall_pause {
     /* the bundled jemalloc's mallctl when librdkafka allocates with it (kipconsumer/_loader.py), else
      * NULL: its unused pages are purged after a release, as glibc's are trimmed */
     kc_mallctl_fn mallctl;
+    kc_stall_source_t src; /* set by kc_stall_start */
 } kc_stall_pause_t;
 
-/* Starts the thread of c with pause_ms > 0; 0, or -1 if it could not be started (c then fetches as
- * without the setting). Before any other thread can call c. */
-int kc_stall_start(struct kc_consumer *c, int64_t pause_ms);
+/* Sets s up stopped (fd -1, nothing paused, no mallctl). */
+void kc_stall_init(kc_stall_pause_t *s);
+/* Starts the thread for `src` with pause_ms > 0; 0, or -1 if it could not be started (the owner then
+ * fetches as without the setting). Before any other thread can call the owner. */
+int kc_stall_start(kc_stall_pause_t *s, const kc_stall_source_t *src, int64_t pause_ms);
 /* Stops and joins the thread (the fetchers it paused stay paused: close() or poll() follows). Any
  * thread, the owner lock held or not. Idempotent. */
-void kc_stall_stop(struct kc_consumer *c);
+void kc_stall_stop(kc_stall_pause_t *s);
 /* Resumes the partitions the thread paused and the application has not paused since. The owner,
  * with the owner lock held. Cheap when nothing is paused. */
-void kc_stall_resume(struct kc_consumer *c);
+void kc_stall_resume(kc_stall_pause_t *s);
 
 #endif

@@ -435,7 +435,7 @@ cdef class NativeConsumer:
         if stall_pause_ms > 0:
             # librdkafka's allocator gives back what a stall released (the bundled jemalloc: purged)
             self.core.stall.mallctl = <kc_mallctl_fn><uintptr_t>allocator_mallctl()
-            kc_stall_start(self.core, stall_pause_ms)  # if it cannot start, fetching goes on as without it
+            kc_consumer_stall_start(self.core, stall_pause_ms)  # if it cannot start, fetching goes on as without it
         drain_logs()
 
     def __dealloc__(self):

@@ -69,7 +69,7 @@ cdef bint _close_consumer(NativeConsumer c, double timeout) except *:
     # from here on only this thread touches the buffer: no prefetch or stall thread, no owner lock
     with nogil:
         kc_consumer_prefetch_stop(c.core)
-        kc_stall_stop(c.core)
+        kc_consumer_stall_stop(c.core)
     kc_consumer_release_all(c.core)
     if c._membership.subscription and not c._membership.has_left() and c.core.fb.n and c._cooperative():
         c._close.settling()

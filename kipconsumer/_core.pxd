@@ -150,5 +150,5 @@ cdef extern from "consumer_core.h" nogil:
     void kc_consumer_release_all(kc_consumer_t *c)
     int kc_consumer_prefetch_start(kc_consumer_t *c)
     void kc_consumer_prefetch_stop(kc_consumer_t *c)
-    int kc_stall_start(kc_consumer_t *c, int64_t pause_ms)
-    void kc_stall_stop(kc_consumer_t *c)
+    int kc_consumer_stall_start(kc_consumer_t *c, int64_t pause_ms)
+    void kc_consumer_stall_stop(kc_consumer_t *c)

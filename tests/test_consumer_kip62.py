@@ -42,6 +42,7 @@ from support import produce as produce_records
 
 from kipconsumer import KafkaConsumer, TopicPartition
 from kipconsumer.broker import EmbeddedBroker
+from kipconsumer.config import group_protocol_of
 from kipconsumer.errors import (
     CommitFailedError,
     ConfigError,
@@ -69,16 +70,19 @@ def produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> 
 
 
 def make_consumer(bootstrap: str, group: str, **extra: object) -> KafkaConsumer:
+    """A member with short classic timeouts, unless it is on the consumer protocol (the session's, or
+    ``group.protocol`` in `extra`), whose timeouts are the broker's."""
     conf: dict[str, object] = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        **group_timeouts(SESSION_MS, HEARTBEAT_MS),
         "max.poll.interval.ms": 60_000,
         "max.poll.records": 10,
+        **extra,
     }
-    conf.update(extra)
+    if group_protocol_of(conf) == "classic":
+        conf = {**group_timeouts(SESSION_MS, HEARTBEAT_MS), **conf}
     return KafkaConsumer(conf)
 
 
@@ -906,21 +910,27 @@ def test_kicked_out_member_without_lost_method_gets_revoked_and_drops_its_buffer
     assert {tp: resumed.get(tp) for tp in committed} == committed
 
 
+@pytest.mark.parametrize("protocol", [None, "consumer"], ids=["session_protocol", "consumer_protocol"])
 def test_a_commit_refused_by_a_rebalance_holds_records_back_until_it_is_served(
-    unique_name: Callable[[str], str], consumers: list[KafkaConsumer],
+    unique_name: Callable[[str], str], consumers: list[KafkaConsumer], protocol: str | None,
 ) -> None:
     """A commit the coordinator refuses because the group is rebalancing tells the member before
     its next heartbeat does (heartbeats are seconds apart): poll() returns nothing more, although
     records are buffered, until the rebalance is served or a heartbeat succeeds again. Records
     handed out in between could not be committed, and those of partitions about to move would be
-    processed again by their next owner. Nothing is skipped: everything is read exactly once."""
+    processed again by their next owner. Nothing is skipped: everything is read exactly once.
+    metrics() counted the heartbeat that released the hold. The member runs the session's group
+    protocol; the consumer_protocol case forces KIP-848's (its heartbeat is ConsumerGroupHeartbeat)
+    so that a run on the classic protocol checks it too."""
+    if protocol is not None and session_consumer_protocol():
+        pytest.skip("the session runs the consumer protocol: the session_protocol case is this one")
     with EmbeddedBroker(num_brokers=1) as b:
         topic = unique_name("t-refused")
         b.create_topic(topic, partitions=2)
         produce(b.bootstrap_servers, topic, 2, 1000)
-        # heartbeats 3 s apart: the refusal, not a heartbeat, engages the hold
-        c = make_consumer(b.bootstrap_servers, unique_name("g-refused"),
-                          **group_timeouts(10_000, 3000))
+        # a classic member's heartbeats 3 s apart: the refusal, not a heartbeat, engages the hold
+        member = {"group.protocol": protocol} if protocol else group_timeouts(10_000, 3000)
+        c = make_consumer(b.bootstrap_servers, unique_name("g-refused"), **member)
         consumers.append(c)
         c.subscribe([topic])
         got: list[Key] = []
@@ -940,8 +950,12 @@ def test_a_commit_refused_by_a_rebalance_holds_records_back_until_it_is_served(
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and len(got) < 2000:
             got += poll(c, 0.1)
+        assert len(got) == 2000, f"{len(got)} of 2000: poll() held back the rest"
         assert sorted(got) == [(p, o) for p in range(2) for o in range(1000)]
+        m = c.metrics()
+        assert m["heartbeats"] > 0 and 0 <= m["last_heartbeat_ms_ago"] < 30_000, m
         c.commit_sync(timeout=10)
+        c.close()  # while its broker is up: a consumer-protocol member's close waits 10 s for it otherwise
 
 
 @pytest.mark.classic_only(reason="the classic join round (the embedded broker refuses commits while a "

@@ -402,18 +402,32 @@ def test_rejoining_asks_the_barrier_rule() -> None:
     assert body and "kc_consumer_rejoining(" in body.group(0), "_rejoining no longer calls the C rule"
 
 
+def _consumer_names_in(unit: str) -> list[str]:
+    """What csrc/<unit>.{h,c} (comments aside) name of the consumer: its headers, kc_consumer_
+    functions and types."""
+    calls_consumer = r'#include "consumer_\w+\.h"|\bkc_consumer_\w+|\bstruct kc_consumer\b'
+    return [f"{name}: {found}" for name in (f"{unit}.h", f"{unit}.c")
+            for found in re.findall(calls_consumer,
+                                    re.sub(r"/\*.*?\*/", "", (CSRC / name).read_text(), flags=re.S))]
+
+
 def test_prefetch_thread_and_consumer_core_do_not_call_each_other() -> None:
     """The prefetch thread gets its refill as a callback (kc_prefetch_source_t): prefetch_thread.{h,c}
     include no consumer header and name no kc_consumer_ function or type, so the calls go one way
     (consumer_core.c starts and stops the thread). The eventfd helpers are csrc/event_fd.{h,c}'s:
     no other unit creates, signals or drains an eventfd itself."""
-    for name in ("prefetch_thread.h", "prefetch_thread.c"):
-        text = re.sub(r"/\*.*?\*/", "", (CSRC / name).read_text(), flags=re.S)
-        calls_consumer = r'#include "consumer_\w+\.h"|\bkc_consumer_\w+|\bstruct kc_consumer\b'
-        assert not re.search(calls_consumer, text), name
+    assert not _consumer_names_in("prefetch_thread")
     for path in sorted(CSRC.glob("*.[ch]")):
         if path.stem == "event_fd":
             continue
         text = re.sub(r"/\*.*?\*/", "", path.read_text(), flags=re.S)
         found = re.findall(r"\beventfd\s*\(|<sys/eventfd\.h>|\bkc_drain_eventfd\b", text)
         assert not found, f"{path.name}: {found} (use csrc/event_fd.h)"
+
+
+def test_stall_thread_and_consumer_core_do_not_call_each_other() -> None:
+    """The stall thread (poll.stall.fetch.pause.ms) gets the consumer's parts it pauses and looks at,
+    and the release of the fetch queue as a callback, in a kc_stall_source_t that consumer_core.c
+    builds (kc_consumer_stall_start): stall_pause.{h,c} include no consumer header and name no
+    kc_consumer_ function or type, as the prefetch thread."""
+    assert not _consumer_names_in("stall_pause")

@@ -235,37 +235,3 @@ def test_classic_only_configs_are_refused(kbroker: EmbeddedBroker, key: str) -> 
     value = "range" if key == "partition.assignment.strategy" else 3000
     with pytest.raises(ConfigError, match=f"{key}.*not supported with group.protocol=consumer"):
         KafkaConsumer(_conf(kbroker, "g", **{key: value}))
-
-
-def test_a_refused_commit_holds_poll_only_until_the_next_heartbeat_which_metrics_count(
-        kbroker: EmbeddedBroker) -> None:
-    """KIP-848's heartbeat is ConsumerGroupHeartbeat: it feeds the rebalance barrier and metrics() as
-    Heartbeat does for a classic member. A commit refused with REBALANCE_IN_PROGRESS holds poll() back
-    until the next successful heartbeat; it held until the next rebalance (none came: poll() returned
-    nothing more while records were buffered), and metrics() said heartbeats 0, last_heartbeat_ms_ago -1."""
-    per = 300
-    topic, group = _topic(kbroker, per), f"g-{uuid.uuid4().hex[:8]}"
-    c = KafkaConsumer(_conf(kbroker, group, **{"max.poll.records": 10}))
-    try:
-        c.subscribe([topic])
-        got: list[tuple[int, int]] = []
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (got and c.metrics()["buffered_records"] > 20):
-            got += [(r.partition, r.offset) for r in c.poll(0.1)]
-        assert c.metrics()["buffered_records"] > 20
-        c.commit_sync(timeout=10)
-        kbroker.push_request_errors("OffsetCommit", "REBALANCE_IN_PROGRESS")
-        with pytest.raises(RebalanceInProgressError):
-            c.commit_sync(timeout=10)
-        held = c.metrics()["rebalance_barrier_polls"]
-        assert list(c.poll(0)) == []  # held: records of partitions about to move stay back
-        assert c.metrics()["rebalance_barrier_polls"] > held
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(got) < per * PARTS:
-            got += [(r.partition, r.offset) for r in c.poll(0.1)]
-        assert len(got) == per * PARTS, f"{len(got)} of {per * PARTS}: poll() held back the rest"
-        assert sorted(got) == [(p, o) for p in range(PARTS) for o in range(per)]
-        m = c.metrics()
-        assert m["heartbeats"] > 0 and 0 <= m["last_heartbeat_ms_ago"] < 30_000, m
-    finally:
-        c.close()

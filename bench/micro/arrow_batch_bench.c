@@ -54,9 +54,13 @@ int main(int argc, char **argv) {
     memset(vals, 'v', n * vlen);
     memset(keys, 'k', n * 16);
     for (i = 0; i < n; i++) {
-        msgs[i] = (rd_kafka_message_t){.rkt = rkt, .partition = (int32_t)(i % 12), .offset = (int64_t)i,
-                                       .key = keys + i * 16, .key_len = 16,
-                                       .payload = vals + i * vlen, .len = vlen};
+        msgs[i] = (rd_kafka_message_t){.rkt = rkt,
+                                       .partition = (int32_t)(i % 12),
+                                       .offset = (int64_t)i,
+                                       .key = keys + i * 16,
+                                       .key_len = 16,
+                                       .payload = vals + i * vlen,
+                                       .len = vlen};
         ptrs[i] = &msgs[i];
         ts[i] = 1700000000000LL + (int64_t)i;
         tt[i] = RD_KAFKA_TIMESTAMP_CREATE_TIME;

@@ -94,9 +94,10 @@ int main(int argc, char **argv) {
                    "\"records\": %zu, \"drains\": %zu, \"drain_ns_per_record_min\": %.2f, "
                    "\"drain_ns_per_record_median\": %.2f, \"drain_us_per_poll_median\": %.3f, "
                    "\"push_ns_per_record_median\": %.2f}\n",
-                   skewed ? "skewed" : "even", mode == KC_FAIRNESS_GREEDY ? "greedy" : "proportional", parts, max,
-                   total, drains, drain[0] / (double)total * 1e9, drain[repeat / 2] / (double)total * 1e9,
-                   drain[repeat / 2] / (double)drains * 1e6, push[repeat / 2] / (double)total * 1e9);
+                   skewed ? "skewed" : "even", mode == KC_FAIRNESS_GREEDY ? "greedy" : "proportional", parts,
+                   max, total, drains, drain[0] / (double)total * 1e9,
+                   drain[repeat / 2] / (double)total * 1e9, drain[repeat / 2] / (double)drains * 1e6,
+                   push[repeat / 2] / (double)total * 1e9);
         }
     }
     free(msgs);

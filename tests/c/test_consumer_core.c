@@ -13,25 +13,7 @@
 #include "consumer_core.h"
 #include "event_fd.h"
 
-#include "kc_test.h"
-
-static long g_live; /* fake messages alive */
-
-static void fake_destroy(rd_kafka_message_t *m) {
-    g_live--;
-    free(m);
-}
-
-static void fill(kc_consumer_t *c, kc_partition_t *p, int n, size_t len) {
-    for (int i = 0; i < n; i++) {
-        rd_kafka_message_t *m = calloc(1, sizeof(*m));
-        m->partition = p->q.partition;
-        m->offset = i;
-        m->len = len;
-        g_live++;
-        kc_fb_push(&c->fb, &p->q, &m, 1);
-    }
-}
+#include "kc_fake_messages.h"
 
 /* A core without a librdkafka handle: the buffer's arithmetic only. */
 static kc_consumer_t *bare_core(size_t max_poll_records) {
@@ -85,7 +67,10 @@ static void test_room(void) {
     c->ring_max_bytes = 1000000;
     CHECK(kc_consumer_room(c) == 100); /* empty: 1000000 / 1024 + 1 = 977 by bytes */
     kc_partition_t *p = kc_ps_add(&c->fb, "t", 0);
-    fill(c, p, 40, 100);
+    for (int i = 0; i < 40; i++) {
+        rd_kafka_message_t *m = fake(0, i, 100);
+        kc_fb_push(&c->fb, &p->q, &m, 1);
+    }
     CHECK(kc_consumer_room(c) == 60);
     c->ring_max_bytes = 5000; /* 4000 buffered, 100 B each: 10 more, + 1 */
     CHECK(kc_consumer_room(c) == 11);

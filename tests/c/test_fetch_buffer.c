@@ -8,13 +8,7 @@
 
 #include "fetch_buffer.h"
 
-#include "kc_test.h"
-static long g_live; /* fake messages alive */
-
-static void fake_destroy(rd_kafka_message_t *m) {
-    g_live--;
-    free(m);
-}
+#include "kc_fake_messages.h"
 
 /* What the drains reported (on_taken): the offset after the last record taken, per partition. */
 static int64_t g_next[8];
@@ -28,32 +22,18 @@ static void init_noting(kc_fetch_buffer_t *fb) {
     kc_fb_init_owned(fb, sizeof(kc_fb_part_t), note_taken);
 }
 
-static rd_kafka_message_t *fake(int32_t partition, int64_t offset, size_t len) {
-    rd_kafka_message_t *m = calloc(1, sizeof(*m));
-    m->partition = partition;
-    m->offset = offset;
-    m->len = len;
-    g_live++;
-    return m;
-}
-
-/* Pushes n records with offsets next.. into partition p. */
-static void fill(kc_fetch_buffer_t *fb, kc_fb_part_t *p, int n, int64_t first) {
-    for (int i = 0; i < n; i++) {
-        rd_kafka_message_t *m = fake(p->partition, first + i, 10);
-        kc_fb_push(fb, p, &m, 1);
-    }
-}
-
 static void count_by_partition(rd_kafka_message_t **out, size_t n, int *counts, int nparts) {
     memset(counts, 0, sizeof(int) * nparts);
     for (size_t i = 0; i < n; i++)
         counts[out[i]->partition]++;
 }
 
-static void release(rd_kafka_message_t **out, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        fake_destroy(out[i]);
+/* Adds partitions 0..n-1 of topic "t" to fb into p[], each holding `records` fakes from offset 0. */
+static void add_filled(kc_fetch_buffer_t *fb, kc_fb_part_t **p, int n, int records) {
+    for (int i = 0; i < n; i++) {
+        p[i] = kc_fb_add(fb, "t", i);
+        fill(fb, p[i], records, 0);
+    }
 }
 
 /* 1 deep + 5 shallow partitions, cap 100: proportional serves all six in one drain,
@@ -82,8 +62,7 @@ static void test_proportional_serves_every_partition(void) {
     CHECK(g_next[0] == 50 && g_next[3] == 10);
     CHECK(fb.records == 950 && fb.bytes == 9500);
     release(out, n);
-    kc_fb_destroy(&fb);
-    CHECK(g_live == 0);
+    destroy_and_check(&fb);
 }
 
 /* Even split with a remainder that rotates: 6 partitions x 1000, cap 100 -> 16 or 17 each. */
@@ -91,10 +70,7 @@ static void test_proportional_remainder_rotates(void) {
     kc_fetch_buffer_t fb;
     kc_fb_init(&fb);
     kc_fb_part_t *p[6];
-    for (int i = 0; i < 6; i++) {
-        p[i] = kc_fb_add(&fb, "t", i);
-        fill(&fb, p[i], 1000, 0);
-    }
+    add_filled(&fb, p, 6, 1000);
     int total[6] = {0};
     rd_kafka_message_t *out[100];
     for (int round = 0; round < 6; round++) {
@@ -110,8 +86,7 @@ static void test_proportional_remainder_rotates(void) {
     }
     for (int i = 0; i < 6; i++)
         CHECK(total[i] == 100); /* six rounds: the extra record went to each partition in turn */
-    kc_fb_destroy(&fb);
-    CHECK(g_live == 0);
+    destroy_and_check(&fb);
 }
 
 /* Greedy: drain one partition as far as the cap allows, next poll starts after it. */
@@ -119,10 +94,7 @@ static void test_greedy_round_robin(void) {
     kc_fetch_buffer_t fb;
     kc_fb_init(&fb);
     kc_fb_part_t *p[3];
-    for (int i = 0; i < 3; i++) {
-        p[i] = kc_fb_add(&fb, "t", i);
-        fill(&fb, p[i], 250, 0);
-    }
+    add_filled(&fb, p, 3, 250);
     rd_kafka_message_t *out[100];
     int order[6];
     for (int round = 0; round < 6; round++) {
@@ -144,8 +116,7 @@ static void test_greedy_round_robin(void) {
     CHECK(n == 50);
     release(out, n);
     CHECK(fb.records == 0 && fb.bytes == 0);
-    kc_fb_destroy(&fb);
-    CHECK(g_live == 0);
+    destroy_and_check(&fb);
 }
 
 static void test_held_keeps_records(void) {
@@ -168,8 +139,7 @@ static void test_held_keeps_records(void) {
     n = kc_fb_drain(&fb, 100, KC_FAIRNESS_GREEDY, out);
     CHECK(n == 30 && out[0]->offset == 100 && out[29]->offset == 129 && g_next[0] == 130);
     release(out, n);
-    kc_fb_destroy(&fb);
-    CHECK(g_live == 0);
+    destroy_and_check(&fb);
 }
 
 /* The newest buffered offset, across the ring's wrap point; unknown when empty. */
@@ -187,18 +157,14 @@ static void test_last_offset(void) {
     CHECK(kc_fb_last_offset(a) == 168 && kc_fb_first_offset(a) == 110);
     kc_fb_purge(&fb, a);
     CHECK(kc_fb_last_offset(a) == KC_POSITION_UNKNOWN);
-    kc_fb_destroy(&fb);
-    CHECK(g_live == 0);
+    destroy_and_check(&fb);
 }
 
 static void test_remove_and_purge(void) {
     kc_fetch_buffer_t fb;
     init_noting(&fb);
     kc_fb_part_t *p[4];
-    for (int i = 0; i < 4; i++) {
-        p[i] = kc_fb_add(&fb, "t", i);
-        fill(&fb, p[i], 500, 0); /* grows the ring past its first capacity */
-    }
+    add_filled(&fb, p, 4, 500); /* grows the ring past its first capacity */
     CHECK(fb.records == 2000 && fb.bytes == 20000);
     kc_fb_purge(&fb, p[1]);
     CHECK(fb.records == 1500 && p[1]->len == 0);
@@ -223,8 +189,7 @@ static void test_remove_and_purge(void) {
     for (size_t i = 0; i < fb.n; i++)
         kc_fb_purge(&fb, fb.parts[i]);
     CHECK(fb.records == 0 && fb.bytes == 0);
-    kc_fb_destroy(&fb);
-    CHECK(g_live == 0);
+    destroy_and_check(&fb);
 }
 
 /* The byte totals follow the sizes noted at push (ring_bytes) through ring growth and
@@ -269,8 +234,7 @@ static void test_bytes_noted_at_push(void) {
     kc_fb_purge(&fb, a);
     kc_fb_purge(&fb, b);
     CHECK(fb.records == 0 && fb.bytes == 0 && a->bytes == 0 && b->bytes == 0);
-    kc_fb_destroy(&fb);
-    CHECK(g_live == 0);
+    destroy_and_check(&fb);
 }
 
 static void test_target_is_twice_the_share(void) {
@@ -281,7 +245,7 @@ static void test_target_is_twice_the_share(void) {
         kc_fb_add(&fb, "t", i);
     CHECK(kc_fb_target(&fb, 500, 64) == 84);
     CHECK(kc_fb_target(&fb, 100, 64) == 64);
-    kc_fb_destroy(&fb);
+    destroy_and_check(&fb);
 }
 
 int main(void) {

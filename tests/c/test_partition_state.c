@@ -9,30 +9,12 @@
 #include "partition_state.h"
 #include "rebalance_barrier.h"
 
-#include "kc_test.h"
+#include "kc_fake_messages.h"
 
-static long g_live; /* fake messages alive */
-
-static void fake_destroy(rd_kafka_message_t *m) {
-    g_live--;
-    free(m);
-}
-
-/* Pushes n records with offsets first.. into p's queue. */
-static void fill(kc_fetch_buffer_t *fb, kc_partition_t *p, int n, int64_t first) {
-    for (int i = 0; i < n; i++) {
-        rd_kafka_message_t *m = calloc(1, sizeof(*m));
-        m->partition = p->q.partition;
-        m->offset = first + i;
-        m->len = 10;
-        g_live++;
-        kc_fb_push(fb, &p->q, &m, 1);
-    }
-}
-
-static void release(rd_kafka_message_t **out, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        fake_destroy(out[i]);
+/* The end of a case: removes fb's partitions, then destroy_and_check(). */
+static void remove_all_and_check(kc_fetch_buffer_t *fb) {
+    kc_ps_remove_all(fb);
+    destroy_and_check(fb);
 }
 
 /* A new partition: no position, nothing stored, no floor, unpaused; the same one is found again. */
@@ -46,10 +28,10 @@ static void test_add_find_remove(void) {
     CHECK(!kc_ps_paused(a) && !a->app_pos_trusted && !a->fetch_stopped && a->queue == NULL);
     CHECK(kc_ps_find(&fb, "u", 3) == b && kc_ps_add(&fb, "u", 3) == b && kc_ps_at(&fb, 1) == b);
     CHECK(kc_ps_find(&fb, "u", 4) == NULL && kc_ps_find(&fb, "t", 3) == NULL);
-    fill(&fb, b, 5, 0);
+    fill(&fb, &b->q, 5, 0);
     CHECK(kc_ps_remove(&fb, "u", 3) == 1 && kc_ps_remove(&fb, "u", 3) == 0 && g_live == 0);
     CHECK(fb.n == 1 && kc_ps_at(&fb, 0) == a);
-    fill(&fb, a, 5, 0);
+    fill(&fb, &a->q, 5, 0);
     kc_ps_remove_all(&fb);
     CHECK(fb.n == 0 && fb.records == 0 && g_live == 0);
     kc_fb_destroy(&fb);
@@ -61,8 +43,8 @@ static void test_drain_advances_position(void) {
     kc_fetch_buffer_t fb;
     kc_ps_init_buffer(&fb);
     kc_partition_t *a = kc_ps_add(&fb, "t", 0), *b = kc_ps_add(&fb, "t", 1);
-    fill(&fb, a, 30, 100);
-    fill(&fb, b, 30, 0);
+    fill(&fb, &a->q, 30, 100);
+    fill(&fb, &b->q, 30, 0);
     kc_ps_set_paused(a, 1);
     CHECK(kc_ps_paused(a) && kc_fb_drainable(&fb) == 30);
     rd_kafka_message_t *out[100];
@@ -74,9 +56,7 @@ static void test_drain_advances_position(void) {
     n = kc_fb_drain(&fb, 10, KC_FAIRNESS_GREEDY, out);
     release(out, n);
     CHECK(n == 10 && a->position == 110 && b->position == 30);
-    kc_ps_remove_all(&fb);
-    kc_fb_destroy(&fb);
-    CHECK(g_live == 0);
+    remove_all_and_check(&fb);
 }
 
 /* The next offset: past what was returned and past what is buffered, across the ring's wrap. */
@@ -85,21 +65,19 @@ static void test_next_offset(void) {
     kc_ps_init_buffer(&fb);
     kc_partition_t *a = kc_ps_add(&fb, "t", 0);
     CHECK(kc_ps_next_offset(a) == KC_POSITION_UNKNOWN); /* nothing known: take anything */
-    fill(&fb, a, 64, 100);
+    fill(&fb, &a->q, 64, 100);
     CHECK(kc_ps_next_offset(a) == 164 && kc_ps_first_offset(a) == 100);
     rd_kafka_message_t *out[64];
     size_t n = kc_fb_drain(&fb, 10, KC_FAIRNESS_GREEDY, out);
     release(out, n);
-    fill(&fb, a, 5, 164); /* the tail after the ring's wrap point */
+    fill(&fb, &a->q, 5, 164); /* the tail after the ring's wrap point */
     CHECK(a->position == 110 && kc_ps_next_offset(a) == 169);
     while ((n = kc_fb_drain(&fb, 64, KC_FAIRNESS_GREEDY, out)) != 0)
         release(out, n);
     CHECK(a->q.len == 0 && kc_ps_next_offset(a) == 169); /* empty: the position */
     kc_ps_seek(&fb, a, 50);                              /* a seek back */
     CHECK(kc_ps_next_offset(a) == 50);
-    kc_ps_remove_all(&fb);
-    kc_fb_destroy(&fb);
-    CHECK(g_live == 0);
+    remove_all_and_check(&fb);
 }
 
 /* seek(): purges, sets the position (unknown for BEGINNING/END), gives up the floor, starts the
@@ -109,7 +87,7 @@ static void test_seek(void) {
     kc_ps_init_buffer(&fb);
     kc_partition_t *a = kc_ps_add(&fb, "t", 0);
     CHECK(kc_ps_start_floor(a, 40) && a->filters.floor == 40);
-    fill(&fb, a, 10, 40);
+    fill(&fb, &a->q, 10, 40);
     kc_ps_records_routed(a, 10, 0);
     CHECK(a->app_pos_trusted);
     kc_ps_seek(&fb, a, 7);
@@ -119,8 +97,7 @@ static void test_seek(void) {
           !kc_reset_after_seek(&a->filters, 7));
     kc_ps_seek(&fb, a, -2); /* OFFSET_BEGINNING */
     CHECK(a->position == KC_POSITION_UNKNOWN && a->filters.sought == KC_POSITION_UNKNOWN);
-    kc_ps_remove_all(&fb);
-    kc_fb_destroy(&fb);
+    remove_all_and_check(&fb);
 }
 
 /* The committed floor is set only while nothing of the partition was returned or buffered. */
@@ -128,13 +105,11 @@ static void test_start_floor(void) {
     kc_fetch_buffer_t fb;
     kc_ps_init_buffer(&fb);
     kc_partition_t *a = kc_ps_add(&fb, "t", 0), *b = kc_ps_add(&fb, "t", 1);
-    fill(&fb, a, 1, 0);
+    fill(&fb, &a->q, 1, 0);
     CHECK(!kc_ps_start_floor(a, 5) && a->filters.floor == KC_POSITION_UNKNOWN); /* buffered */
     kc_ps_drained(b, 9);
     CHECK(!kc_ps_start_floor(b, 5) && b->filters.floor == KC_POSITION_UNKNOWN); /* returned */
-    kc_ps_remove_all(&fb);
-    kc_fb_destroy(&fb);
-    CHECK(g_live == 0);
+    remove_all_and_check(&fb);
 }
 
 /* Trust: set by buffered records, cleared by a purge and by a record the seek guard dropped; a
@@ -161,8 +136,7 @@ static void test_trust_and_routing(void) {
     CHECK(a->refetch_forward);
     kc_ps_records_routed(a, 0, 0);
     CHECK(!a->refetch_forward);
-    kc_ps_remove_all(&fb);
-    kc_fb_destroy(&fb);
+    remove_all_and_check(&fb);
 }
 
 /* A reset after a seek outside the log: the position follows and the seek is no longer watched. */
@@ -173,8 +147,7 @@ static void test_reset_after_seek(void) {
     kc_ps_seek(&fb, a, 1000);
     kc_ps_reset_after_seek(a, 12);
     CHECK(a->position == 12 && a->filters.sought == KC_POSITION_UNKNOWN);
-    kc_ps_remove_all(&fb);
-    kc_fb_destroy(&fb);
+    remove_all_and_check(&fb);
 }
 
 /* Stepping over markers moves the position forward only; storing notes the position. */
@@ -188,8 +161,7 @@ static void test_step_and_store(void) {
     CHECK(kc_ps_step_to(a, 12) && a->position == 12);
     kc_ps_mark_stored(a);
     CHECK(a->stored == 12);
-    kc_ps_remove_all(&fb);
-    kc_fb_destroy(&fb);
+    remove_all_and_check(&fb);
 }
 
 /* librdkafka's fetch stop: a report with no offset counts until a seek restarted the partition at an
@@ -208,8 +180,7 @@ static void test_fetch_stop_and_restart(void) {
     kc_ps_drained(a, 40);
     CHECK(!kc_ps_fetch_stop_reported(a, 39) && !a->fetch_stopped); /* not the current position */
     CHECK(kc_ps_fetch_stop_reported(a, 40) && a->fetch_stopped && a->stopped_offset == 40);
-    kc_ps_remove_all(&fb);
-    kc_fb_destroy(&fb);
+    remove_all_and_check(&fb);
 }
 
 /* The rebalance barrier's rule, driven through its setters. */
