@@ -340,7 +340,9 @@ PRODUCER_SPECS: dict[str, Spec] = _table({
     "delivery.timeout.ms": _int(0, INT32_MAX, 120_000, emit_default=True, rdkafka="message.timeout.ms",
                                 aliases=("message.timeout.ms",),
                                 doc="Must be >= linger.ms + request.timeout.ms."),
-    "request.timeout.ms": _int(1, 900_000, 30_000, emit_default=True),
+    "request.timeout.ms": _int(10, 300_000, 30_000, emit_default=True,
+                               doc="Also the client-side bound of a request (socket.timeout.ms, "
+                               "librdkafka's range 10..300000; see ProducerSettings.client_rdkafka)."),
     "retries": _int(0, INT32_MAX, INT32_MAX, aliases=("message.send.max.retries",)),
     "enable.idempotence": _bool(True, emit_default=True,
                                 doc="Needs acks=all, max.in.flight<=5, retries>=1."),

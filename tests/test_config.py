@@ -256,10 +256,10 @@ def test_producer_mapping(key: str, value: object, rd_name: str, rd_value: str) 
 
 
 def test_producer_fields_follow_config() -> None:
-    s = prod({"max.block.ms": "0", "request.timeout.ms": 1, "delivery.timeout.ms": 10, "linger.ms": 9,
+    s = prod({"max.block.ms": "0", "request.timeout.ms": 10, "delivery.timeout.ms": 19, "linger.ms": 9,
               "buffer.memory": 4096.0})
     assert (s.max_block_ms, s.request_timeout_ms, s.delivery_timeout_ms, s.linger_ms, s.buffer_memory) == (
-        0, 1, 10, 9, 4096)
+        0, 10, 19, 9, 4096)
 
 
 def test_consumer_fields_follow_config() -> None:
@@ -474,7 +474,10 @@ PRODUCER_BAD = [
     ("acks", "none", "acks='none' is not allowed: allowed all|-1|0|1"),
     ("linger.ms", -1, "linger.ms=-1 is out of range: allowed 0..900000"),
     ("max.block.ms", -1, "max.block.ms=-1 is out of range: allowed 0..2147483647"),
-    ("request.timeout.ms", 0, "request.timeout.ms=0 is out of range: allowed 1..900000"),
+    ("request.timeout.ms", 0, "request.timeout.ms=0 is out of range: allowed 10..300000"),
+    # librdkafka's socket.timeout.ms, which it also sets, takes 10..300000: the error names the key given
+    ("request.timeout.ms", 9, "request.timeout.ms=9 is out of range: allowed 10..300000"),
+    ("request.timeout.ms", 300_001, "request.timeout.ms=300001 is out of range: allowed 10..300000"),
     ("delivery.timeout.ms", -1, "delivery.timeout.ms=-1 is out of range: allowed 0..2147483647"),
     ("buffer.memory", 0, "buffer.memory=0 is out of range: allowed 1..2199023254528"),
     ("queue.buffering.max.kbytes", 0, "queue.buffering.max.kbytes=0 is out of range: allowed 1..2147483647"),
@@ -686,7 +689,7 @@ def test_kip848_only_settings_are_refused_with_the_classic_protocol() -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("delivery", "linger", "request_ms"), [(30004, 5, 30000), (0, 0, 1), (100, 50, 51)])
+@pytest.mark.parametrize(("delivery", "linger", "request_ms"), [(30004, 5, 30000), (0, 0, 10), (100, 50, 51)])
 def test_delivery_timeout_cross_check(delivery: int, linger: int, request_ms: int) -> None:
     with pytest.raises(ConfigError) as exc:
         prod({"delivery.timeout.ms": delivery, "linger.ms": linger, "request.timeout.ms": request_ms})
@@ -775,7 +778,8 @@ ACCEPTED_PRODUCERS = [
     {},
     {"acks": -1, "compression.type": "ZSTD", "max.request.size": 2_000_000, "batch.size": 16384,
      "buffer.memory": 1000},
-    {"linger.ms": 0, "delivery.timeout.ms": 1, "request.timeout.ms": 1},
+    {"linger.ms": 0, "delivery.timeout.ms": 10, "request.timeout.ms": 10},
+    {"request.timeout.ms": 300_000, "delivery.timeout.ms": 300_005},
     {"transactional.id": "t", "transaction.timeout.ms": 300000, "delivery.timeout.ms": 200000},
     {"retries": 10, "retry.backoff.ms": 1, "reconnect.backoff.ms": 0, "reconnect.backoff.max.ms": 0,
      "metadata.max.age.ms": 1},
@@ -784,7 +788,8 @@ ACCEPTED_PRODUCERS = [
 
 @pytest.mark.parametrize("conf", ACCEPTED_PRODUCERS)
 def test_librdkafka_accepts_producer_config(conf: dict[str, object]) -> None:
-    assert librdkafka_accepts(RD_KAFKA_PRODUCER, prod(conf).rdkafka) == "ok"
+    """What the producer applies (client_rdkafka: rdkafka plus the client-side request timeout)."""
+    assert librdkafka_accepts(RD_KAFKA_PRODUCER, prod(conf).client_rdkafka) == "ok"
 
 
 @pytest.mark.parametrize("key", sorted({k for k, s in {**CONSUMER_SPECS, **PRODUCER_SPECS}.items()
