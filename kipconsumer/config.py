@@ -96,7 +96,7 @@ class ConsumerSettings:
     #: ``oauth_cb``: the OAUTHBEARER token provider (kipconsumer._oauth), or None
     oauth_cb: Callable[[str], Any] | None = None
     #: ``poll.prefetch.thread``
-    poll_prefetch_thread: bool = False
+    poll_prefetch_thread: bool = True
     #: ``poll.stall.fetch.pause.ms`` (0: off): pause librdkafka's fetchers after this long without poll()
     poll_stall_fetch_pause_ms: int = 0
     #: ``key.deserializer`` / ``value.deserializer``: ``bytes -> object``, applied when a record's
@@ -291,10 +291,11 @@ CONSUMER_SPECS: dict[str, Spec] = _table({
     "max.poll.records": _int(1, 1_000_000, 500, rdkafka=None, doc="Enforced by kipconsumer (KIP-41)."),
     "poll.fairness": _enum("proportional|greedy", "proportional", rdkafka=None,
                            doc="How poll() shares max.poll.records over partitions."),
-    "poll.prefetch.thread": _bool(False, rdkafka=None,
+    "poll.prefetch.thread": _bool(True, rdkafka=None,
                                   doc="Move fetched records into the fetch buffer on a thread of the "
                                   "consumer's own, between polls (false: poll() moves them itself): a "
-                                  "cheaper first poll after a pause, more memory while stalled."),
+                                  "cheap first poll after a pause; on a broker that answers a partition "
+                                  "in one piece (Tansu), more memory while stalled."),
     "poll.stall.fetch.pause.ms": _int(0, STALL_PAUSE_MAX_MS, 0, rdkafka=None,
                                       doc="0: off. Pause librdkafka's fetchers when the application has not "
                                       "called poll() for this long (its prefetch is released; the next "

@@ -320,6 +320,10 @@ def test_poll_interval_expiry_hands_partitions_over_and_rejoins(
     uncommitted: list[Key] = []
     while time.monotonic() < deadline and not (uncommitted and a.metrics()["buffered_records"] > 0):
         uncommitted += consume(a, "A", la, commit=False)
+        # B is not the member under test: it stays within its poll interval. The pause lets A's prefetch
+        # thread refill A's buffer (while A polls in a tight loop, each poll() moves only what it returns).
+        consume(b, "B", lb)
+        time.sleep(0.1)
     assert uncommitted and a.metrics()["buffered_records"] > 0, a.metrics()
     a_parts = a.assignment()
     a_events = len(la.events)

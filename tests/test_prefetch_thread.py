@@ -49,10 +49,15 @@ def test_the_buffer_fills_between_polls_and_the_first_poll_only_drains(broker, t
         assert after["poll_moved_records"] <= MPR, after
 
 
+def test_the_thread_runs_by_default(broker, unique_name):
+    with consumer(broker, unique_name("g")) as c:
+        assert c.metrics()["prefetch_thread"] is True
+
+
 def test_without_the_thread_nothing_moves_until_poll(broker, topic_factory, unique_name):
     topic = topic_factory(partitions=NPART)
     produce(broker, topic, {0: DEEP, **{p: SHALLOW for p in range(1, NPART)}})
-    with consumer(broker, unique_name("g"), max_poll_records=MPR) as c:  # the default
+    with consumer(broker, unique_name("g"), max_poll_records=MPR, poll_prefetch_thread=False) as c:
         c.assign(tps(topic, range(NPART)))
         _wait(lambda: c.metrics()["prefetched_records"] >= DEEP + (NPART - 1) * SHALLOW)  # all fetched
         m = c.metrics()
