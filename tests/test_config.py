@@ -293,6 +293,20 @@ def test_queued_min_messages_follows_max_poll_records(max_poll_records: int, que
     assert cons({"max.poll.records": max_poll_records}).rdkafka["queued.min.messages"] == queued_min
 
 
+@pytest.mark.parametrize(("conf", "thread"), [
+    ({}, True),
+    ({"poll.stall.fetch.pause.ms": 100}, False),
+    ({"poll.stall.fetch.pause.ms": 100, "poll.prefetch.thread": True}, True),
+    ({"poll.prefetch.thread": False}, False),
+])
+def test_the_prefetch_thread_is_on_by_default_but_not_with_the_stall_pause(conf: dict[str, object],
+                                                                           thread: bool) -> None:
+    """The stall pause frees what librdkafka queued; records the thread had moved into the buffer would
+    keep their fetch responses alive through the stall, so with the pause the thread is off unless
+    asked for."""
+    assert cons(conf).poll_prefetch_thread is thread
+
+
 def test_user_prefetch_bounds_win() -> None:
     rd = cons({"queued.min.messages": 3, "queued.max.messages.kbytes": 65536}).rdkafka
     assert (rd["queued.min.messages"], rd["queued.max.messages.kbytes"]) == ("3", "65536")
