@@ -893,8 +893,7 @@ def _effective_poll_interval(res: _Resolved) -> int:
 def _prefetch_thread(res: _Resolved) -> bool:
     """``poll.prefetch.thread``: true by default, but false by default with ``poll.stall.fetch.pause.ms``:
     each record the thread moves into the fetch buffer keeps its fetch response alive through a stall,
-    which is what the stall pause frees (measured: 23 MiB of growth over a 20 s stall with the thread,
-    -2 without; docs/consumer.md). Given explicitly, it wins."""
+    which is what the stall pause frees (figures: docs/consumer.md). Given explicitly, it wins."""
     if "poll.prefetch.thread" not in res.explicit and res.get_int("poll.stall.fetch.pause.ms"):
         return False
     return bool(res.get_bool("poll.prefetch.thread"))
