@@ -412,6 +412,8 @@ int kc_consumer_stall_start(kc_consumer_t *c, int64_t pause_ms) {
         .poll_timer = &c->poll_timer,
         .poll_waiting = &c->poll_waiting,
     };
+    /* the prefetch thread keeps the buffer deep: a stall releases it too */
+    c->stall.release_buffer = c->prefetch.running;
     return kc_stall_start(&c->stall, &src, pause_ms);
 }
 

@@ -55,6 +55,22 @@ void kc_ps_purge_all(kc_fetch_buffer_t *fb) {
         kc_ps_purge(fb, kc_ps_at(fb, i));
 }
 
+void kc_ps_refetch_from(kc_fetch_buffer_t *fb, kc_partition_t *p, size_t keep, int64_t offset) {
+    kc_fb_truncate(fb, &p->q, keep);
+    p->app_pos_trusted = 0;
+    kc_seek_guard_start(&p->filters, offset);
+}
+
+int kc_ps_wake_fetcher(rd_kafka_t *rk, kc_partition_t *p) {
+    int64_t next = kc_ps_next_offset(p);
+    if (next == KC_POSITION_UNKNOWN && kc_seek_guard_active(&p->filters))
+        next = p->filters.seek_target; /* the stall released p's records before any was returned */
+    if (next < 0 || p->fetch_stopped || kc_filters_seek(rk, p->q.topic, p->q.partition, next) != 0)
+        return 0;
+    p->app_pos_trusted = 0; /* the seek resets librdkafka's application position */
+    return 1;
+}
+
 void kc_ps_seek(kc_fetch_buffer_t *fb, kc_partition_t *p, int64_t offset) {
     kc_ps_purge(fb, p);
     p->position = offset >= 0 ? offset : KC_POSITION_UNKNOWN;

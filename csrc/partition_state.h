@@ -94,6 +94,17 @@ static inline int64_t kc_ps_next_offset(const kc_partition_t *p) {
     return last + 1 > p->position ? last + 1 : p->position; /* KC_POSITION_UNKNOWN is INT64_MIN */
 }
 
+/* The stall thread released p's buffered records after its first `keep` and sought librdkafka's
+ * fetcher to `offset`, the first of them (stall_pause.h): the buffer forgets them, the position stays,
+ * and the seek guard watches the refetch as after the application's seek. */
+void kc_ps_refetch_from(kc_fetch_buffer_t *fb, kc_partition_t *p, size_t keep, int64_t offset);
+
+/* Seeks librdkafka's fetcher of p to where it resumes anyway, past what the buffer holds, after a
+ * resume: librdkafka's resume does not wake its broker thread, which then fetches only when its idle
+ * wait (up to 1 s) ends; a fetcher that starts again does wake it. Nothing if p has no position yet
+ * (its start offset may still be looked up) or its fetcher stopped. Returns 1 if sought. */
+int kc_ps_wake_fetcher(rd_kafka_t *rk, kc_partition_t *p);
+
 /* The application's seek() of p to `offset` (KC_POSITION_UNKNOWN-like negative values: BEGINNING /
  * END): the buffer is purged, the position is the offset (or unknown), the committed floor no
  * longer applies (the application chose where to read from), and the seek guard watches the next

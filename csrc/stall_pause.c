@@ -11,6 +11,8 @@
 /* The thread looks at the poll timer every pause_ms / 4, within these bounds. */
 #define KC_STALL_TICK_MIN_MS 5
 #define KC_STALL_TICK_MAX_MS 100
+/* Fetch responses in flight at the pause are released when they land, this long after it. */
+#define KC_STALL_LATE_MS 1000
 
 /* True while the application has not called poll() for pause_ms and is not waiting inside one. */
 static int stalled(const kc_stall_pause_t *s) {
@@ -28,6 +30,27 @@ static void give_back(const kc_stall_pause_t *s) {
 #ifdef __GLIBC__
     malloc_trim(0);
 #endif
+}
+
+/* Releases what the buffer holds of the partitions the thread paused. Each record the prefetch thread
+ * moved in keeps its whole fetch response alive, and keeping even the next poll's share of each partition
+ * kept 11 MiB of responses on Kafka (docs/consumer.md). Each partition's fetcher is sought to its first
+ * buffered record (the seek bumps librdkafka's op version past anything it still holds of the partition;
+ * its resume starts there), and the seek guard watches the refetch (kc_ps_refetch_from). A partition
+ * librdkafka refuses the seek of keeps its records. Owner lock held. */
+static void release_buffered(kc_stall_pause_t *s) {
+    kc_fetch_buffer_t *fb = s->src.fb;
+    for (size_t i = 0; i < fb->n; i++) {
+        kc_partition_t *p = kc_ps_at(fb, i);
+        if (!p->stall_paused || !p->q.len || p->fetch_stopped)
+            continue;
+        int64_t first = kc_ps_first_offset(p);
+        size_t n = p->q.len;
+        if (first < 0 || kc_filters_seek(s->src.rk, p->q.topic, p->q.partition, first) != 0)
+            continue;
+        kc_ps_refetch_from(fb, p, 0, first);
+        atomic_fetch_add(&s->refetched, n);
+    }
 }
 
 /* Pauses the unpaused assigned partitions and releases what librdkafka queued. Owner lock held. */
@@ -56,18 +79,21 @@ static void pause_fetchers(kc_stall_pause_t *s) {
             atomic_store(&s->paused, 1);
             atomic_fetch_add(&s->pauses, 1);
             atomic_fetch_add(&s->released, s->src.release_fetched(s->src.ctx));
+            if (s->release_buffer)
+                release_buffered(s);
             give_back(s);
         }
     }
     rd_kafka_topic_partition_list_destroy(lst);
 }
 
-/* How long into a stall the thread may take from librdkafka's queue: the prefetch thread's grace,
- * max.poll.interval.ms / 20 (at most 1 s), or pause_ms if longer (config.py keeps it within). */
+/* How long into a stall the thread may take from librdkafka's queue: up to 1 s past the pause, never
+ * past max.poll.interval.ms / 20 (config.py keeps pause_ms within that), nor before the pause. */
 static int64_t release_grace_ms(const kc_stall_pause_t *s) {
-    int64_t grace = s->src.poll_timer->interval_ms / 20;
-    if (grace > 1000)
-        grace = 1000;
+    int64_t grace = s->pause_ms + KC_STALL_LATE_MS;
+    int64_t most = s->src.poll_timer->interval_ms / 20;
+    if (grace > most)
+        grace = most;
     return grace > s->pause_ms ? grace : s->pause_ms;
 }
 
@@ -127,11 +153,13 @@ void kc_stall_init(kc_stall_pause_t *s) {
     s->fd = -1;
     s->pause_ms = 0;
     s->mallctl = NULL;
+    s->release_buffer = 0;
     s->src = (kc_stall_source_t){0};
     atomic_store(&s->stop, 0);
     atomic_store(&s->paused, 0);
     atomic_store(&s->pauses, 0);
     atomic_store(&s->released, 0);
+    atomic_store(&s->refetched, 0);
 }
 
 int kc_stall_start(kc_stall_pause_t *s, const kc_stall_source_t *src, int64_t pause_ms) {
@@ -164,6 +192,15 @@ void kc_stall_stop(kc_stall_pause_t *s) {
     s->fd = -1;
 }
 
+/* Wakes librdkafka's fetchers of the resumed partitions (kc_ps_wake_fetcher). Owner lock held. */
+static void wake_fetchers(kc_stall_pause_t *s, const rd_kafka_topic_partition_list_t *resumed) {
+    for (int i = 0; i < resumed->cnt; i++) {
+        kc_partition_t *p = kc_ps_find(s->src.fb, resumed->elems[i].topic, resumed->elems[i].partition);
+        if (p && !resumed->elems[i].err)
+            kc_ps_wake_fetcher(s->src.rk, p);
+    }
+}
+
 void kc_stall_resume(kc_stall_pause_t *s) {
     if (!atomic_load(&s->paused))
         return;
@@ -179,8 +216,8 @@ void kc_stall_resume(kc_stall_pause_t *s) {
         if (!kc_ps_paused(p)) /* the application's own pause() since wins */
             rd_kafka_topic_partition_list_add(lst, p->q.topic, p->q.partition);
     }
-    if (lst->cnt)
-        rd_kafka_resume_partitions(s->src.rk, lst);
+    if (lst->cnt && rd_kafka_resume_partitions(s->src.rk, lst) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        wake_fetchers(s, lst);
     rd_kafka_topic_partition_list_destroy(lst);
     atomic_store(&s->paused, 0);
 }

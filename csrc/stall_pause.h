@@ -1,14 +1,15 @@
 /* stall_pause: pauses librdkafka's fetchers while the application does not call poll(), and resumes
- * them at its next poll() (opt-in: poll.stall.fetch.pause.ms).
+ * them at its next poll() (poll.stall.fetch.pause.ms: 5000 by default where max.poll.interval.ms / 20
+ * allows it, config.py).
  *
  * Why: librdkafka keeps fetching up to its prefetch bounds (queued.min.messages,
  * queued.max.messages.kbytes) while nobody polls, and each queued message keeps its whole fetch
  * response buffer alive, so a stalled consumer's memory grows; Java's classic consumer fetches only
  * inside poll() and holds nothing more (figures: docs/benchmarks.md, "Memory").
  *
- * A thread of the consumer's own (started only with the setting) looks at the poll timer
- * (poll_timer.h). Once the application has not polled for pause_ms (and poll() is not waiting), it
- * takes the owner lock (try only, as the prefetch thread does; owner_lock.h) and:
+ * A thread of the consumer's own looks at the poll timer (poll_timer.h). Once the application has not
+ * polled for pause_ms (and poll() is not waiting), it takes the owner lock (try only, as the prefetch
+ * thread does; owner_lock.h) and:
  *   1. pauses, with librdkafka's pause (rd_kafka_pause_partitions), every assigned partition the
  *      application has not paused itself, and marks them (kc_partition_t.stall_paused). librdkafka's
  *      pause bumps the partition's op version: what it queued but nobody took is outdated, and its
@@ -16,20 +17,25 @@
  *      application position, rktp_app_pos), i.e. after the last record kipconsumer's buffer took;
  *   2. empties the fetch queue (kc_consumer_release_fetched): librdkafka drops the outdated
  *      messages there (their fetch buffers are freed), anything still current goes into the fetch
- *      buffer or the pending errors as poll() would put it; the memory goes back to the system
- *      (glibc's malloc_trim, or a purge of the bundled jemalloc's arenas when librdkafka is bound to it).
+ *      buffer or the pending errors as poll() would put it;
+ *   3. with release_buffer (the owner's prefetch thread runs, and keeps the buffer deep), releases the
+ *      fetch buffer's records of the paused partitions too, each partition's fetcher sought back to its
+ *      first one (release_buffered);
+ *   4. gives the memory back to the system (glibc's malloc_trim, or a purge of the bundled jemalloc's
+ *      arenas when librdkafka is bound to it).
  * Fetch responses that were in flight at the pause land later, outdated: the thread empties the queue again
- * whenever it holds some, until the grace below is over. The fetch buffer keeps what it holds and takes
- * nothing more: each record taken from librdkafka keeps its whole fetch response alive (filling the buffer to
- * poll()'s budget before the pause kept 26 MiB on Kafka, against -1 MiB without). kc_stall_resume(), called
- * by kc_consumer_poll() before it serves records, resumes exactly the marked partitions that the application
- * has not paused since. Nothing is lost or fetched twice: the fetcher restarts after what the buffer holds (a
- * copy below it would be dropped by the refetch filter, record_filters.h).
+ * whenever it holds some, until the grace below is over. Without release_buffer the fetch buffer keeps what
+ * poll() moved (a poll's share of each partition) and takes nothing more. kc_stall_resume(), called by
+ * kc_consumer_poll() before it serves records, resumes exactly the marked partitions that the application
+ * has not paused since, and wakes their fetchers (kc_ps_wake_fetcher: librdkafka's resume alone left them
+ * idle up to 1 s). Nothing is lost or fetched twice: the fetchers restart after what the buffer holds, a copy
+ * below it is dropped by the refetch filter (record_filters.h), and a released partition's refetch is
+ * watched by the seek guard as after the application's seek().
  *
  * KIP-62: taking from librdkafka's queue counts as an application poll for its
- * max.poll.interval.ms timer, so the thread takes nothing once the application has not polled for
- * max.poll.interval.ms / 20 (at most 1 s), the grace the prefetch thread has too (config.py keeps
- * pause_ms within it): a stalled member leaves the group at most that much later.
+ * max.poll.interval.ms timer, so the thread takes nothing past 1 s after the pause, nor past
+ * max.poll.interval.ms / 20 (config.py keeps pause_ms within that): a stalled member leaves the group
+ * at most that much later.
  *
  * The marks and `paused` are written under the owner lock only (the thread, or the owner in
  * kc_stall_resume and pause()/resume()). Never takes the GIL.
@@ -77,13 +83,17 @@ typedef struct kc_stall_pause {
     _Atomic int paused;        /* partitions are paused by the thread (until kc_stall_resume) */
     _Atomic uint64_t pauses;   /* stalls that paused the fetchers */
     _Atomic uint64_t released; /* records librdkafka had queued that the pauses released */
+    /* set before the thread starts: a pause also releases the fetch buffer's records, each partition's
+     * fetcher sought back to its first one (the owner's prefetch thread keeps the buffer deep) */
+    int release_buffer;
+    _Atomic uint64_t refetched; /* buffered records the pauses released, to be fetched again */
     /* the bundled jemalloc's mallctl when librdkafka allocates with it (kipconsumer/_loader.py), else
      * NULL: its unused pages are purged after a release, as glibc's are trimmed */
     kc_mallctl_fn mallctl;
     kc_stall_source_t src; /* set by kc_stall_start */
 } kc_stall_pause_t;
 
-/* Sets s up stopped (fd -1, nothing paused, no mallctl). */
+/* Sets s up stopped (fd -1, nothing paused, no mallctl, the fetch buffer kept). */
 void kc_stall_init(kc_stall_pause_t *s);
 /* Starts the thread for `src` with pause_ms > 0; 0, or -1 if it could not be started (the owner then
  * fetches as without the setting). Before any other thread can call the owner. */

@@ -258,7 +258,7 @@ ctypedef struct _MetricsCopy:
     uint64_t prefetch_moved, poll_moved
     int prefetch_running
     size_t prefetched
-    uint64_t stall_pauses, stall_released
+    uint64_t stall_pauses, stall_released, stall_refetched
     int stall_paused
 
 
@@ -289,6 +289,7 @@ cdef void _copy_metrics(kc_consumer_t *core, _MetricsCopy *m, _PartCopy *parts, 
     m.poll_moved = core.poll_moved
     m.stall_pauses = core.stall.pauses
     m.stall_released = core.stall.released
+    m.stall_refetched = core.stall.refetched
     m.stall_paused = core.stall.paused
     m.paused = 0
     for i in range(n):
@@ -963,6 +964,7 @@ cdef class NativeConsumer:
                 "stall_fetch_pauses": snap.stall_pauses,
                 "stall_fetch_paused": bool(snap.stall_paused),
                 "stall_released_records": snap.stall_released,
+                "stall_refetch_records": snap.stall_refetched,
                 "paused_partitions": snap.paused,
                 "statistics": self._stats,
                 "partition_lag": {TopicPartition(parts[i].topic.decode(), parts[i].partition):

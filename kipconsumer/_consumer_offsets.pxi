@@ -397,6 +397,7 @@ cdef _set_paused(NativeConsumer c, list tps, bint paused):
     cdef rd_kafka_topic_partition_list_t *lst
     for tp in tps:
         _assigned(c, tp)
+    cdef kc_partition_t *p
     lst = _c_list(tps)
     if paused:
         rd_kafka_pause_partitions(c.rk, lst)
@@ -404,4 +405,7 @@ cdef _set_paused(NativeConsumer c, list tps, bint paused):
         rd_kafka_resume_partitions(c.rk, lst)
     rd_kafka_topic_partition_list_destroy(lst)
     for tp in tps:
-        kc_ps_set_paused(_assigned(c, tp), paused)
+        p = _assigned(c, tp)
+        if not paused and kc_ps_paused(p):
+            kc_ps_wake_fetcher(c.rk, p)  # librdkafka's resume leaves its fetcher idle up to 1 s
+        kc_ps_set_paused(p, paused)

@@ -40,6 +40,7 @@ cdef extern from "partition_state.h" nogil:
     int kc_ps_remove(kc_fetch_buffer_t *fb, const char *topic, int32_t partition)
     int kc_ps_paused(const kc_partition_t *p)
     void kc_ps_set_paused(kc_partition_t *p, int paused)
+    int kc_ps_wake_fetcher(rd_kafka_t *rk, kc_partition_t *p)
     void kc_ps_purge(kc_fetch_buffer_t *fb, kc_partition_t *p)
     void kc_ps_purge_all(kc_fetch_buffer_t *fb)
     int64_t kc_ps_first_offset(const kc_partition_t *p)
@@ -91,6 +92,7 @@ cdef extern from "stall_pause.h" nogil:
         int paused
         uint64_t pauses
         uint64_t released
+        uint64_t refetched
         kc_mallctl_fn mallctl
 
 

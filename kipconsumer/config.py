@@ -274,7 +274,10 @@ PREFETCH_POLLS = 4
 
 #: ``poll.stall.fetch.pause.ms``'s upper bound; also at most the effective max.poll.interval.ms / 20:
 #: the release of librdkafka's queue counts as a poll for its max.poll.interval.ms (csrc/stall_pause.h)
-STALL_PAUSE_MAX_MS = 1_000
+STALL_PAUSE_MAX_MS = 60_000
+#: ``poll.stall.fetch.pause.ms`` when not given, if max.poll.interval.ms / 20 allows it (else off): longer
+#: than an application's usual pauses between polls, each of which would otherwise refetch
+STALL_PAUSE_DEFAULT_MS = 5_000
 
 #: Consumer keys (Java names, plus the two librdkafka prefetch bounds kipconsumer defaults).
 CONSUMER_SPECS: dict[str, Spec] = _table({
@@ -294,13 +297,13 @@ CONSUMER_SPECS: dict[str, Spec] = _table({
     "poll.prefetch.thread": _bool(True, rdkafka=None,
                                   doc="Move fetched records into the fetch buffer on a thread of the "
                                   "consumer's own, between polls (false: poll() moves them itself): a "
-                                  "cheap first poll after a pause; on a broker that answers a partition "
-                                  "in one piece (Tansu), more memory while stalled. Off by default with "
-                                  "poll.stall.fetch.pause.ms."),
-    "poll.stall.fetch.pause.ms": _int(0, STALL_PAUSE_MAX_MS, 0, rdkafka=None,
+                                  "cheap first poll after a pause."),
+    "poll.stall.fetch.pause.ms": _int(0, STALL_PAUSE_MAX_MS, None, rdkafka=None,
                                       doc="0: off. Pause librdkafka's fetchers when the application has not "
-                                      "called poll() for this long (its prefetch is released; the next "
-                                      "poll() resumes them); at most max.poll.interval.ms / 20."),
+                                      "called poll() for this long (what was fetched is released and "
+                                      "fetched again at the next poll(), which resumes them); at most "
+                                      "max.poll.interval.ms / 20. Default 5000, or 0 (off) when "
+                                      "max.poll.interval.ms / 20 is below that."),
     "enable.auto.commit": _bool(True, emit_default=True, aliases=("auto.commit.enable",)),
     "auto.commit.interval.ms": _int(0, 86_400_000, 5_000, emit_default=True),
     "auto.offset.reset": _enum("earliest|latest|none", "latest", emit_default=True,
@@ -890,24 +893,19 @@ def _effective_poll_interval(res: _Resolved) -> int:
     return session
 
 
-def _prefetch_thread(res: _Resolved) -> bool:
-    """``poll.prefetch.thread``: true by default, but false by default with ``poll.stall.fetch.pause.ms``:
-    each record the thread moves into the fetch buffer keeps its fetch response alive through a stall,
-    which is what the stall pause frees (figures: docs/consumer.md). Given explicitly, it wins."""
-    if "poll.prefetch.thread" not in res.explicit and res.get_int("poll.stall.fetch.pause.ms"):
-        return False
-    return bool(res.get_bool("poll.prefetch.thread"))
-
-
-def _check_stall_pause(pause_ms: int, poll_interval: int) -> None:
+def _stall_pause_ms(res: _Resolved, poll_interval: int) -> int:
     """``poll.stall.fetch.pause.ms``: 0, or at most the effective max.poll.interval.ms / 20 (the release
     of librdkafka's queue at the pause counts as a poll for librdkafka: the member leaves at most that
-    much later, the grace the prefetch thread has)."""
+    much later). Not given: STALL_PAUSE_DEFAULT_MS where that bound allows it, else 0."""
     most = min(STALL_PAUSE_MAX_MS, poll_interval // 20)
+    if "poll.stall.fetch.pause.ms" not in res.explicit:
+        return STALL_PAUSE_DEFAULT_MS if STALL_PAUSE_DEFAULT_MS <= most else 0
+    pause_ms = res.get_int("poll.stall.fetch.pause.ms")
     if pause_ms > most:
         raise ConfigError(f"config 'poll.stall.fetch.pause.ms' must be 0 (off) or 1..{most} "
                           f"(at most {STALL_PAUSE_MAX_MS} and max.poll.interval.ms / 20 = "
                           f"{poll_interval} / 20), got {pause_ms}")
+    return pause_ms
 
 
 def _kip848_rdkafka(res: _Resolved, rd: dict[str, str]) -> None:
@@ -1009,7 +1007,7 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         _check_heartbeat(res)
         poll_interval = _effective_poll_interval(res)
     rd["max.poll.interval.ms"] = str(poll_interval)
-    _check_stall_pause(res.get_int("poll.stall.fetch.pause.ms"), poll_interval)
+    stall_pause_ms = _stall_pause_ms(res, poll_interval)
     if "queued.min.messages" not in res.explicit:
         # The memory bound is queued.max.messages.kbytes; a low message count starves the
         # fetch pipeline of small records (figures: docs/benchmarks.md, appendix).
@@ -1022,8 +1020,8 @@ def consumer_settings(conf: Mapping[str, object]) -> ConsumerSettings:
         group_id=res.get_str("group.id"),
         max_poll_records=res.get_int("max.poll.records"),
         poll_fairness=poll_fairness,
-        poll_prefetch_thread=_prefetch_thread(res),
-        poll_stall_fetch_pause_ms=res.get_int("poll.stall.fetch.pause.ms"),
+        poll_prefetch_thread=bool(res.get_bool("poll.prefetch.thread")),
+        poll_stall_fetch_pause_ms=stall_pause_ms,
         max_poll_interval_ms=poll_interval,
         session_timeout_ms=res.get_int("session.timeout.ms"),
         heartbeat_interval_ms=res.get_int("heartbeat.interval.ms"),

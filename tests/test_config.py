@@ -295,16 +295,27 @@ def test_queued_min_messages_follows_max_poll_records(max_poll_records: int, que
 
 @pytest.mark.parametrize(("conf", "thread"), [
     ({}, True),
-    ({"poll.stall.fetch.pause.ms": 100}, False),
-    ({"poll.stall.fetch.pause.ms": 100, "poll.prefetch.thread": True}, True),
+    ({"poll.stall.fetch.pause.ms": 100}, True),
     ({"poll.prefetch.thread": False}, False),
 ])
-def test_the_prefetch_thread_is_on_by_default_but_not_with_the_stall_pause(conf: dict[str, object],
-                                                                           thread: bool) -> None:
-    """The stall pause frees what librdkafka queued; records the thread had moved into the buffer would
-    keep their fetch responses alive through the stall, so with the pause the thread is off unless
-    asked for."""
+def test_the_prefetch_thread_is_on_by_default(conf: dict[str, object], thread: bool) -> None:
+    """With or without the stall pause: a stall releases what the thread moved too."""
     assert cons(conf).poll_prefetch_thread is thread
+
+
+@pytest.mark.parametrize(("conf", "pause_ms"), [
+    ({}, 5000),                                      # max.poll.interval.ms 300000: 300000 / 20 >= 5000
+    ({"max.poll.interval.ms": 100_000}, 5000),
+    ({"max.poll.interval.ms": 99_999}, 0),           # / 20 < 5000: off unless given
+    ({"max.poll.interval.ms": 99_999, "poll.stall.fetch.pause.ms": 4999}, 4999),
+    ({"poll.stall.fetch.pause.ms": 0}, 0),
+    ({"poll.stall.fetch.pause.ms": 15_000}, 15_000),
+])
+def test_the_stall_pause_is_on_by_default_where_the_poll_interval_allows(conf: dict[str, object],
+                                                                         pause_ms: int) -> None:
+    """Default 5000 ms, but never past max.poll.interval.ms / 20 (the release counts as a poll for
+    librdkafka's own max.poll.interval.ms): off by default below 100 s."""
+    assert cons(conf).poll_stall_fetch_pause_ms == pause_ms
 
 
 def test_user_prefetch_bounds_win() -> None:

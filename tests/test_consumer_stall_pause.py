@@ -59,9 +59,14 @@ def _filled(broker, topic_factory) -> str:
     return topic
 
 
-def test_a_stall_pauses_the_fetchers_and_every_record_comes_once_after(broker, topic_factory, unique_name):
+@pytest.mark.parametrize("thread", [True, False], ids=["prefetch-thread", "no-prefetch-thread"])
+def test_a_stall_pauses_the_fetchers_and_every_record_comes_once_after(broker, topic_factory, unique_name,
+                                                                        thread):
+    """With the prefetch thread (the default) the fetch buffer is released too and fetched again after
+    the stall (the seek guard watches the refetch); without it the buffer keeps what poll() moved."""
     topic = _filled(broker, topic_factory)
-    with consumer(broker, None, max_poll_records=MPR, poll_stall_fetch_pause_ms=PAUSE_MS, **BOUNDS) as c:
+    with consumer(broker, None, max_poll_records=MPR, poll_stall_fetch_pause_ms=PAUSE_MS,
+                  poll_prefetch_thread=thread, **BOUNDS) as c:
         c.assign(tps(topic, range(NPART)))
         got: dict[int, list[int]] = {p: [] for p in range(NPART)}
         _first_records(c, got)
@@ -72,6 +77,10 @@ def test_a_stall_pauses_the_fetchers_and_every_record_comes_once_after(broker, t
         late = [s["prefetched"] for s in samples if s["t"] >= 4 * PAUSE_MS / 1000]
         assert late and max(late) == 0, samples
         assert m["stall_released_records"] > 0, m
+        if thread:
+            assert m["buffered_records"] == 0 and m["stall_refetch_records"] > 0, m
+        else:
+            assert m["buffered_records"] > 0 and m["stall_refetch_records"] == 0, m
         _read(c, got, NPART * PER)
         assert c.metrics()["stall_fetch_paused"] is False
         for p in range(NPART):  # none lost, none twice, in order
@@ -192,7 +201,8 @@ def test_a_poll_interval_expiry_during_a_stall_leaves_and_rejoins(broker, topic_
         c.close()
 
 
-@pytest.mark.parametrize("value, interval", [(-1, 300_000), (1001, 300_000), (151, 3000), ("x", 300_000)])
+@pytest.mark.parametrize("value, interval", [(-1, 300_000), (60_001, 3_000_000), (15_001, 300_000),
+                                             (151, 3000), ("x", 300_000)])
 def test_the_setting_is_checked(broker, value, interval):
     with pytest.raises(ConfigError, match="poll.stall.fetch.pause.ms") as info:
         # no group: the classic rule, effective max.poll.interval.ms = max(it, session.timeout.ms)

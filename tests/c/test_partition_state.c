@@ -183,6 +183,63 @@ static void test_fetch_stop_and_restart(void) {
     remove_all_and_check(&fb);
 }
 
+static int g_seeks;           /* seeks issued through kc_filters_seek */
+static int64_t g_seek_offset; /* offset of the last one */
+static int g_seek_fails;      /* the next seeks fail */
+static int fake_seek(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t offset) {
+    (void)rk;
+    (void)topic;
+    (void)partition;
+    if (g_seek_fails)
+        return -1;
+    g_seeks++;
+    g_seek_offset = offset;
+    return 0;
+}
+
+/* The stall thread's release: the buffer keeps `keep` records, the position stays, the seek guard
+ * watches the refetch from the first released offset. */
+static void test_refetch_from(void) {
+    kc_fetch_buffer_t fb;
+    kc_ps_init_buffer(&fb);
+    kc_partition_t *a = kc_ps_add(&fb, "t", 0);
+    fill(&fb, &a->q, 10, 40);
+    kc_ps_records_routed(a, 10, 0);
+    rd_kafka_message_t *out[4];
+    size_t n = kc_fb_drain(&fb, 4, KC_FAIRNESS_GREEDY, out);
+    release(out, n);
+    CHECK(a->position == 44 && a->q.len == 6);
+    kc_ps_refetch_from(&fb, a, 2, 46);
+    CHECK(a->q.len == 2 && g_live == 2 && kc_ps_next_offset(a) == 46 && a->position == 44);
+    CHECK(!a->app_pos_trusted && kc_seek_guard_active(&a->filters) && a->filters.seek_target == 46);
+    kc_ps_refetch_from(&fb, a, 0, 44);
+    CHECK(a->q.len == 0 && g_live == 0 && kc_ps_next_offset(a) == 44 && a->filters.seek_target == 44);
+    remove_all_and_check(&fb);
+}
+
+/* A resume's wake-up seeks the fetcher to where it resumes anyway: past the buffer, else the
+ * position, else the offset a stall released from; nothing without any of them or once stopped. */
+static void test_wake_fetcher(void) {
+    kc_fetch_buffer_t fb;
+    kc_ps_init_buffer(&fb);
+    kc_partition_t *a = kc_ps_add(&fb, "t", 0);
+    g_seeks = 0;
+    CHECK(!kc_ps_wake_fetcher(NULL, a) && g_seeks == 0); /* no position yet: the start offset rules */
+    fill(&fb, &a->q, 5, 10);
+    kc_ps_records_routed(a, 5, 0);
+    CHECK(kc_ps_wake_fetcher(NULL, a) && g_seeks == 1 && g_seek_offset == 15 && !a->app_pos_trusted);
+    kc_ps_refetch_from(&fb, a, 0, 10); /* released before any record was returned */
+    CHECK(a->position == KC_POSITION_UNKNOWN);
+    CHECK(kc_ps_wake_fetcher(NULL, a) && g_seeks == 2 && g_seek_offset == 10);
+    kc_ps_drained(a, 30);
+    CHECK(kc_ps_wake_fetcher(NULL, a) && g_seek_offset == 30);
+    g_seek_fails = 1;
+    CHECK(!kc_ps_wake_fetcher(NULL, a));
+    g_seek_fails = 0;
+    CHECK(kc_ps_fetch_stop_reported(a, 30) && !kc_ps_wake_fetcher(NULL, a) && g_seeks == 3);
+    remove_all_and_check(&fb);
+}
+
 /* The rebalance barrier's rule, driven through its setters. */
 static void test_barrier(void) {
     kc_heartbeat_monitor_t hb;
@@ -222,6 +279,7 @@ static void test_barrier(void) {
 
 int main(void) {
     kc_fb_msg_destroy = fake_destroy;
+    kc_filters_seek = fake_seek;
     run_case("add_find_remove", test_add_find_remove);
     run_case("drain_advances_position", test_drain_advances_position);
     run_case("next_offset", test_next_offset);
@@ -231,6 +289,8 @@ int main(void) {
     run_case("reset_after_seek", test_reset_after_seek);
     run_case("step_and_store", test_step_and_store);
     run_case("fetch_stop_and_restart", test_fetch_stop_and_restart);
+    run_case("refetch_from", test_refetch_from);
+    run_case("wake_fetcher", test_wake_fetcher);
     run_case("barrier", test_barrier);
     return kc_test_summary();
 }
