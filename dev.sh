@@ -116,7 +116,7 @@ run_tests() {
         return
     fi
     log "pytest: every test (embedded broker, Tansu, and those marked kafka on real Apache Kafka)"
-    "$VENV/bin/python" -m pytest -q -p no:cacheprovider
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=25
     log "pytest --broker kafka: the Kafka-semantics modules again, their shared broker real Apache Kafka"
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider --broker kafka "${KAFKA_TIER[@]}"
     log "pytest --broker kafka --group-protocol consumer: a slice of it with every group member on KIP-848"

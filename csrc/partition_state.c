@@ -68,6 +68,8 @@ int kc_ps_wake_fetcher(rd_kafka_t *rk, kc_partition_t *p) {
     if (next < 0 || p->fetch_stopped || kc_filters_seek(rk, p->q.topic, p->q.partition, next) != 0)
         return 0;
     p->app_pos_trusted = 0; /* the seek resets librdkafka's application position */
+    if (kc_seek_guard_active(&p->filters) && p->filters.seek_target == next)
+        kc_seek_guard_start(&p->filters, next); /* a stall's refetch: watched from now, however long it was */
     return 1;
 }
 

@@ -102,7 +102,8 @@ void kc_ps_refetch_from(kc_fetch_buffer_t *fb, kc_partition_t *p, size_t keep, i
 /* Seeks librdkafka's fetcher of p to where it resumes anyway, past what the buffer holds, after a
  * resume: librdkafka's resume does not wake its broker thread, which then fetches only when its idle
  * wait (up to 1 s) ends; a fetcher that starts again does wake it. Nothing if p has no position yet
- * (its start offset may still be looked up) or its fetcher stopped. Returns 1 if sought. */
+ * (its start offset may still be looked up) or its fetcher stopped. A seek guard still waiting for
+ * the refetch's first record watches from now. Returns 1 if sought. */
 int kc_ps_wake_fetcher(rd_kafka_t *rk, kc_partition_t *p);
 
 /* The application's seek() of p to `offset` (KC_POSITION_UNKNOWN-like negative values: BEGINNING /

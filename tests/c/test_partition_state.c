@@ -230,7 +230,9 @@ static void test_wake_fetcher(void) {
     CHECK(kc_ps_wake_fetcher(NULL, a) && g_seeks == 1 && g_seek_offset == 15 && !a->app_pos_trusted);
     kc_ps_refetch_from(&fb, a, 0, 10); /* released before any record was returned */
     CHECK(a->position == KC_POSITION_UNKNOWN);
+    a->filters.seek_until_ms = 0; /* a stall longer than the guard's window */
     CHECK(kc_ps_wake_fetcher(NULL, a) && g_seeks == 2 && g_seek_offset == 10);
+    CHECK(a->filters.seek_target == 10 && a->filters.seek_until_ms > 0); /* watched from the resume */
     kc_ps_drained(a, 30);
     CHECK(kc_ps_wake_fetcher(NULL, a) && g_seek_offset == 30);
     g_seek_fails = 1;
