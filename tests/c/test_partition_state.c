@@ -10,6 +10,7 @@
 #include "rebalance_barrier.h"
 
 #include "kc_fake_messages.h"
+#include "kc_fake_seek.h"
 
 /* The end of a case: removes fb's partitions, then destroy_and_check(). */
 static void remove_all_and_check(kc_fetch_buffer_t *fb) {
@@ -181,20 +182,6 @@ static void test_fetch_stop_and_restart(void) {
     CHECK(!kc_ps_fetch_stop_reported(a, 39) && !a->fetch_stopped); /* not the current position */
     CHECK(kc_ps_fetch_stop_reported(a, 40) && a->fetch_stopped && a->stopped_offset == 40);
     remove_all_and_check(&fb);
-}
-
-static int g_seeks;           /* seeks issued through kc_filters_seek */
-static int64_t g_seek_offset; /* offset of the last one */
-static int g_seek_fails;      /* the next seeks fail */
-static int fake_seek(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t offset) {
-    (void)rk;
-    (void)topic;
-    (void)partition;
-    if (g_seek_fails)
-        return -1;
-    g_seeks++;
-    g_seek_offset = offset;
-    return 0;
 }
 
 /* The stall thread's release: the buffer keeps `keep` records, the position stays, the seek guard

@@ -7,6 +7,7 @@
 
 #include "record_filters.h"
 
+#include "kc_fake_seek.h"
 #include "kc_test.h"
 
 /* ---- fakes ---- */
@@ -14,20 +15,6 @@
 static int64_t g_now = 1000000;
 static int64_t fake_now(void) {
     return g_now;
-}
-
-static int g_seeks;           /* seeks issued */
-static int64_t g_seek_offset; /* offset of the last one */
-static int g_seek_fails;      /* the next seeks fail */
-static int fake_seek(rd_kafka_t *rk, const char *topic, int32_t partition, int64_t offset) {
-    (void)rk;
-    (void)topic;
-    (void)partition;
-    if (g_seek_fails)
-        return -1;
-    g_seeks++;
-    g_seek_offset = offset;
-    return 0;
 }
 
 static rd_kafka_resp_err_t g_wm_err;
