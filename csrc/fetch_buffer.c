@@ -145,23 +145,6 @@ void kc_fb_purge(kc_fetch_buffer_t *fb, kc_fb_part_t *p) {
     p->bytes = 0;
 }
 
-void kc_fb_truncate(kc_fetch_buffer_t *fb, kc_fb_part_t *p, size_t keep) {
-    if (p->len <= keep)
-        return;
-    size_t bytes = 0;
-    for (size_t i = keep; i < p->len; i++) {
-        size_t at = (p->head + i) % p->ring_cap;
-        bytes += p->ring_bytes[at];
-        kc_fb_msg_destroy(p->ring[at]);
-    }
-    fb->records -= p->len - keep;
-    fb->bytes -= bytes;
-    p->bytes -= bytes;
-    p->len = keep;
-    if (!keep)
-        p->head = 0;
-}
-
 size_t kc_fb_target(const kc_fetch_buffer_t *fb, size_t max_poll_records, size_t floor) {
     size_t n = fb->n ? fb->n : 1;
     size_t share = (max_poll_records + n - 1) / n;
@@ -171,10 +154,6 @@ size_t kc_fb_target(const kc_fetch_buffer_t *fb, size_t max_poll_records, size_t
 
 int64_t kc_fb_first_offset(const kc_fb_part_t *p) {
     return p->len ? p->ring[p->head]->offset : KC_POSITION_UNKNOWN;
-}
-
-int64_t kc_fb_offset_at(const kc_fb_part_t *p, size_t i) {
-    return i < p->len ? p->ring[(p->head + i) % p->ring_cap]->offset : KC_POSITION_UNKNOWN;
 }
 
 int64_t kc_fb_last_offset(const kc_fb_part_t *p) {

@@ -75,8 +75,6 @@ int kc_fb_remove(kc_fetch_buffer_t *fb, const char *topic, int32_t partition);
 int kc_fb_push(kc_fetch_buffer_t *fb, kc_fb_part_t *p, rd_kafka_message_t **msgs, size_t n);
 /* Destroys every buffered message of `p`. */
 void kc_fb_purge(kc_fetch_buffer_t *fb, kc_fb_part_t *p);
-/* Destroys the buffered messages of `p` after its first `keep` (none if it holds no more). */
-void kc_fb_truncate(kc_fetch_buffer_t *fb, kc_fb_part_t *p, size_t keep);
 
 /* Prefetch target: records a partition should hold so the next poll can be served
  * from the buffer: twice its fair share of max.poll.records, at least `floor`. */
@@ -89,8 +87,6 @@ size_t kc_fb_drain(kc_fetch_buffer_t *fb, size_t max, kc_fairness_t mode, rd_kaf
 
 /* Offset of the oldest buffered record of p, or KC_POSITION_UNKNOWN if none. */
 int64_t kc_fb_first_offset(const kc_fb_part_t *p);
-/* Offset of p's i-th buffered record (0: the oldest), or KC_POSITION_UNKNOWN if it holds no more. */
-int64_t kc_fb_offset_at(const kc_fb_part_t *p, size_t i);
 /* Offset of the newest buffered record of p, or KC_POSITION_UNKNOWN if none. */
 int64_t kc_fb_last_offset(const kc_fb_part_t *p);
 

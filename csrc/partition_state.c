@@ -55,9 +55,8 @@ void kc_ps_purge_all(kc_fetch_buffer_t *fb) {
         kc_ps_purge(fb, kc_ps_at(fb, i));
 }
 
-void kc_ps_refetch_from(kc_fetch_buffer_t *fb, kc_partition_t *p, size_t keep, int64_t offset) {
-    kc_fb_truncate(fb, &p->q, keep);
-    p->app_pos_trusted = 0;
+void kc_ps_refetch_from(kc_fetch_buffer_t *fb, kc_partition_t *p, int64_t offset) {
+    kc_ps_purge(fb, p);
     kc_seek_guard_start(&p->filters, offset);
 }
 

@@ -94,10 +94,10 @@ static inline int64_t kc_ps_next_offset(const kc_partition_t *p) {
     return last + 1 > p->position ? last + 1 : p->position; /* KC_POSITION_UNKNOWN is INT64_MIN */
 }
 
-/* The stall thread released p's buffered records after its first `keep` and sought librdkafka's
- * fetcher to `offset`, the first of them (stall_pause.h): the buffer forgets them, the position stays,
- * and the seek guard watches the refetch as after the application's seek. */
-void kc_ps_refetch_from(kc_fetch_buffer_t *fb, kc_partition_t *p, size_t keep, int64_t offset);
+/* The stall thread sought librdkafka's fetcher of p to `offset`, its first buffered record, to release
+ * them (stall_pause.h): the buffer forgets them (kc_ps_purge), the position stays, and the seek guard
+ * watches the refetch as after the application's seek. */
+void kc_ps_refetch_from(kc_fetch_buffer_t *fb, kc_partition_t *p, int64_t offset);
 
 /* Seeks librdkafka's fetcher of p to where it resumes anyway, past what the buffer holds, after a
  * resume: librdkafka's resume does not wake its broker thread, which then fetches only when its idle

@@ -48,7 +48,7 @@ static void release_buffered(kc_stall_pause_t *s) {
         size_t n = p->q.len;
         if (first < 0 || kc_filters_seek(s->src.rk, p->q.topic, p->q.partition, first) != 0)
             continue;
-        kc_ps_refetch_from(fb, p, 0, first);
+        kc_ps_refetch_from(fb, p, first);
         atomic_fetch_add(&s->refetched, n);
     }
 }

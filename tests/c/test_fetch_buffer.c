@@ -160,34 +160,6 @@ static void test_last_offset(void) {
     destroy_and_check(&fb);
 }
 
-/* A truncate keeps a partition's first `keep` records (across the ring's wrap point), destroys the
- * rest and keeps the totals; keeping more than it holds changes nothing. */
-static void test_truncate(void) {
-    kc_fetch_buffer_t fb;
-    kc_fb_init(&fb);
-    kc_fb_part_t *a = kc_fb_add(&fb, "t", 0), *b = kc_fb_add(&fb, "t", 1);
-    fill(&fb, a, 64, 100);
-    fill(&fb, b, 8, 0);
-    rd_kafka_message_t *out[64];
-    size_t n = kc_fb_drain(&fb, 20, KC_FAIRNESS_GREEDY, out); /* from a: its head moves to 120 */
-    release(out, n);
-    fill(&fb, a, 10, 164); /* the tail wraps */
-    CHECK(a->len == 54 && kc_fb_offset_at(a, 0) == 120 && kc_fb_offset_at(a, 50) == 170);
-    CHECK(kc_fb_offset_at(a, 54) == KC_POSITION_UNKNOWN);
-    kc_fb_truncate(&fb, a, 60);
-    CHECK(a->len == 54 && fb.records == 62);
-    kc_fb_truncate(&fb, a, 5);
-    CHECK(a->len == 5 && kc_fb_first_offset(a) == 120 && kc_fb_last_offset(a) == 124);
-    CHECK(fb.records == 13 && fb.bytes == 130 && a->bytes == 50 && g_live == 13);
-    n = kc_fb_drain(&fb, 64, KC_FAIRNESS_GREEDY, out);
-    CHECK(n == 13);
-    release(out, n);
-    fill(&fb, a, 3, 125); /* the buffer takes records after the truncation point again */
-    kc_fb_truncate(&fb, a, 0);
-    CHECK(a->len == 0 && a->bytes == 0 && fb.records == 0 && fb.bytes == 0 && g_live == 0);
-    destroy_and_check(&fb);
-}
-
 static void test_remove_and_purge(void) {
     kc_fetch_buffer_t fb;
     init_noting(&fb);
@@ -283,7 +255,6 @@ int main(void) {
     run_case("greedy_round_robin", test_greedy_round_robin);
     run_case("held_keeps_records", test_held_keeps_records);
     run_case("last_offset", test_last_offset);
-    run_case("truncate", test_truncate);
     run_case("remove_and_purge", test_remove_and_purge);
     run_case("target_is_twice_the_share", test_target_is_twice_the_share);
     run_case("bytes_noted_at_push", test_bytes_noted_at_push);

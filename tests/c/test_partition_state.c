@@ -184,7 +184,7 @@ static void test_fetch_stop_and_restart(void) {
     remove_all_and_check(&fb);
 }
 
-/* The stall thread's release: the buffer keeps `keep` records, the position stays, the seek guard
+/* The stall thread's release: the buffer forgets p's records, the position stays, the seek guard
  * watches the refetch from the first released offset. */
 static void test_refetch_from(void) {
     kc_fetch_buffer_t fb;
@@ -196,11 +196,9 @@ static void test_refetch_from(void) {
     size_t n = kc_fb_drain(&fb, 4, KC_FAIRNESS_GREEDY, out);
     release(out, n);
     CHECK(a->position == 44 && a->q.len == 6);
-    kc_ps_refetch_from(&fb, a, 2, 46);
-    CHECK(a->q.len == 2 && g_live == 2 && kc_ps_next_offset(a) == 46 && a->position == 44);
-    CHECK(!a->app_pos_trusted && kc_seek_guard_active(&a->filters) && a->filters.seek_target == 46);
-    kc_ps_refetch_from(&fb, a, 0, 44);
-    CHECK(a->q.len == 0 && g_live == 0 && kc_ps_next_offset(a) == 44 && a->filters.seek_target == 44);
+    kc_ps_refetch_from(&fb, a, 44);
+    CHECK(a->q.len == 0 && g_live == 0 && kc_ps_next_offset(a) == 44 && a->position == 44);
+    CHECK(!a->app_pos_trusted && kc_seek_guard_active(&a->filters) && a->filters.seek_target == 44);
     remove_all_and_check(&fb);
 }
 
@@ -215,7 +213,7 @@ static void test_wake_fetcher(void) {
     fill(&fb, &a->q, 5, 10);
     kc_ps_records_routed(a, 5, 0);
     CHECK(kc_ps_wake_fetcher(NULL, a) && g_seeks == 1 && g_seek_offset == 15 && !a->app_pos_trusted);
-    kc_ps_refetch_from(&fb, a, 0, 10); /* released before any record was returned */
+    kc_ps_refetch_from(&fb, a, 10); /* released before any record was returned */
     CHECK(a->position == KC_POSITION_UNKNOWN);
     a->filters.seek_until_ms = 0; /* a stall longer than the guard's window */
     CHECK(kc_ps_wake_fetcher(NULL, a) && g_seeks == 2 && g_seek_offset == 10);
