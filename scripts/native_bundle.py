@@ -292,11 +292,19 @@ def _patchelf() -> str:
     return exe
 
 
+def _replace(src: Path, dst: Path) -> None:
+    """Copy ``src`` to ``dst`` through a rename: a process that has the old ``dst`` mapped keeps it."""
+    part = dst.with_name(dst.name + ".part")
+    shutil.copy2(src, part)
+    part.replace(dst)
+
+
 def bind_library(lib: Path, jemalloc: Path) -> None:
     """Rewrite ``lib`` in place to allocate with ``jemalloc``, which is copied beside it."""
-    if is_bound(lib):  # a copy of a bound library still needs its allocator beside it
-        if not (lib.parent / SONAME).exists():
-            shutil.copy2(jemalloc, lib.parent / SONAME)
+    beside = lib.parent / SONAME
+    if is_bound(lib):  # a copy of a bound library still needs its allocator beside it, the current one
+        if not beside.exists() or beside.read_bytes() != jemalloc.read_bytes():
+            _replace(jemalloc, beside)
         return
     leftover = allocating_imports(lib)
     if leftover:
@@ -307,7 +315,7 @@ def bind_library(lib: Path, jemalloc: Path) -> None:
     undefined, _ = dynamic_symbols(lib)
     if "malloc" not in undefined or "free" not in undefined:
         raise BundleError(f"{lib}: imports no malloc/free; not a librdkafka this script knows how to bind")
-    shutil.copy2(jemalloc, lib.parent / SONAME)
+    _replace(jemalloc, beside)
     with tempfile.NamedTemporaryFile("w", suffix=".map", delete=False) as m:
         m.writelines(f"{old} {new}\n" for old, new in sorted(RENAMES.items()))
         map_file = m.name

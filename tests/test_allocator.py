@@ -151,6 +151,65 @@ def test_the_bundled_jemalloc_keeps_fetch_response_buffers_in_its_arenas(bound_l
     assert int(override.stdout) == 8 << 20
 
 
+IDLE_PURGE = """
+    import ctypes, os, time
+    import kipconsumer._loader as loader
+    import kipconsumer  # noqa: F401  (loads the library)
+    size_p = ctypes.POINTER(ctypes.c_size_t)
+    mallctl = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, size_p, ctypes.c_void_p,
+                               ctypes.c_size_t)(loader.allocator_mallctl())
+    on, size = ctypes.c_bool(), ctypes.c_size_t(1)
+    assert mallctl(b"background_thread", ctypes.byref(on), ctypes.byref(size), None, 0) == 0
+    rdk = ctypes.CDLL(loader.loaded_path())
+    rdk.rd_kafka_mem_malloc.restype = ctypes.c_void_p
+    rdk.rd_kafka_mem_malloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    rdk.rd_kafka_mem_free.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+
+    def rss_mib():
+        return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    def churn():  # 64 MiB through librdkafka's allocator, touched, then freed: jemalloc's dirty pages
+        chunks = [rdk.rd_kafka_mem_malloc(None, 1 << 20) for _ in range(64)]
+        for p in chunks:
+            ctypes.memset(p, 1, 1 << 20)
+        for p in chunks:
+            rdk.rd_kafka_mem_free(None, p)
+
+    churn()
+    peak = rss_mib()
+    time.sleep(2.0)  # idle: no thread of this process allocates or frees through jemalloc
+    idle = rss_mib()
+    threads = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    child = os.fork()
+    if child == 0:  # jemalloc's fork handlers stop the thread in the child, which purges inline again
+        churn()
+        os._exit(0)
+    _, status = os.waitpid(child, 0)
+    print(on.value, round(peak - idle), threads.count("jemalloc_bg_thd"), status)
+"""
+
+
+def test_the_bundled_jemalloc_returns_idle_memory_from_its_own_thread(bound_lib: Path) -> None:
+    """background_thread:true (bound_alloc.c's malloc_conf): one jemalloc thread returns freed pages to
+    the system on jemalloc's decay schedule, also while every other thread is idle, and no poll() pays
+    for the purge (docs/benchmarks.md, "The first poll after a pause"); a forked child allocates and
+    exits normally. $KCJE_MALLOC_CONF=background_thread:false turns it off: then pages freed before an
+    idle spell stay resident through it (the control)."""
+    env = _checked_env(bound_lib)
+    env["KCJE_MALLOC_CONF"] = "junk:true,dirty_decay_ms:200,muzzy_decay_ms:0"
+    on = _run(IDLE_PURGE, env)
+    assert on.returncode == 0, on.stderr[-3000:]
+    enabled, released, bg_threads, child_status = on.stdout.split()
+    assert (enabled, bg_threads, child_status) == ("True", "1", "0"), on.stdout
+    assert int(released) >= 48, f"only {released} of 64 MiB freed returned to the system while idle"
+    env["KCJE_MALLOC_CONF"] += ",background_thread:false"
+    off = _run(IDLE_PURGE, env)
+    assert off.returncode == 0, off.stderr[-3000:]
+    enabled, released, bg_threads, child_status = off.stdout.split()
+    assert (enabled, bg_threads, child_status) == ("False", "0", "0"), off.stdout
+    assert int(released) < 16, f"{released} MiB returned while idle without the background thread"
+
+
 WORKLOAD = """
     import json, time
     from kipconsumer import (KafkaConsumer, KafkaProducer, KafkaShareConsumer, OffsetAndMetadata,

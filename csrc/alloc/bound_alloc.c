@@ -14,11 +14,18 @@ void kcje_free(void *ptr);
 void *kcje_realloc(void *ptr, size_t size);
 
 /* jemalloc's options for the bound librdkafka, through jemalloc's documented malloc_conf global
- * ($KCJE_MALLOC_CONF still overrides each). oversize_threshold:0 keeps allocations above 8 MiB in the
- * ordinary arenas: above it jemalloc gives them an arena of its own whose freed pages go back to the
- * system at once, and librdkafka's buffer for a fetch response of more than 8 partitions x
- * max.partition.fetch.bytes (1 MiB) is that large, so every response faulted fresh pages in. */
-KC_ALLOC_EXPORT const char *kcje_malloc_conf = "oversize_threshold:0";
+ * ($KCJE_MALLOC_CONF still overrides each).
+ * - oversize_threshold:0 keeps allocations above 8 MiB in the ordinary arenas: above it jemalloc gives
+ *   them an arena of its own whose freed pages go back to the system at once, and librdkafka's buffer
+ *   for a fetch response of more than 8 partitions x max.partition.fetch.bytes (1 MiB) is that large,
+ *   so every response faulted fresh pages in.
+ * - background_thread:true, max_background_threads:1: one jemalloc thread returns freed pages to the
+ *   system (its decay, dirty_decay_ms). Without it whichever thread frees or allocates when a decay
+ *   step is due does the purging, and after an idle second that was the application's poll(),
+ *   freeing the previous batch's messages: 0.5-2.5 ms of madvise() in a poll that otherwise takes
+ *   0.15 ms (docs/benchmarks.md, "The first poll after a pause"). A forked child runs without the
+ *   thread (jemalloc's fork handlers stop it there) and purges inline again. */
+KC_ALLOC_EXPORT const char *kcje_malloc_conf = "oversize_threshold:0,background_thread:true,max_background_threads:1";
 
 static int kc_alloc_strict;
 
