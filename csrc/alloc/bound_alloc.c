@@ -23,9 +23,10 @@ void *kcje_realloc(void *ptr, size_t size);
  *   system (its decay, dirty_decay_ms). Without it whichever thread frees or allocates when a decay
  *   step is due does the purging, and after an idle second that was the application's poll(),
  *   freeing the previous batch's messages: 0.5-2.5 ms of madvise() in a poll that otherwise takes
- *   0.15 ms (docs/benchmarks.md, "The first poll after a pause"). A forked child runs without the
+ *   0.15 ms (docs/benchmarks.md, "Poll latency"). A forked child runs without the
  *   thread (jemalloc's fork handlers stop it there) and purges inline again. */
-KC_ALLOC_EXPORT const char *kcje_malloc_conf = "oversize_threshold:0,background_thread:true,max_background_threads:1";
+KC_ALLOC_EXPORT const char *kcje_malloc_conf =
+    "oversize_threshold:0,background_thread:true,max_background_threads:1";
 
 static int kc_alloc_strict;
 
