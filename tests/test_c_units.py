@@ -23,7 +23,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CSRC = ROOT / "csrc"
-C_TESTS = sorted((ROOT / "tests" / "c").glob("test_*.c"))
+C_DIR = ROOT / "tests" / "c"
+C_TESTS = sorted(C_DIR.glob("test_*.c"))
 CFLAGS = ["-std=gnu11", "-Wall", "-O2", "-g"]
 RESULT_RE = re.compile(r"^(\d+) passed, (\d+) failed\s*$")
 
@@ -114,6 +115,7 @@ def test_c_unit_valgrind(
         print(reason)
         pytest.skip(reason)
     exe = _binary(c_binaries, tmp_path_factory, src)
-    cmd = [valgrind, "--error-exitcode=1", "--leak-check=full", "--quiet", str(exe)]
+    cmd = [valgrind, "--error-exitcode=1", "--leak-check=full", "--quiet",
+           f"--suppressions={C_DIR / 'valgrind.supp'}", str(exe)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=exe.parent)
     _check_result(proc, f"valgrind {exe.name}")
