@@ -299,6 +299,14 @@ def main() -> int:
                 f"{row['buffered_max_us']:10.0f} {row['first_p50_us']:10.0f} {row['first_max_us']:10.0f} "
                 f"{p99_x:9.2f} {max_x:9.2f}"
             )
+        print("\npolls slower than 0.5 ms, all runs (of them: with a page fault / blocked / preempted;"
+              " none of the three = busy on its own CPU)")
+        for name in lat_clients:
+            runs = results[name]
+            tally = {k: sum(int(r.get(k, 0)) for r in runs) for k in
+                     ("slow_polls", "slow_with_page_faults", "slow_blocked", "slow_preempted")}
+            print(f"{name:24} {tally['slow_polls']:6} ({tally['slow_with_page_faults']} / "
+                  f"{tally['slow_blocked']} / {tally['slow_preempted']})")
     out = (
         Path(args.json)
         if args.json

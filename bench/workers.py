@@ -17,7 +17,9 @@ The `*-latency` clients measure what the issue's latency target names, a poll of
 buffered records: ROUNDS times, they stop polling for PAUSE_S (the client prefetches), then
 time up to POLLS_PER_ROUND polls of 500, which the prefetched records serve; they print
 buffered_p50_us / buffered_p99_us / buffered_max_us over all timed polls, and first_max_us /
-first_p50_us over the first timed poll of each round (the first poll after a pause).
+first_p50_us over the first timed poll of each round (the first poll after a pause), and
+slow_polls (timed polls over 0.5 ms) with how many of them took a page fault, blocked or were
+preempted ($KIP_BENCH_LATENCY_ROUNDS=30 for more rounds).
 """
 
 from __future__ import annotations
@@ -196,7 +198,38 @@ def confluent_client(tuned: bool) -> Callable[[str, str, int, int], dict[str, fl
     return run
 
 
-ROUNDS, PAUSE_S, POLLS_PER_ROUND = 10, 1.0, 100
+#: $KIP_BENCH_LATENCY_ROUNDS raises the rounds (a steadier maximum; 30 found the first poll's tail).
+ROUNDS = int(os.environ.get("KIP_BENCH_LATENCY_ROUNDS", "10"))
+PAUSE_S, POLLS_PER_ROUND = 1.0, 100
+#: A timed poll slower than this is counted in slow_polls, with what getrusage saw around it.
+SLOW_POLL_S = 0.0005
+
+
+class _ThreadUsage:
+    """Counts the slow timed polls and, of those, the ones during which the polling thread took a page
+    fault, blocked (a voluntary context switch: a lock, a wait) or was preempted (an involuntary one):
+    a slow poll with none of the three was busy on its own CPU. getrusage() runs outside the timed
+    window."""
+
+    def __init__(self) -> None:
+        import resource
+
+        self._getrusage = resource.getrusage
+        self._who = resource.RUSAGE_THREAD
+        self.slow = {"slow_polls": 0, "slow_with_page_faults": 0, "slow_blocked": 0, "slow_preempted": 0}
+        self._before = self._getrusage(self._who)
+
+    def start(self) -> None:
+        self._before = self._getrusage(self._who)
+
+    def done(self, seconds: float) -> None:
+        if seconds <= SLOW_POLL_S:
+            return
+        a, b = self._before, self._getrusage(self._who)
+        self.slow["slow_polls"] += 1
+        self.slow["slow_with_page_faults"] += (b.ru_minflt - a.ru_minflt + b.ru_majflt - a.ru_majflt) > 0
+        self.slow["slow_blocked"] += (b.ru_nvcsw - a.ru_nvcsw) > 0
+        self.slow["slow_preempted"] += (b.ru_nivcsw - a.ru_nivcsw) > 0
 
 
 def _polls_per_round(want: int) -> int:
@@ -204,10 +237,11 @@ def _polls_per_round(want: int) -> int:
     return max(1, min(POLLS_PER_ROUND, want // (ROUNDS * 500) - 1))
 
 
-def _buffered_summary(lat: list[float], got: int, per_round: int) -> dict[str, float]:
+def _buffered_summary(lat: list[float], got: int, per_round: int, usage: _ThreadUsage) -> dict[str, float]:
     first = sorted(lat[::per_round])  # the first timed poll of each round: right after the pause
     lat = sorted(lat)
     return {
+        **usage.slow,
         "records": got,
         "polls": len(lat),
         "buffered_p50_us": lat[len(lat) // 2] * 1e6,
@@ -230,43 +264,49 @@ def kipconsumer_latency(bootstrap: str, topic: str, partitions: int, want: int) 
     c = _kipconsumer(bootstrap, topic, partitions)
     _settled()
     lat: list[float] = []
+    usage = _ThreadUsage()
     got = 0
     records = None
     for _ in range(ROUNDS):
         time.sleep(PAUSE_S)
         for _ in range(_polls_per_round(want)):
             del records  # released before the timed call: the figure is poll()'s own time
+            usage.start()
             s = time.perf_counter()
             records = c.poll(1.0)
             lat.append(time.perf_counter() - s)
+            usage.done(lat[-1])
             for r in records:
                 _ = r.value
                 got += 1
             r = None
     c.close()
-    return _buffered_summary(lat, got, _polls_per_round(want))
+    return _buffered_summary(lat, got, _polls_per_round(want), usage)
 
 
 def confluent_latency(bootstrap: str, topic: str, partitions: int, want: int) -> dict[str, float]:
     c = _confluent(bootstrap, topic, partitions)
     _settled()
     lat: list[float] = []
+    usage = _ThreadUsage()
     got = 0
     msgs: list = []
     for _ in range(ROUNDS):
         time.sleep(PAUSE_S)
         for _ in range(_polls_per_round(want)):
             del msgs
+            usage.start()
             s = time.perf_counter()
             msgs = c.consume(num_messages=500, timeout=1.0)
             lat.append(time.perf_counter() - s)
+            usage.done(lat[-1])
             for m in msgs:
                 if m.error() is None:
                     _ = m.value()
                     got += 1
             m = None
     c.close()
-    return _buffered_summary(lat, got, _polls_per_round(want))
+    return _buffered_summary(lat, got, _polls_per_round(want), usage)
 
 
 CLIENTS: dict[str, Callable[[str, str, int, int], dict[str, float]]] = {
