@@ -124,13 +124,17 @@ def test_native_build_info_names_the_allocator(bound_lib: Path, plain_lib: Path)
     assert plain.stdout.splitlines()[0] == "libc"
 
 
-OVERSIZE_THRESHOLD = """
+#: The start of a child script that reads the bundled jemalloc's settings: ``mallctl`` and ``loader``.
+MALLCTL_PRELUDE = """
     import ctypes
     import kipconsumer._loader as loader
     import kipconsumer  # noqa: F401  (loads the library)
     size_p = ctypes.POINTER(ctypes.c_size_t)
     mallctl = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, size_p, ctypes.c_void_p,
                                ctypes.c_size_t)(loader.allocator_mallctl())
+"""
+
+OVERSIZE_THRESHOLD = MALLCTL_PRELUDE + """
     value, size = ctypes.c_size_t(), ctypes.c_size_t(ctypes.sizeof(ctypes.c_size_t))
     assert mallctl(b"opt.oversize_threshold", ctypes.byref(value), ctypes.byref(size), None, 0) == 0
     print(value.value)
@@ -151,13 +155,8 @@ def test_the_bundled_jemalloc_keeps_fetch_response_buffers_in_its_arenas(bound_l
     assert int(override.stdout) == 8 << 20
 
 
-IDLE_PURGE = """
-    import ctypes, os, time
-    import kipconsumer._loader as loader
-    import kipconsumer  # noqa: F401  (loads the library)
-    size_p = ctypes.POINTER(ctypes.c_size_t)
-    mallctl = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, size_p, ctypes.c_void_p,
-                               ctypes.c_size_t)(loader.allocator_mallctl())
+IDLE_PURGE = MALLCTL_PRELUDE + """
+    import os, time
     on, size = ctypes.c_bool(), ctypes.c_size_t(1)
     assert mallctl(b"background_thread", ctypes.byref(on), ctypes.byref(size), None, 0) == 0
     rdk = ctypes.CDLL(loader.loaded_path())
@@ -192,7 +191,7 @@ IDLE_PURGE = """
 def test_the_bundled_jemalloc_returns_idle_memory_from_its_own_thread(bound_lib: Path) -> None:
     """background_thread:true (bound_alloc.c's malloc_conf): one jemalloc thread returns freed pages to
     the system on jemalloc's decay schedule, also while every other thread is idle, and no poll() pays
-    for the purge (docs/benchmarks.md, "The first poll after a pause"); a forked child allocates and
+    for the purge (docs/benchmarks.md, "Poll latency"); a forked child allocates and
     exits normally. $KCJE_MALLOC_CONF=background_thread:false turns it off: then pages freed before an
     idle spell stay resident through it (the control)."""
     env = _checked_env(bound_lib)
