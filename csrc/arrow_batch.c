@@ -19,6 +19,7 @@
  * (memcpy) and fills validity bitmaps of the columns that have nulls.  No
  * per-record allocation; two blocks per batch, usually taken from the pool. */
 #include "arrow_batch.h"
+#include "msg_prefetch.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -36,9 +37,7 @@
 #if defined(__GNUC__)
 #define KC_ARROW_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define KC_ARROW_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define KC_ARROW_PREFETCH(p) __builtin_prefetch((p), 0, 3)
 #else
-#define KC_ARROW_PREFETCH(p) ((void)(p))
 #define KC_ARROW_LIKELY(x)   (x)
 #define KC_ARROW_UNLIKELY(x) (x)
 #endif
@@ -338,26 +337,6 @@ static const int64_t kc_arrow_col_flags[KC_ARROW_MAX_COLS] = {
  * first load of each message). */
 #define KC_ARROW_PREFETCH_AHEAD 24
 
-/* Prefetches the lines of a consumed message that pass 1 reads: rd_kafka_message_t and the
- * timestamp fields of the rd_kafka_msg_t it is embedded in (librdkafka 2.x: they end 104 bytes
- * after the message's start; a wrong guess costs only a useless prefetch). */
-static inline void kc_arrow_prefetch_msg(const rd_kafka_message_t *m) {
-    const char *p = (const char *)m;
-    KC_ARROW_PREFETCH(p);
-    KC_ARROW_PREFETCH(p + 64);
-    KC_ARROW_PREFETCH(p + 103);
-}
-
-/* Prefetches the first two lines of a message's value for pass 2's copy (values are read
- * nowhere else; the hardware prefetcher follows them only within one fetched message set). */
-static inline void kc_arrow_prefetch_value(const rd_kafka_message_t *m) {
-    const char *p = (const char *)m->payload;
-    if (p) {
-        KC_ARROW_PREFETCH(p);
-        KC_ARROW_PREFETCH(p + 64);
-    }
-}
-
 #define KC_ARROW_SET_BIT(bm, i) ((bm)[(i) >> 3] |= (uint8_t)(1u << ((i) & 7)))
 
 /* ------------------------------------------------------------------ build */
@@ -448,7 +427,7 @@ int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags, cons
     toff[0] = koff[0] = voff[0] = 0;
     for (i = 0; i < n && i < KC_ARROW_PREFETCH_AHEAD; i++)
         if (msgs[i])
-            kc_arrow_prefetch_msg(msgs[i]);
+            kc_prefetch_msg(msgs[i]);
     for (i = 0; i < n; i++) {
         const rd_kafka_message_t *m = msgs[i];
         int64_t t;
@@ -469,7 +448,7 @@ int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags, cons
             goto done;
         }
         if (i + KC_ARROW_PREFETCH_AHEAD < n && msgs[i + KC_ARROW_PREFETCH_AHEAD])
-            kc_arrow_prefetch_msg(msgs[i + KC_ARROW_PREFETCH_AHEAD]);
+            kc_prefetch_msg(msgs[i + KC_ARROW_PREFETCH_AHEAD]);
 
         /* topic (cached per rkt: consecutive messages usually share a topic) */
         if (m->rkt != last_rkt) {
@@ -566,13 +545,13 @@ int kc_arrow_build_ex(rd_kafka_message_t *const *msgs, size_t n, int flags, cons
     last_rkt = NULL;
     tname = NULL;
     for (i = 0; i < n && i < KC_ARROW_PREFETCH_AHEAD; i++)
-        kc_arrow_prefetch_value(msgs[i]);
+        kc_prefetch_value(msgs[i]);
     for (i = 0; i < n; i++) {
         const rd_kafka_message_t *m = msgs[i];
         size_t len;
 
         if (i + KC_ARROW_PREFETCH_AHEAD < n)
-            kc_arrow_prefetch_value(msgs[i + KC_ARROW_PREFETCH_AHEAD]);
+            kc_prefetch_value(msgs[i + KC_ARROW_PREFETCH_AHEAD]);
 
         if (m->rkt != last_rkt) {
             last_rkt = m->rkt;
