@@ -293,6 +293,8 @@ cdef _seek(NativeConsumer c, tp, int64_t offset, double timeout, bint _fetcher_o
     cdef rd_kafka_resp_err_t code
     cdef int64_t seek_deadline = _deadline_ms(timeout)
     cdef int tmo
+    # the fetcher usually starts within a millisecond of assign(): retry soon, then every 5 ms
+    cdef unsigned int retry_us = 250
     if c._close.closing() and c._close.deadline_ms < seek_deadline:
         seek_deadline = c._close.deadline_ms
     lst.elems[0].offset = offset
@@ -328,7 +330,8 @@ cdef _seek(NativeConsumer c, tp, int64_t offset, double timeout, bint _fetcher_o
                 break
             lst.elems[0].err = RD_KAFKA_RESP_ERR_NO_ERROR
             with nogil:
-                usleep(5000)
+                usleep(retry_us)
+            retry_us = min(retry_us * 2, 5000)
         if error != NULL:
             msg = rd_kafka_error_string(error).decode()
             raise KafkaError(f"seek({tp.topic}-{tp.partition}, {offset}) failed: {msg}", code=_err_name(code))
