@@ -214,17 +214,6 @@ cdef inline bint _coordinator_moving(rd_kafka_resp_err_t err) noexcept:
             or err == RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS)
 
 
-cdef inline int64_t _assign_start(NativeConsumer c) noexcept:
-    """Where librdkafka starts an assign()ed partition: the committed offset of the user's group, else
-    (the private assign-only group never has one) straight at auto.offset.reset's end, as Java's
-    consumer without a group.id: no committed-offset lookup, whose coordinator round trips delayed
-    the first fetch (and a seek() right after assign(), which waits for the fetcher) by up to ~55 ms.
-    auto.offset.reset=error keeps the lookup: its failure is that policy's error."""
-    if c.has_group or c._reset_policy == RESET_NONE:
-        return RD_KAFKA_OFFSET_STORED
-    return RD_KAFKA_OFFSET_BEGINNING if c._reset_policy == RESET_EARLIEST else RD_KAFKA_OFFSET_END
-
-
 cdef inline bint _seek_again(rd_kafka_resp_err_t err) noexcept:
     return err == RD_KAFKA_RESP_ERR__STATE or err == RD_KAFKA_RESP_ERR__OUTDATED
 
@@ -589,7 +578,7 @@ cdef class NativeConsumer:
         for tp in current - set(tps):
             kc_ps_remove(&self.core.fb, c_string(tp.topic, "topic"), tp.partition)
         for i in range(lst.cnt):
-            lst.elems[i].offset = _assign_start(self)
+            lst.elems[i].offset = RD_KAFKA_OFFSET_STORED
         try:
             _buffer_partitions(self, lst)
         except MemoryError:

@@ -835,24 +835,3 @@ def test_committed_asks_again_while_the_coordinator_moves(error: str) -> None:
                 c.committed([tp], timeout=1.0)
             assert time.monotonic() - t0 < 5
 
-
-@pytest.mark.parametrize("reset", ["earliest", "latest"])
-def test_an_assign_only_consumer_never_asks_the_group_coordinator(reset: str) -> None:
-    """Without a group.id (Java: no coordinator at all) assign() starts each partition straight at
-    auto.offset.reset's end: a coordinator that answers nothing does not hold the first records."""
-    with EmbeddedBroker(num_brokers=1) as b:
-        b.create_topic("assign-only", 1)
-        produce(b, "assign-only", 3)
-        b.push_request_errors("FindCoordinator", *["COORDINATOR_NOT_AVAILABLE"] * 500)
-        b.push_request_errors("OffsetFetch", *["COORDINATOR_NOT_AVAILABLE"] * 500)
-        with make(b, auto_offset_reset=reset) as c:
-            tp = TopicPartition("assign-only", 0)
-            c.assign([tp])
-            if reset == "latest":
-                deadline = time.monotonic() + 10
-                while c.position(tp) != 3:  # the end, found without the coordinator
-                    assert time.monotonic() < deadline, c.position(tp)
-                    c.poll(0.1)
-                produce(b, "assign-only", 2)
-            got = read(c, 3 if reset == "earliest" else 2, timeout=10)
-        assert [r.offset for r in got] == ([0, 1, 2] if reset == "earliest" else [3, 4])
