@@ -5,12 +5,14 @@
 
 Fills one topic, then per round runs, each in its own process and in alternating order (ABBA, so drift
 hits both sides alike): the raw C consumer (bench/c/raw_consumer.c, linked once against the plain
-library and once against the bound copy) and kipconsumer iterating values (bench/workers.py
-``kipconsumer-iter``; the bound side gets ``KIPCONSUMER_LIBRDKAFKA``). Prints records/s and CPU ns
-per record (min/median/max) per side and the per-round ratio bound/plain (min/median/max); then the
-peak and final RSS of a kipconsumer consume of the same records on each side (bench/memory.py's
-worker). The bound copy is made by scripts/native_bundle.py unless ``--bound`` names one. Results go
-to bench/results/<date>-alloc-ab-<broker>.json.
+library, confluent-kafka's wheel's binary as it ships (run.py's plain_librdkafka), and once against a
+bound copy of it) and kipconsumer iterating values (bench/workers.py ``kipconsumer-iter``; each side
+gets its library through ``KIPCONSUMER_LIBRDKAFKA``). Until 2026-11-30 the plain side was the
+checkout's own library, which ./dev.sh binds: both sides were bound (the 2026-11-29 file's ratio 1.00).
+Prints records/s and CPU ns per record (min/median/max) per side and the per-round ratio bound/plain
+(min/median/max); then the peak and final RSS of a kipconsumer consume of the same records on each side
+(bench/memory.py's worker). The bound copy is made by scripts/native_bundle.py unless ``--bound`` names
+one. Results go to bench/results/<date>-alloc-ab-<broker>.json.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "scripts"))
 from _common import ROOT, start_broker  # noqa: E402
-from run import TOPIC, build_raw_consumer, fill  # noqa: E402
+from run import TOPIC, build_raw_consumer, fill, plain_librdkafka  # noqa: E402
 
 ENV = "KIPCONSUMER_LIBRDKAFKA"
 
@@ -62,23 +64,24 @@ def main() -> int:
                     "whole process (e.g. Debian's libjemalloc.so.2), as a reference")
     args = ap.parse_args()
 
-    plain_env = {k: v for k, v in os.environ.items() if k != ENV}
-    plain_env["PYTHONPATH"] = str(ROOT)
+    base_env = {k: v for k, v in os.environ.items() if k != ENV}
+    base_env["PYTHONPATH"] = str(ROOT)
     with tempfile.TemporaryDirectory() as tmp:
+        # plain: confluent-kafka's binary as it ships (the checkout's own copy is bound already)
+        (Path(tmp) / "plain").mkdir()
+        plain = plain_librdkafka(str(Path(tmp) / "plain"))
         if args.bound:
             bound = Path(args.bound)
         else:
             import native_bundle
 
-            bound = native_bundle.bound_copy(Path(tmp) / "bound")
-        bound_env = {**plain_env, ENV: str(bound)}
-        os.environ.pop(ENV, None)
-        (Path(tmp) / "plain").mkdir()
+            bound = native_bundle.bound_copy(Path(tmp) / "bound", source=Path(plain))
+        print(f"plain: {plain}\nbound: {bound}", flush=True)
+        plain_env = {**base_env, ENV: plain}
+        bound_env = {**base_env, ENV: str(bound)}
         (Path(tmp) / "jemalloc").mkdir()
-        raw = {"plain": build_raw_consumer(str(Path(tmp) / "plain"))}
-        os.environ[ENV] = str(bound)
-        raw["jemalloc"] = build_raw_consumer(str(Path(tmp) / "jemalloc"))
-        os.environ.pop(ENV)
+        raw = {"plain": build_raw_consumer(str(Path(tmp) / "plain"), lib=plain),
+               "jemalloc": build_raw_consumer(str(Path(tmp) / "jemalloc"), lib=str(bound))}
         envs = {"plain": plain_env, "jemalloc": bound_env}
         if args.preload:
             envs["preload"] = {**plain_env, "LD_PRELOAD": args.preload}

@@ -9,7 +9,9 @@ then runs every client in its own process `--warmup` times untimed (the first pa
 is slower: cold caches; measured 2.7-2.9M records/s against 3.5-4.1M in later passes, see
 docs/benchmarks.md "Reading the numbers") and `--repeat` times timed, interleaved, and prints a
 table of records/s (median and best of the runs) with ratios to confluent-kafka's
-`consume(500)` and to a plain C consumer on librdkafka (bench/c/raw_consumer.c), and the
+`consume(500)` and to a plain C consumer on librdkafka (bench/c/raw_consumer.c: `raw-c` on the
+library kipconsumer loads, bound to the bundled jemalloc; `raw-c-glibc` on the same binary as
+confluent-kafka's wheel ships it, allocating with glibc's malloc, as a C program gets it), and the
 per-poll latency percentiles of those runs (they include polls that wait for the broker when
 the client outruns the fetcher), and the client process's CPU time per record (all threads,
 librdkafka's included: what the client costs, whatever the broker's speed) with its ratio to the
@@ -61,12 +63,31 @@ def fill(bootstrap: str, records: int, partitions: int, value_size: int) -> None
     fill_partitions(bootstrap, TOPIC, counts, value_size)
 
 
-def build_raw_consumer(out_dir: str, program: str = "raw_consumer") -> str:
-    """Compiles bench/c/<program>.c against the librdkafka kipconsumer loads; returns the executable."""
+def plain_librdkafka(out_dir: str) -> str:
+    """The librdkafka kipconsumer carries as it comes in confluent-kafka's wheel (the same binary),
+    unbound: it allocates with glibc's malloc, as a C program linking librdkafka from a wheel or a
+    distribution does. Extracted into `out_dir` (the checkout's own copy is bound to the bundled
+    jemalloc by ./dev.sh, so it is not the plain library)."""
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from native_bundle import is_bound
+
+    from build_support.carried_librdkafka import graft
+
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    lib = graft(Path(out_dir))
+    if is_bound(lib):
+        raise RuntimeError(f"{lib} allocates with the bundled jemalloc: not a plain librdkafka")
+    return str(lib)
+
+
+def build_raw_consumer(out_dir: str, program: str = "raw_consumer", lib: str | None = None) -> str:
+    """Compiles bench/c/<program>.c against `lib` (default: the librdkafka kipconsumer loads); returns
+    the executable."""
     sys.path.insert(0, str(ROOT))
     from kipconsumer._loader import librdkafka_path
 
-    lib = librdkafka_path()
+    lib = lib or librdkafka_path()
     exe = os.path.join(out_dir, program)
     subprocess.check_call(
         [
@@ -149,8 +170,8 @@ def main() -> int:
     ap.add_argument(
         "--clients",
         default=None,
-        help="default: raw-c,java,java-c1 (on kafka),confluent-consume500,confluent-consume500-tuned,"
-        "kipconsumer-iter,kipconsumer-arrow,confluent-latency,kipconsumer-latency",
+        help="default: raw-c,raw-c-glibc,java,java-c1 (on kafka),confluent-consume500,"
+        "confluent-consume500-tuned,kipconsumer-iter,kipconsumer-arrow,confluent-latency,kipconsumer-latency",
     )
     ap.add_argument(
         "--json", help="write the results here instead of bench/results/<date>-consume-<broker>.json"
@@ -165,9 +186,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.clients is None:
         args.clients = ",".join(
-            ["raw-c", *(["java", "java-c1"] if args.broker == "kafka" else []), "confluent-consume500",
-             "confluent-consume500-tuned", "kipconsumer-iter", "kipconsumer-arrow", "confluent-latency",
-             "kipconsumer-latency"])
+            ["raw-c", "raw-c-glibc", *(["java", "java-c1"] if args.broker == "kafka" else []),
+             "confluent-consume500", "confluent-consume500-tuned", "kipconsumer-iter", "kipconsumer-arrow",
+             "confluent-latency", "kipconsumer-latency"])
     clients = args.clients.split(",")
     if set(clients) & set(JAVA_FLAGS) and args.broker != "kafka":
         ap.error("the java clients run on --broker kafka only")
@@ -188,6 +209,10 @@ def main() -> int:
         fill(broker.bootstrap, args.records, args.partitions, args.value_size)
         with tempfile.TemporaryDirectory() as tmp:
             raw = build_raw_consumer(tmp) if "raw-c" in clients else ""
+            raw_glibc = ""
+            if "raw-c-glibc" in clients:
+                raw_glibc = build_raw_consumer(os.path.join(tmp, "glibc"),
+                                               lib=plain_librdkafka(os.path.join(tmp, "glibc")))
             total = (args.warmup + args.repeat) * len(clients)
             step = 0
             for rep in range(-args.warmup, args.repeat):
@@ -199,6 +224,8 @@ def main() -> int:
                     tail = [broker.bootstrap, TOPIC, str(args.partitions), str(args.records)]
                     if name == "raw-c":
                         cmd = [raw, *tail]
+                    elif name == "raw-c-glibc":
+                        cmd = [raw_glibc, *tail]
                     elif name in JAVA_FLAGS:
                         cmd = java_consumer_command(broker.bootstrap, args.records, name)
                     else:
@@ -231,7 +258,7 @@ def main() -> int:
         )
 
     refs = {"cf tuned": "confluent-consume500-tuned", "cf dflt": "confluent-consume500", "raw C": "raw-c",
-            "Java": "java", "Java C1": "java-c1"}
+            "raw glibc": "raw-c-glibc", "Java": "java", "Java C1": "java-c1"}
     ref_rate = {label: rate_from_assign(n) for label, n in refs.items()}
     ref_cpu = {label: cpu_ns(n) for label, n in refs.items()}
     print()

@@ -387,7 +387,8 @@ def bind_wheel(wheel: Path, arch: str) -> None:
 
 
 def installed_librdkafka() -> Path:
-    """The librdkafka kipconsumer loads today (kipconsumer._loader), unbound."""
+    """The librdkafka kipconsumer loads today (kipconsumer._loader): bound already in a checkout that
+    ./dev.sh set up (bench/run.py's plain_librdkafka extracts the unbound one)."""
     sys.path.insert(0, str(ROOT))
     from kipconsumer._loader import librdkafka_path
 

@@ -140,3 +140,29 @@ def test_java_peer_share_bench_reads_every_record(kafka_cluster) -> None:  # typ
     (doc,) = java_peer.run("share-bench", kafka_cluster.bootstrap_servers, topic, "40",
                            "--groups", ",".join(groups), timeout=120)
     assert doc["records"] == 40 and doc["seconds"] > 0 and doc["cpu_seconds"] > 0
+
+
+def test_raw_c_runs_on_the_bound_library_and_on_glibc(tmp_path: Path) -> None:
+    """run.py's two C floors read every record: `raw-c` on the library kipconsumer loads (bound to the
+    bundled jemalloc) and `raw-c-glibc` on confluent-kafka's binary as it ships, which must not be
+    bound (it was, unnoticed, when alloc_ab.py took the checkout's library as its plain side)."""
+    sys.path.insert(0, str(BENCH.parent / "scripts"))
+    sys.path.insert(0, str(BENCH))
+    import native_bundle
+    import run
+
+    from kipconsumer._loader import librdkafka_path
+
+    plain = Path(run.plain_librdkafka(str(tmp_path / "plain")))
+    assert not native_bundle.is_bound(plain)
+    assert native_bundle.is_bound(Path(librdkafka_path()))  # what ./dev.sh and the wheels load
+    out = tmp_path / "run.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--broker", "mock", "--records", "3000", "--partitions", "3",
+         "--repeat", "1", "--warmup", "0", "--clients", "raw-c,raw-c-glibc", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    summary = json.loads(out.read_text())["summary"]
+    for name in ("raw-c", "raw-c-glibc"):
+        assert [r["records"] for r in summary[name]["runs"]] == [3000], name
