@@ -7,8 +7,9 @@ Fills one topic, then per round runs, each in its own process and in alternating
 hits both sides alike): the raw C consumer (bench/c/raw_consumer.c, linked once against the plain
 library, confluent-kafka's wheel's binary as it ships (run.py's plain_librdkafka), and once against a
 bound copy of it) and kipconsumer iterating values (bench/workers.py ``kipconsumer-iter``; each side
-gets its library through ``KIPCONSUMER_LIBRDKAFKA``). Until 2026-11-30 the plain side was the
-checkout's own library, which ./dev.sh binds: both sides were bound (the 2026-11-29 file's ratio 1.00).
+gets its library through ``KIPCONSUMER_LIBRDKAFKA``). Until session 22 (2026-11-29) the plain side was
+the checkout's own library, which ./dev.sh binds: both sides were bound
+(2026-11-29-alloc-ab-kafka-s21.json's ratio 1.00).
 Prints records/s and CPU ns per record (min/median/max) per side and the per-round ratio bound/plain
 (min/median/max); then the peak and final RSS of a kipconsumer consume of the same records on each side
 (bench/memory.py's worker). The bound copy is made by scripts/native_bundle.py unless ``--bound`` names
