@@ -8,8 +8,11 @@ Starts one Kafka node (kipconsumer.testing.KafkaCluster), then per client, each 
 * consume: read ``--records`` records of a filled topic from the beginning (every partition
   assigned), touching every value; the Java client through our peer (tests/java/KafkaPeer.java
   ``consume-bench``, ``max.poll.records=500``; it reads the topic twice in one JVM and reports the
-  second pass, after the JIT warmed up), confluent-kafka ``consume(500)``, kipconsumer iterating
-  ``poll()`` batches' values, kipconsumer ``to_arrow()`` (one pass each);
+  second pass, after the JIT warmed up), confluent-kafka ``consume(500)`` (``fetch.queue.backoff.ms``
+  10, and ``-tuned``: every fetch setting kipconsumer gives librdkafka, bench/workers.py), kipconsumer
+  iterating ``poll()`` batches' values, kipconsumer ``to_arrow()`` (one pass each), and the raw C
+  consumer (bench/c/raw_consumer.c) on the library kipconsumer loads (``raw-c``) and on glibc
+  (``raw-c-glibc``, bench/run.py's plain_librdkafka), timed from ``assign()`` as the others;
 * produce: send ``--records`` keyed records of ``--value-size`` bytes with default settings
   (acks=all, idempotent) and flush: the Java client (second of two passes), confluent-kafka
   ``produce()``, kipconsumer ``send()``.
@@ -49,6 +52,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -64,6 +68,21 @@ _PY_CONSUMERS = {
 from confluent_kafka import Consumer, TopicPartition
 c = Consumer({"bootstrap.servers": BOOT, "group.id": "bench-ck", "enable.auto.commit": False,
               "fetch.queue.backoff.ms": 10})
+c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTS)])
+start(); n = 0; size = 0
+while n < N:
+    for m in c.consume(500, 0.5):
+        if m.error() is None:
+            size += len(m.value()); n += 1
+done(n); c.close()
+""",
+    "confluent-kafka-tuned": f"""
+import sys
+sys.path.insert(0, {str(HERE)!r})
+from workers import like_for_like_settings
+from confluent_kafka import Consumer, TopicPartition
+c = Consumer({{"bootstrap.servers": BOOT, "group.id": "bench-ck", "enable.auto.commit": False,
+              **like_for_like_settings(BOOT)}})
 c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTS)])
 start(); n = 0; size = 0
 while n < N:
@@ -151,6 +170,16 @@ def done(n):
 def _python(body: str, args: list[str]) -> tuple[dict[str, float] | None, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return run_json([sys.executable, "-c", _PRELUDE + body, *args], timeout=300, env=env)
+
+
+def _raw_c(exe: str, boot: str, topic: str, parts: int, n: int) -> tuple[dict[str, float] | None, str]:
+    """bench/c/raw_consumer.c's run in this script's terms: timed from assign(), as the Python bodies
+    (start() after assign) and the Java peer."""
+    out, err = run_json([exe, boot, topic, str(parts), str(n)], timeout=300)
+    if out is None:
+        return None, err
+    return {"records": out["records"], "seconds": out["seconds_from_assign"],
+            "cpu_seconds": out["cpu_s_from_assign"]}, ""
 
 
 def _java(command: list[str]) -> tuple[dict[str, float] | None, str]:
@@ -443,7 +472,17 @@ def main() -> int:
             slot = results[section].setdefault(name, {} if sub else [])
             (slot.setdefault(sub, []) if sub else slot).append(out)
 
-    with KafkaCluster(brokers=1) as k:
+    # the C floors: on the library kipconsumer loads (bound to the bundled jemalloc) and on glibc
+    tmp = tempfile.TemporaryDirectory()
+    raw_c: dict[str, str] = {}
+    if "consume" in only:
+        from run import build_raw_consumer, plain_librdkafka
+
+        raw_c["raw-c"] = build_raw_consumer(tmp.name)
+        glibc = os.path.join(tmp.name, "glibc")
+        raw_c["raw-c-glibc"] = build_raw_consumer(glibc, lib=plain_librdkafka(glibc))
+
+    with tmp, KafkaCluster(brokers=1) as k:
         boot, version = k.bootstrap_servers, k.version
         if {"consume", "latency", "memory"} & set(only):
             k.create_topic("bench-c", parts, 1)
@@ -464,7 +503,9 @@ def main() -> int:
                     "java": lambda: _java(["consume-bench", boot, "bench-c", str(n)]),
                     **{name: functools.partial(_python, body, [boot, "bench-c", str(n), str(parts),
                                                                str(size)])
-                       for name, body in _PY_CONSUMERS.items()}}
+                       for name, body in _PY_CONSUMERS.items()},
+                    **{name: functools.partial(_raw_c, exe, boot, "bench-c", parts, n)
+                       for name, exe in raw_c.items()}}
                 for name, run in clients.items():
                     keep("consume", name, rep, run())
             if "produce" in only:
