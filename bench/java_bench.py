@@ -63,11 +63,10 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from _common import ROOT, add_kafka_version_argument, fill_partitions, run_json  # noqa: E402
 
-_PY_CONSUMERS = {
-    "confluent-kafka": """
+# confluent-kafka's consume loop, after `c = Consumer(...)` (CK_SETTINGS: the settings beyond the common ones)
+_CK_CONSUMER = """
 from confluent_kafka import Consumer, TopicPartition
-c = Consumer({"bootstrap.servers": BOOT, "group.id": "bench-ck", "enable.auto.commit": False,
-              "fetch.queue.backoff.ms": 10})
+c = Consumer({"bootstrap.servers": BOOT, "group.id": "bench-ck", "enable.auto.commit": False, **CK_SETTINGS})
 c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTS)])
 start(); n = 0; size = 0
 while n < N:
@@ -75,22 +74,17 @@ while n < N:
         if m.error() is None:
             size += len(m.value()); n += 1
 done(n); c.close()
-""",
+"""
+
+_PY_CONSUMERS = {
+    "confluent-kafka": 'CK_SETTINGS = {"fetch.queue.backoff.ms": 10}' + _CK_CONSUMER,
+    # every fetch setting kipconsumer gives librdkafka (bench/workers.py)
     "confluent-kafka-tuned": f"""
 import sys
 sys.path.insert(0, {str(HERE)!r})
 from workers import like_for_like_settings
-from confluent_kafka import Consumer, TopicPartition
-c = Consumer({{"bootstrap.servers": BOOT, "group.id": "bench-ck", "enable.auto.commit": False,
-              **like_for_like_settings(BOOT)}})
-c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTS)])
-start(); n = 0; size = 0
-while n < N:
-    for m in c.consume(500, 0.5):
-        if m.error() is None:
-            size += len(m.value()); n += 1
-done(n); c.close()
-""",
+CK_SETTINGS = like_for_like_settings(BOOT)
+""" + _CK_CONSUMER,
     "kipconsumer": """
 from kipconsumer import KafkaConsumer, TopicPartition
 c = KafkaConsumer({"bootstrap.servers": BOOT, "enable.auto.commit": False})
