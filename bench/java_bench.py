@@ -470,11 +470,10 @@ def main() -> int:
     tmp = tempfile.TemporaryDirectory()
     raw_c: dict[str, str] = {}
     if "consume" in only:
-        from run import build_raw_consumer, plain_librdkafka
+        from run import build_raw_consumer, build_raw_consumer_on_glibc
 
         raw_c["raw-c"] = build_raw_consumer(tmp.name)
-        glibc = os.path.join(tmp.name, "glibc")
-        raw_c["raw-c-glibc"] = build_raw_consumer(glibc, lib=plain_librdkafka(glibc))
+        raw_c["raw-c-glibc"] = build_raw_consumer_on_glibc(os.path.join(tmp.name, "glibc"))
 
     with tmp, KafkaCluster(brokers=1) as k:
         boot, version = k.bootstrap_servers, k.version

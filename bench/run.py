@@ -104,6 +104,12 @@ def build_raw_consumer(out_dir: str, program: str = "raw_consumer", lib: str | N
     return exe
 
 
+def build_raw_consumer_on_glibc(out_dir: str) -> str:
+    """bench/c/raw_consumer.c compiled against plain_librdkafka() (both in `out_dir`): the `raw-c-glibc`
+    client."""
+    return build_raw_consumer(out_dir, lib=plain_librdkafka(out_dir))
+
+
 #: The JVMs the Java client runs in: `java` at the JVM's defaults (G1, the C2 JIT) with a 512 MiB heap
 #: cap; `java-c1` as a JVM tuned for a small machine (the serial GC and the C1 JIT only, as the tests'
 #: peers run; on 2 cores shared with the broker neither G1's nor C2's threads take CPU from it).
@@ -209,10 +215,8 @@ def main() -> int:
         fill(broker.bootstrap, args.records, args.partitions, args.value_size)
         with tempfile.TemporaryDirectory() as tmp:
             raw = build_raw_consumer(tmp) if "raw-c" in clients else ""
-            raw_glibc = ""
-            if "raw-c-glibc" in clients:
-                raw_glibc = build_raw_consumer(os.path.join(tmp, "glibc"),
-                                               lib=plain_librdkafka(os.path.join(tmp, "glibc")))
+            glibc_dir = os.path.join(tmp, "glibc")
+            raw_glibc = build_raw_consumer_on_glibc(glibc_dir) if "raw-c-glibc" in clients else ""
             total = (args.warmup + args.repeat) * len(clients)
             step = 0
             for rep in range(-args.warmup, args.repeat):

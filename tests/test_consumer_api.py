@@ -834,4 +834,3 @@ def test_committed_asks_again_while_the_coordinator_moves(error: str) -> None:
             with pytest.raises(KafkaTimeoutError):  # the last ask refused, or unanswered at the deadline
                 c.committed([tp], timeout=1.0)
             assert time.monotonic() - t0 < 5
-
